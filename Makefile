@@ -1,0 +1,34 @@
+# The two commands of the README: `make lab` and `make test`. Everything else is a helper for them.
+# Setup is idempotent: .venv is (re)built only when pyproject.toml (the one place versions are pinned) changes.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8888
+
+.PHONY: setup lab test release bench-lessons clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 11) else "Python 3.11+ is needed; $(PYTHON) is %d.%d. Run: make PYTHON=python3.11 ..." % v[:2])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --editable '.[test]'
+	@touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)" lessons/01-chain-rule.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+# Regenerate the student release (exercises/) from the nbgrader sources (solutions/).
+release: $(STAMP)
+	$(BIN)/python -m autograder release
+
+# Execute every lesson in a fresh kernel and print how long each took (a report, not a test).
+bench-lessons: $(STAMP)
+	$(BIN)/python -m autograder bench-lessons
+
+clean:
+	rm -rf $(VENV) gradebook.db submitted autograded feedback .exchange .pytest_cache .hypothesis

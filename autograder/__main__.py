@@ -1,0 +1,55 @@
+"""Command line for course maintainers: ``python -m autograder COMMAND``.
+
+* ``release``        regenerate ``exercises/`` from ``solutions/`` with ``nbgrader generate_assignment``;
+* ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import course
+
+
+def release(_: argparse.Namespace) -> int:
+    """Generate the release in a scratch copy of the course, then replace exercises/ with it."""
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = course.copy_course(Path(scratch) / "course")
+        course.generate_release(copy)
+        shutil.rmtree(course.EXERCISES, ignore_errors=True)
+        shutil.copytree(copy / "exercises", course.EXERCISES)
+    for assignment in course.assignments():
+        print(f"released {course.release_notebook(assignment).relative_to(course.ROOT)}")
+    return 0
+
+
+def bench_lessons(_: argparse.Namespace) -> int:
+    from .notebooks import execute
+
+    total = 0.0
+    for path in course.lessons():
+        start = time.perf_counter()
+        execute(path)
+        seconds = time.perf_counter() - start
+        total += seconds
+        print(f"{path.name:32s} {seconds:6.1f} s")
+    print(f"{'all lessons':32s} {total:6.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("release", help="regenerate exercises/ from solutions/").set_defaults(run=release)
+    commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The course on disk: where lessons and assignments are, and how nbgrader is run on a course directory.
+
+The repository root is an nbgrader course (see ``nbgrader_config.py``): ``solutions/NN-slug/NN-slug.ipynb`` are the
+sources, ``exercises/NN-slug/NN-slug.ipynb`` the student release generated from them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+
+#: What a course directory needs for nbgrader to generate and grade assignments.
+COURSE_FILES = ("nbgrader_config.py", "solutions")
+
+
+def lessons(root: Path = ROOT) -> list[Path]:
+    """Every lesson notebook, in course order."""
+    return sorted((root / "lessons").glob("[0-9][0-9]-*.ipynb"))
+
+
+def assignments(root: Path = ROOT) -> list[str]:
+    """Every assignment id (``NN-slug``) that has a source notebook, in course order."""
+    return sorted(p.parent.name for p in (root / "solutions").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))
+
+
+def source_notebook(assignment: str, root: Path = ROOT) -> Path:
+    return root / "solutions" / assignment / f"{assignment}.ipynb"
+
+
+def release_notebook(assignment: str, root: Path = ROOT) -> Path:
+    return root / "exercises" / assignment / f"{assignment}.ipynb"
+
+
+def tool_environment(**extra: str) -> dict[str, str]:
+    """The environment for nbgrader and kernels: this interpreter's bin first (nbgrader runs `alembic` from PATH)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.setdefault("MPLBACKEND", "agg")
+    env.update(extra)
+    return env
+
+
+def nbgrader(*args: str, course: Path = ROOT, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in a course directory and return the finished process (output captured)."""
+    command = [sys.executable, "-m", "nbgrader", *args]
+    done = subprocess.run(command, cwd=course, env=tool_environment(**env), capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[2:])} failed in {course} (exit {done.returncode}):\n"
+                           f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+    return done
+
+
+def copy_course(destination: Path, root: Path = ROOT) -> Path:
+    """A fresh course directory at ``destination`` holding only the sources and the nbgrader configuration."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in COURSE_FILES:
+        source = root / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        else:
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def generate_release(course: Path = ROOT, assignment_ids: list[str] | None = None) -> None:
+    """``nbgrader generate_assignment`` for each assignment of ``course``, writing its ``exercises/``."""
+    for assignment in assignment_ids or assignments(course):
+        nbgrader("generate_assignment", assignment, "--force", "--log-level=WARN", course=course)

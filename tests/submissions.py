@@ -1,0 +1,103 @@
+"""Build learner submissions from the release, and read back what nbgrader made of them.
+
+A submission is the student release with some solution cells filled in: from the reference solution, from an entry
+of the wrong-answer catalogue (``tests/wrong_answers/NN-slug.yaml``), or left blank.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from autograder import course
+
+CATALOGUES = Path(__file__).parent / "wrong_answers"
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    name: str
+    replace: dict[str, str]
+    scores: dict[str, float]
+    feedback: list[str] = field(default_factory=list)
+
+
+def catalogue(assignment: str) -> list[WrongAnswer]:
+    path = CATALOGUES / f"{assignment}.yaml"
+    return [WrongAnswer(**entry) for entry in yaml.safe_load(path.read_text())] if path.exists() else []
+
+
+def grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def solution_sources(assignment: str) -> dict[str, str]:
+    """The reference code of every solution cell, by grade id."""
+    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    return {grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def graded_cells(assignment: str) -> dict[str, float]:
+    """Points of every graded test cell, by grade id."""
+    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    return {grade_id(c): float(c.metadata["nbgrader"]["points"]) for c in notebook.cells
+            if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def write_submission(course_dir: Path, student: str, assignment: str, answers: dict[str, str]) -> None:
+    """Put the release, with ``answers`` (grade id -> code) in its solution cells, in submitted/STUDENT/."""
+    notebook = nbformat.read(course.release_notebook(assignment, course_dir), as_version=4)
+    for cell in notebook.cells:
+        if grade_id(cell) in answers:
+            cell.source = answers[grade_id(cell)]
+    target = course_dir / "submitted" / student / assignment
+    target.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target / f"{assignment}.ipynb")
+
+
+def scores(course_dir: Path, student: str, assignment: str) -> dict[str, float]:
+    """Score of every graded cell of one autograded submission, by grade id, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission_notebook(assignment, assignment, student)
+        return {grade.name: float(grade.score) for grade in submission.grades}
+
+
+def feedback_text(course_dir: Path, student: str, assignment: str) -> str:
+    """The feedback page a learner gets, as plain text (tags and ANSI colours removed, entities decoded)."""
+    page = (course_dir / "feedback" / student / assignment / f"{assignment}.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def run_in_process(assignment: str, answers: dict[str, str]) -> dict[str, bool]:
+    """Run the source notebook in this process with ``answers`` in its solution cells; pass/fail per test cell.
+
+    A quick stand-in for nbgrader (no kernel, no gradebook) so the hidden tests can be tried on many seeds.
+    """
+    import contextlib
+    import io
+
+    namespace: dict = {"__name__": "__main__"}
+    results: dict[str, bool] = {}
+    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in notebook.cells:
+            if cell.cell_type != "code":
+                continue
+            meta = cell.metadata.get("nbgrader", {})
+            source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
+            try:
+                exec(compile(source, f"<{grade_id(cell) or 'cell'}>", "exec"), namespace)
+                passed = True
+            except Exception:  # a wrong answer may break any cell, exactly as in a kernel
+                passed = False
+            if meta.get("grade"):
+                results[grade_id(cell)] = passed
+    return results

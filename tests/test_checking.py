@@ -1,0 +1,97 @@
+"""Failure messages state the case, the learner's value, both oracles, the worst element and a named mistake."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from autograder.checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
+from autograder.seeding import DEFAULT_SEED, SEED_VARIABLE, generator, grading_seed
+
+
+def test_pass_is_silent():
+    expect_close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-12]), what="f")
+
+
+def test_failure_message_names_everything():
+    expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    got = expected.clone()
+    got[1, 0] = 3.5
+    with pytest.raises(GradingFailure) as failure:
+        expect_close(got, expected, what="grad(f) at x = [...]", fd=expected + 1e-9, misconceptions=[
+            Misconception("unrelated", "never shown", value=expected * 7),
+            Misconception("planted", "the hint", value=got)])
+    message = str(failure.value)
+    for phrase in ("grad(f) at x = [...] is wrong", "index (1, 0)", "your value:         3.5", "autograd:           3",
+                   "finite difference:  3", "abs 0.5", "Likely misconception: planted. the hint"):
+        assert phrase in message, phrase
+    assert "never shown" not in message
+
+
+def test_no_diagnosis_when_nothing_matches():
+    with pytest.raises(GradingFailure) as failure:
+        expect_close(2.0, 1.0, what="g", misconceptions=[Misconception("m", "h", value=3.0)])
+    assert "Likely misconception" not in str(failure.value)
+
+
+def test_nan_is_never_close():
+    with pytest.raises(GradingFailure):
+        expect_close(float("nan"), 1.0, what="g")
+
+
+def test_oracles_that_disagree_blame_the_course():
+    with pytest.raises(RuntimeError, match="Course bug"):
+        expect_close(1.0, 1.0, what="g", fd=2.0)
+
+
+def test_shape_mismatch_is_explained():
+    with pytest.raises(GradingFailure, match=r"shape \(3,\); expected shape \(2,\)"):
+        expect_close(torch.zeros(3), torch.zeros(2), what="g")
+
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __float__(self):
+        return 1.0
+
+
+def test_objects_that_claim_equality_are_not_answers():
+    with pytest.raises(GradingFailure, match="expected a number or a tensor"):
+        as_answer(AlwaysEqual(), what="g")
+
+
+def test_learner_exceptions_become_readable_failures():
+    def unfinished():
+        raise NotImplementedError()
+
+    with pytest.raises(GradingFailure, match="replace the `raise NotImplementedError\\(\\)`"):
+        call_learner(unfinished, what="f()")
+    with pytest.raises(GradingFailure, match="f\\(\\) raised ZeroDivisionError"):
+        call_learner(lambda: 1 / 0, what="f()")
+
+
+def test_learner_warnings_are_silenced():
+    def noisy():
+        warnings.warn("loud", UserWarning)
+        return 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert call_learner(noisy, what="f()") == 1
+
+
+def test_grading_seed_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(SEED_VARIABLE, raising=False)
+    assert grading_seed() == DEFAULT_SEED
+    monkeypatch.setenv(SEED_VARIABLE, "914")
+    assert grading_seed() == 914
+    first = torch.rand(3, generator=generator("stream"))
+    assert torch.equal(first, torch.rand(3, generator=generator("stream")))
+    assert not torch.equal(first, torch.rand(3, generator=generator("other stream")))
+    monkeypatch.setenv(SEED_VARIABLE, "not a number")
+    with pytest.raises(ValueError, match=SEED_VARIABLE):
+        grading_seed()

@@ -1,0 +1,44 @@
+"""Notebooks are stored clean (no outputs) and the nbgrader sources carry valid, complete grading metadata."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from autograder import course
+
+ALL = [*course.lessons(), *(course.source_notebook(a) for a in course.assignments()),
+       *(course.release_notebook(a) for a in course.assignments())]
+SOURCES = [course.source_notebook(a) for a in course.assignments()]
+
+
+def _ids(paths):
+    return [str(p.relative_to(course.ROOT)) for p in paths]
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
+def test_stored_without_outputs_and_valid(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert notebook.metadata["kernelspec"]["name"] == "python3"
+    dirty = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, f"cells {dirty} have outputs: clear them before committing"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
+def test_nbgrader_metadata(path):
+    notebook = nbformat.read(path, as_version=4)
+    graded = [c.metadata["nbgrader"] for c in notebook.cells if "nbgrader" in c.metadata]
+    ids = [m["grade_id"] for m in graded]
+    assert len(ids) == len(set(ids)), f"duplicate grade ids: {sorted(i for i in ids if ids.count(i) > 1)}"
+    tests = [m for m in graded if m.get("grade")]
+    assert len({m["grade_id"].removesuffix("_hidden") for m in tests}) >= 3, "an exercise has at least 3 graded parts"
+    for meta in tests:
+        assert meta.get("points", 0) > 0 and meta["locked"], f"{meta['grade_id']}: test cells are locked and score points"
+    solutions = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    for cell in solutions:
+        assert "### BEGIN SOLUTION" in cell.source, f"{cell.metadata['nbgrader']['grade_id']} has no solution region"
+    hidden = [c for c in notebook.cells if "### BEGIN HIDDEN TESTS" in c.source]
+    assert hidden, "hidden tests on fresh random cases are required"
+    for cell in hidden:
+        assert "grading_seed()" in cell.source, "hidden tests draw their cases from the grading seed"
