@@ -5,6 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8888
+# The venv's tools come first on PATH (nbgrader runs `alembic` from PATH; formgrader runs nbgrader).
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup lab test release bench-lessons clean
 
@@ -17,7 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)" lessons/01-chain-rule.ipynb
+	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)" lessons/01-chain-rule.ipynb
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

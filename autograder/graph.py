@@ -1,0 +1,157 @@
+"""Draw the computation graph that autograd recorded behind a tensor, with no system binary.
+
+The graph is read from ``t.grad_fn`` and, recursively, each node's ``next_functions``. Nodes are autograd's
+backward functions (``MulBackward0``, ...); a leaf shows up as its ``AccumulateGrad`` node, labelled with the
+leaf's name when one is given and with its shape. Edges point the way data flowed in the forward pass
+(input -> consumer); backward walks them the other way. An input used twice gives two edges.
+
+``names`` may be ``{tensor: "x"}``, ``{"x": tensor}``, pairs such as ``model.named_parameters()``, or a plain
+list of tensors (named ``[0]``, ``[1]``, ...)::
+
+    show_graph(loss, names={w: "w", b: "b"})   # Mermaid in JupyterLab, an indented tree as plain text
+    draw_graph(loss, names=model.named_parameters())   # a matplotlib picture, laid out by depth
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Graph:
+    """Nodes are numbered in reverse topological order: node 0 is the root, every consumer before its inputs."""
+
+    labels: list[str]  # one line per fact, e.g. "w\n(3, 2)"
+    is_leaf: list[bool]  # True for AccumulateGrad (a leaf tensor)
+    edges: list[tuple[int, int]]  # (input, consumer); repeated when an input is used twice
+    depth: list[int]  # longest path from the root; the root has depth 0
+
+
+def _name_table(names) -> dict[int, str]:
+    """id(tensor) -> name, from any of the accepted forms of ``names``."""
+    items = [] if names is None else names.items() if isinstance(names, dict) else names
+    table = {}
+    for i, item in enumerate(items):
+        pair = (item, f"[{i}]") if isinstance(item, torch.Tensor) else tuple(item)
+        tensor, name = pair if isinstance(pair[0], torch.Tensor) else pair[::-1]
+        table[id(tensor)] = str(name)
+    return table
+
+
+def _inputs(fn) -> list:
+    return [child for child, _ in fn.next_functions if child is not None]
+
+
+def _label(fn, table: dict[int, str]) -> str:
+    leaf = getattr(fn, "variable", None)
+    if leaf is not None:
+        return f"{table.get(id(leaf), 'leaf')}\n{tuple(leaf.shape)}"
+    try:  # the shape of the tensor this node produced: a private attribute, so tolerate its absence
+        return f"{fn.name()}\n{tuple(fn._input_metadata[0].shape)}"
+    except (AttributeError, IndexError, TypeError):
+        return fn.name()
+
+
+def build_graph(t: torch.Tensor, names=None) -> Graph:
+    """The graph behind ``t``: every node reachable from ``t.grad_fn``, each once, with edges and depths."""
+    table = _name_table(names)
+    if t.grad_fn is None:
+        if not t.requires_grad:
+            raise ValueError("this tensor has no history: it does not require grad (detached or a constant)")
+        return Graph([f"{table.get(id(t), 'leaf')}\n{tuple(t.shape)}"], [True], [], [0])
+    # Depth-first post-order without recursion (deep graphs are fine): inputs end up before their consumers.
+    seen, order, stack = {t.grad_fn}, [], [(t.grad_fn, iter(_inputs(t.grad_fn)))]
+    while stack:
+        fn, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            order.append(stack.pop()[0])
+        elif child not in seen:
+            seen.add(child)
+            stack.append((child, iter(_inputs(child))))
+    order.reverse()  # root first, every consumer before its inputs
+    index = {fn: i for i, fn in enumerate(order)}
+    edges = [(index[child], index[fn]) for fn in order for child in _inputs(fn)]
+    depth = [0] * len(order)
+    for src, dst in sorted(edges, key=lambda e: e[1]):  # consumers are settled before their inputs
+        depth[src] = max(depth[src], depth[dst] + 1)
+    is_leaf = [getattr(fn, "variable", None) is not None for fn in order]
+    return Graph([_label(fn, table) for fn in order], is_leaf, edges, depth)
+
+
+def to_text(t: torch.Tensor, names=None) -> str:
+    """An indented tree from the root down to the leaves; a node reached a second time is not expanded again."""
+    g = build_graph(t, names)
+    inputs: dict[int, list[int]] = {i: [] for i in range(len(g.labels))}
+    for src, dst in g.edges:
+        inputs[dst].append(src)
+    lines, shown, stack = [], set(), [(0, "")]
+    while stack:  # pre-order with an explicit stack, so a 10,000-step chain is fine
+        i, indent = stack.pop()
+        repeat = "   (shared: shown above)" if i in shown and inputs[i] else ""
+        lines.append(indent + g.labels[i].replace("\n", " ") + repeat)
+        if i not in shown:
+            shown.add(i)
+            stack.extend((src, indent + "    ") for src in reversed(inputs[i]))
+    return "\n".join(lines)
+
+
+def to_mermaid(t: torch.Tensor, names=None) -> str:
+    """Mermaid flowchart text (left to right: leaves first, the root last)."""
+    g = build_graph(t, names)
+    lines = ["flowchart LR"]
+    for i, label in enumerate(g.labels):
+        text = label.replace('"', "#quot;").replace("\n", "<br/>")
+        shape = f'(["{text}"])' if g.is_leaf[i] else f'["{text}"]'
+        lines.append(f"    n{i}{shape}:::{'leaf' if g.is_leaf[i] else 'op'}")
+    lines += [f"    n{src} --> n{dst}" for src, dst in g.edges]
+    lines += ["    classDef leaf fill:#dbeafe,stroke:#1d4ed8", "    classDef op fill:#ffedd5,stroke:#c2410c",
+              "    style n0 stroke-width:3px"]
+    return "\n".join(lines)
+
+
+def show_graph(t: torch.Tensor, names=None) -> None:
+    """Display the graph: JupyterLab 4.1+ renders the Mermaid; other front ends show the text tree."""
+    from IPython.display import display
+
+    names = list(names.items()) if isinstance(names, dict) else None if names is None else list(names)  # reusable
+    display({"text/vnd.mermaid": to_mermaid(t, names), "text/plain": to_text(t, names)}, raw=True)
+
+
+def draw_graph(t: torch.Tensor, names=None, ax=None):
+    """Draw the graph with matplotlib, one column per depth (leaves left, root right). Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    g = build_graph(t, names)
+    columns, pos = max(g.depth) + 1, {}
+    for d in range(columns):  # order each column by where its consumers sit, to limit crossings
+        def pull(i):
+            ys = [pos[dst][1] for src, dst in g.edges if src == i and dst in pos]
+            return -sum(ys) / len(ys) if ys else 0.0
+        members = sorted((i for i in range(len(g.labels)) if g.depth[i] == d), key=pull)
+        pos.update({i: (columns - 1 - d, (len(members) - 1) / 2 - k) for k, i in enumerate(members)})
+    tallest = max(g.depth.count(d) for d in range(columns))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(1.9 * columns + 0.6, 12), max(1.5, 0.85 * tallest + 0.5)))
+    inches_per_column = ax.get_position().width * ax.figure.get_figwidth() / columns
+    fontsize = max(5.5, min(8.0, 5.5 * inches_per_column))  # shrink labels when the axes are crowded
+    boxes = {}
+    for i, (x, y) in pos.items():
+        fill, edge = ("#dbeafe", "#1d4ed8") if g.is_leaf[i] else ("#ffedd5", "#c2410c")
+        boxes[i] = ax.text(x, y, g.labels[i], ha="center", va="center", fontsize=fontsize, zorder=2,
+                           bbox=dict(boxstyle="round,pad=0.35", fc=fill, ec=edge, lw=2.2 if i == 0 else 1))
+    repeats: dict[tuple[int, int], int] = {}
+    for src, dst in g.edges:  # drawn after the boxes (zorder), so they can be clipped at the box outlines
+        k = repeats[(src, dst)] = repeats.get((src, dst), -1) + 1
+        span = pos[dst][0] - pos[src][0]
+        bend = 0.3 * k + (0.9 / span if span > 1 else 0.0)  # long or repeated edges curve around boxes
+        ax.annotate("", xy=pos[dst], xytext=pos[src], zorder=3,
+                    arrowprops=dict(arrowstyle="-|>", color="0.3", shrinkA=2, shrinkB=2,
+                                    patchA=boxes[src].get_bbox_patch(), patchB=boxes[dst].get_bbox_patch(),
+                                    connectionstyle=f"arc3,rad={bend}"))
+    ax.set_xlim(-0.6, columns - 0.4)
+    ax.set_ylim(-tallest / 2, tallest / 2)
+    ax.axis("off")
+    return ax
