@@ -1,0 +1,50 @@
+"""The graph drawing helper reads exactly what autograd recorded."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+
+from autograder.graph import build_graph, draw_graph, to_mermaid, to_text
+
+
+def two_routes():
+    x = torch.tensor(3.0, requires_grad=True)
+    y = torch.tensor(5.0, requires_grad=True)
+    return x * y + x, x, y
+
+
+def test_branch_point_gives_two_edges_from_the_same_leaf():
+    z, x, y = two_routes()
+    graph = build_graph(z, names={x: "x", y: "y"})
+    (x_node,) = [i for i, label in enumerate(graph.labels) if label.startswith("x\n")]
+    assert sum(1 for source, _ in graph.edges if source == x_node) == 2
+    assert graph.labels[0].startswith("AddBackward0") and graph.depth[0] == 0
+    assert sum(graph.is_leaf) == 2
+
+
+def test_every_consumer_comes_before_its_inputs():
+    z, x, y = two_routes()
+    graph = build_graph(torch.tanh(z * z), names=[x, y])
+    assert all(consumer < source for source, consumer in graph.edges)
+
+
+def test_text_and_mermaid_name_the_leaves():
+    z, x, y = two_routes()
+    assert "flowchart" in to_mermaid(z, names={"x": x, "y": y})
+    text = to_text(z, names={x: "x", y: "y"})
+    assert "x" in text and "MulBackward0" in text
+
+
+def test_tensor_without_history_is_a_clear_error():
+    with pytest.raises(ValueError):
+        build_graph(torch.ones(2))
+
+
+def test_draws_without_a_display():
+    z, x, y = two_routes()
+    assert draw_graph(z, names={x: "x", y: "y"}) is not None
