@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import nbformat
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
 from .course import tool_environment
 
 
-def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
+def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     """Run every cell of ``path`` in a new python3 kernel started in the notebook's folder; raise on any error.
+
+    ``timeout`` bounds each cell, so a hung kernel fails the run instead of stalling it.
 
     Returns the executed notebook; the file on disk is not modified.
     """
     notebook = nbformat.read(path, as_version=4)
     env = tool_environment(MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": str(Path(path).parent)}})
-    client.execute(env=env)  # passed on to jupyter_client's start_kernel
+    # IPC sockets in a private folder, not TCP ports: kernels started at the same moment by parallel workers
+    # cannot pick the same port. The path is absolute because the kernel runs in the notebook's folder.
+    with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "ipc"))
+        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False,
+                                resources={"metadata": {"path": str(Path(path).parent)}})
+        client.execute(env=env)  # passed on to jupyter_client's start_kernel
     return notebook
