@@ -16,6 +16,7 @@ element and, when the answer matches a known mistake, that mistake::
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -72,11 +73,32 @@ def fmt(value: Any, limit: int = 8) -> str:
     return repr(value)
 
 
+#: Raised (as an audit event) whenever learner code returns to a check. Outside grading nothing listens; the class
+#: grader (``python -m autograder grade``, see autograder/grading/pristine.py) answers it by putting back whatever the
+#: learner's code monkeypatched (torch, numpy, math, this package...) before the check goes on.
+LEARNER_RETURNED = "autograder.learner_returned"
+
+
+def _learner_returned(_audit=sys.audit, _event=LEARNER_RETURNED) -> None:
+    # Bound as defaults when this module is imported: learner code cannot swap sys.audit for this call.
+    _audit(_event)
+
+
 def call_learner(fn: Callable, *args, what: str, **kwargs) -> Any:
     """Call learner code, turning its exceptions into a GradingFailure that says what was called.
 
-    Warnings are silenced: a correct answer that happens to warn must not lose points.
+    Warnings are silenced: a correct answer that happens to warn must not lose points. When the call is over, the
+    :data:`LEARNER_RETURNED` event lets a grader undo anything the learner's code monkeypatched meanwhile.
     """
+    __tracebackhide__ = True
+    returned = _learner_returned  # taken before learner code runs: the call may rebind this module's globals
+    try:
+        return _call_learner(fn, args, kwargs, what)
+    finally:
+        returned()
+
+
+def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
     __tracebackhide__ = True
     if not callable(fn):
         raise GradingFailure(f"{what}: expected a function, got {type(fn).__name__}.")
@@ -94,12 +116,19 @@ def call_learner(fn: Callable, *args, what: str, **kwargs) -> Any:
 
 
 def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> Tensor:
-    """The learner's answer as a float64 tensor, or a GradingFailure saying why it is not one."""
+    """The learner's answer as a float64 tensor, or a GradingFailure saying why it is not one.
+
+    Only plain numbers and plain tensors count: a Tensor subclass could answer every later comparison itself
+    (``__torch_function__``).
+    """
     __tracebackhide__ = True
+    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise GradingFailure(f"{what} returned a {type(value).__name__} (a subclass of torch.Tensor); "
+                             "expected a plain tensor.")
     if isinstance(value, torch.Tensor):
         tensor = value.detach()
     elif isinstance(value, (bool, int, float)):
-        tensor = torch.tensor(float(value))
+        tensor = torch.tensor(float(value), dtype=torch.float64)  # never via float32
     else:  # never trust an unknown object's __eq__ or __float__: only real numbers and tensors count
         raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.80}); expected a number or a tensor.")
     if not (tensor.is_floating_point() or tensor.dtype in (torch.int64, torch.int32, torch.bool)):
@@ -111,15 +140,19 @@ def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> T
     return tensor
 
 
-def expect_close(received: Any, expected: Any, *, what: str, fd: Any = None, rtol: float = 1e-6,
-                 atol: float = 1e-8, misconceptions: Sequence[Misconception] = (), extra: str = "",
-                 source: str = "autograd") -> None:
+def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, what: str, fd: Any = None,
+                 rtol: float = 1e-6, atol: float = 1e-8, misconceptions: Sequence[Misconception] = (),
+                 extra: str = "", source: str = "autograd") -> None:
     """Pass if ``received`` is close to ``expected`` elementwise; otherwise explain the mismatch and raise.
 
     ``expected`` is the value from ``source`` (autograd, or "expected" for a non-gradient answer); ``fd``, when given, is the central finite difference, shown
     beside it. The two oracles must agree with each other, otherwise the exercise is at fault and says so.
+
+    Learner code that ran since it last returned (e.g. the ``__iter__`` of a returned tuple) is undone first, see
+    :data:`LEARNER_RETURNED`; ``_returned`` is a positional default so that no learner code can swap it.
     """
     __tracebackhide__ = True
+    _returned()
     expected = torch.as_tensor(expected, dtype=torch.float64)
     got = as_answer(received, what=what, shape=expected.shape)
     if fd is not None:

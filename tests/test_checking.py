@@ -95,3 +95,8 @@ def test_grading_seed_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(SEED_VARIABLE, "not a number")
     with pytest.raises(ValueError, match=SEED_VARIABLE):
         grading_seed()
+
+
+def test_plain_numbers_are_compared_in_float64():
+    assert as_answer(0.327, what="g").item() == 0.327
+    expect_close(0.1 + 0.2, 0.3, what="g", rtol=1e-15, atol=1e-15)

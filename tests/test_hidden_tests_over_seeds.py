@@ -15,7 +15,7 @@ from autograder.seeding import SEED_VARIABLE
 from submissions import catalogue, graded_cells, run_in_process, solution_sources
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.mark.parametrize("assignment", course.assignments())

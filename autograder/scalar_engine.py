@@ -1,0 +1,677 @@
+"""Checks for exercise 02, a scalar autograd engine: the learner's ``Value`` class, one part at a time.
+
+Every case is a small *program* of steps (``u1 = x * y; out = 2 - u1``) that runs three ways: on the learner's
+``Value`` objects, on float64 torch scalars (the autograd oracle) and through central differences. The parts are
+graded independently:
+
+* Parts A (arithmetic) and B (nonlinearities, power) run one operation with the learner's operators, give the
+  inputs a non-zero ``.grad`` already and the output a random upstream ``.grad``, then run the learner's ``_backward``
+  closures with the course's own traversal (never the learner's ``backward()``), so ``=`` for ``+=`` and a missing
+  upstream factor both show.
+* Part C runs the learner's ``backward()`` on graphs of the learner's ``Value`` nodes that carry the course's own
+  local rules; the rules record when they run, which names the traversal mistake (double visits, wrong order, ...).
+* Part D runs the whole engine on expressions and random graphs that reuse nodes, with numbers on either side.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from .oracles import as_float64, autograd_gradient, central_difference
+from .seeding import choice, generator, uniform
+
+# ---------------------------------------------------------------------------------------------------------------
+# Programs: what every case is made of
+
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+IN_PLACE = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv}
+METHODS = ("relu", "tanh", "exp", "log")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation. ``args`` holds node indices (int) or constants (float); ``exponent`` is the constant of ``**``."""
+
+    op: str  # a key of BINARY or IN_PLACE, "neg", one of METHODS, or "**"
+    args: tuple
+    exponent: int | float | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """Inputs (by name) and steps; node i is input i, then one node per step; the last node is the output."""
+
+    inputs: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+    def name(self, node: int) -> str:
+        if node < len(self.inputs):
+            return self.inputs[node]
+        return "out" if node == len(self.inputs) + len(self.steps) - 1 else f"u{node - len(self.inputs) + 1}"
+
+    def line(self, index: int) -> str:
+        step, target = self.steps[index], self.name(len(self.inputs) + index)
+        args = [self.name(a) if isinstance(a, int) else (f"({a:g})" if a < 0 else f"{a:g}") for a in step.args]
+        if step.op in BINARY:
+            return f"{target} = {args[0]} {step.op} {args[1]}"
+        if step.op in IN_PLACE:
+            return f"{target} = {args[0]}; {target} {step.op} {args[1]}"
+        if step.op == "neg":
+            return f"{target} = -{args[0]}"
+        if step.op == "**":
+            return f"{target} = {args[0]} ** {step.exponent:g}"
+        return f"{target} = {args[0]}.{step.op}()"
+
+    def text(self, sep: str = "; ") -> str:
+        return sep.join(self.line(i) for i in range(len(self.steps)))
+
+    def at(self, values: Sequence[float]) -> str:
+        return ", ".join(f"{name} = {fmt(float(v))}" for name, v in zip(self.inputs, values))
+
+
+def _is_node(arg: Any, node: int) -> bool:
+    """Whether a step argument is a reference to ``node`` (constants are floats, even 1.0)."""
+    return isinstance(arg, int) and arg == node
+
+
+def _apply(step: Step, args: list, *, in_place: bool) -> Any:
+    """The step's operation on ``args`` (Values, tensors or numbers); in-place forms only when ``in_place``."""
+    if step.op in BINARY:
+        return BINARY[step.op](*args)
+    if step.op in IN_PLACE:
+        return IN_PLACE[step.op](*args) if in_place else BINARY[step.op[0]](*args)
+    if step.op == "neg":
+        return -args[0]
+    if step.op == "**":
+        return args[0] ** step.exponent
+    return getattr(args[0], step.op)()
+
+
+def _run_torch(program: Program, inputs: Sequence) -> torch.Tensor:
+    """The program on torch scalars (out-of-place forms only, so leaves that require grad are never modified)."""
+    nodes = list(inputs)
+    for step in program.steps:
+        nodes.append(_apply(step, [nodes[a] if isinstance(a, int) else a for a in step.args], in_place=False))
+    return nodes[-1]
+
+
+def _oracles(program: Program, values: Sequence[float], upstream: float = 1.0):
+    """(autograd, central difference) gradients of ``upstream * out`` with respect to every input."""
+    f = lambda *xs: upstream * _run_torch(program, xs)  # noqa: E731
+    return autograd_gradient(f, *values), central_difference(f, *values)
+
+
+def _local_rule(step: Step, arg_values: list) -> tuple[float, list[float]]:
+    """The step's value and its partial derivative with respect to each argument position (0 for constants)."""
+    leaves = [torch.tensor(float(v), dtype=torch.float64, requires_grad=isinstance(a, int))
+              for a, v in zip(step.args, arg_values)]
+    out = _apply(step, leaves, in_place=False)
+    wanted = [x for x in leaves if x.requires_grad]
+    partials = iter(torch.autograd.grad(out, wanted))
+    return float(out.detach()), [float(next(partials)) if x.requires_grad else 0.0 for x in leaves]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running learner code
+
+def _value_class(Value) -> type:
+    if not isinstance(Value, type):
+        raise GradingFailure(f"Pass the class itself to the check (Value), not {type(Value).__name__}.")
+    return Value
+
+
+def _number(value: Any, what: str) -> torch.Tensor:
+    """A learner's number as a 0-d float64 tensor (a plain float stays float64, never rounded through float32)."""
+    if type(value) in (bool, int, float):
+        return torch.tensor(float(value), dtype=torch.float64)
+    return as_answer(value, what=what, shape=())
+
+
+def _read(node, attribute: str, what: str) -> torch.Tensor:
+    """``node.data`` or ``node.grad`` as a number; reading it is learner code (it may be a property)."""
+    __tracebackhide__ = True
+    return _number(call_learner(getattr, node, attribute, what=f"{what}: reading .{attribute}"),
+                   what=f"{what}: .{attribute}")
+
+
+def _write(node, attribute: str, value: Any, what: str) -> None:
+    __tracebackhide__ = True
+    call_learner(setattr, node, attribute, value, what=f"{what}: setting .{attribute}")
+
+
+def _run_values(Value: type, program: Program, values: Sequence[float]) -> list:
+    """The program on the learner's Values, step by step, checking that each step makes a new node."""
+    __tracebackhide__ = True
+    nodes = [call_learner(Value, v, what=f"Value({fmt(v)})") for v in values]
+    before = [float(v) for v in values]
+    for index, step in enumerate(program.steps):
+        line = program.line(index)
+        args = [nodes[a] if isinstance(a, int) else a for a in step.args]
+        try:
+            result = call_learner(_apply, step, args, in_place=True, what=f"`{line}`")
+        except GradingFailure as failure:
+            if "has no attribute" in str(failure) and not all(isinstance(a, int) for a in step.args):
+                raise GradingFailure(f"{failure}\nA plain number has no .data or .grad: turn it into a node first "
+                                     "(other = as_value(other)).") from None
+            raise
+        if not isinstance(result, Value):
+            raise GradingFailure(f"`{line}` with {program.at(values)} gave {type(result).__name__} "
+                                 f"{result!r:.60}; expected a new Value (a node of the graph), so that gradients "
+                                 "can flow back through it.")
+        _check_operands_untouched(program, index, values, nodes, before, result)
+        nodes.append(result)
+        before.append(float(_read(result, "data", f"`{line}`")))
+    return nodes
+
+
+def _check_operands_untouched(program, index, values, nodes, before, result) -> None:
+    """Fail with the in-place diagnosis if a step returned, or changed, a node made earlier."""
+    __tracebackhide__ = True
+    line = program.line(index)
+    for node, old, position in zip(nodes, before, range(len(nodes))):
+        now = float(_read(node, "data", f"`{line}`"))
+        if node is result or now != old:
+            how = (f"changed {program.name(position)}.data from {fmt(old)} to {fmt(now)}" if now != old
+                   else f"returned {program.name(position)} itself")
+            raise GradingFailure(f"`{line}` with {program.at(values)} {how}; the old node must stay as it was, "
+                                 f"because other parts of the graph may still use it.\n{_named(INPLACE)}")
+
+
+def _propagate(root) -> None:
+    """The course's own backward traversal over learner nodes (root.grad already set): reversed topological order."""
+    order, seen = [], set()
+
+    def visit(node):
+        if id(node) not in seen:
+            seen.add(id(node))
+            for child in getattr(node, "_prev", ()):
+                visit(child)
+            order.append(node)
+
+    visit(root)
+    for node in reversed(order):
+        node._backward()
+
+
+def _ancestors(root) -> set[int]:
+    found, todo = set(), [root]
+    while todo:
+        node = todo.pop()
+        if id(node) not in found:
+            found.add(id(node))
+            todo.extend(getattr(node, "_prev", ()))
+    return found
+
+
+def _run_backward(out, what: str) -> None:
+    __tracebackhide__ = True
+    method = call_learner(getattr, out, "backward", None, what=f"{what}: looking up out.backward")
+    if method is None:
+        raise GradingFailure(f"{what}: Value has no method backward(); define it and attach it with "
+                             "`Value.backward = backward`.")
+    call_learner(method, what=f"{what}: out.backward()")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Named mistakes
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str
+    hint: str
+
+    def at(self, value: Any) -> Misconception:
+        return Misconception(self.name, self.hint, value=value)
+
+    def always(self) -> Misconception:
+        return Misconception(self.name, self.hint, when=lambda received: True)
+
+
+def _named(mistake: Mistake) -> str:
+    return f"Likely misconception: {mistake.name}. {mistake.hint}"
+
+
+OVERWRITE = Mistake("overwrote the gradient (= instead of +=)",
+                    "A node can get gradient from several places (x * x, or x used by two later nodes), and "
+                    "may already hold some; each _backward must add its share with +=, never replace it with =.")
+NO_UPSTREAM = Mistake("missing the upstream gradient (out.grad)",
+                      "The chain rule multiplies each local derivative by the gradient arriving from above: "
+                      "self.grad += local_derivative * out.grad.")
+OVERWRITE_NO_UPSTREAM = Mistake(f"{OVERWRITE.name} and {NO_UPSTREAM.name}",
+                                "Write self.grad += local_derivative * out.grad in every _backward.")
+SIGN = Mistake("sign error in the local derivative",
+               "Your gradient has the right size but the wrong sign: d(a - b)/db = -1, d(a / b)/db = -a / b**2.")
+NO_RULE = Mistake("no gradient arrived (the local rule is missing)",
+                  "The input's .grad did not change: set out._backward to a function that adds local derivative "
+                  "× out.grad to the input's .grad.")
+NOT_RECORDED = Mistake("result does not record its inputs",
+                       "Create the result as Value(data, (self, other)) (or (self,)) so that the graph, and "
+                       "backward, can find the nodes it came from.")
+RSUB = Mistake("reflected subtraction flipped (c - a computed as a - c)",
+               "c - a with a number c calls a.__rsub__(c), where self is a and other is c: return other - self "
+               "(e.g. as_value(other) - self), not self - other.")
+RDIV = Mistake("reflected division flipped (c / a computed as a / c)",
+               "c / a with a number c calls a.__rtruediv__(c), where self is a and other is c: return "
+               "other / self, whose derivative with respect to a is -c / a**2.")
+INPLACE = Mistake("in-place operator changed its operand",
+                  "Without an __iadd__, Python runs a += b as a = a + b: a new node, and the old a stays as it was "
+                  "for the other nodes that use it. Delete your in-place method (or make it return a new node).")
+RELU = Mistake("relu gradient on the wrong side",
+               "relu lets the gradient through where its input was positive and blocks it where it was negative: "
+               "self.grad += (1.0 if self.data > 0 else 0.0) * out.grad.")
+TANH = Mistake("tanh derivative as 1 - tanh instead of 1 - tanh²",
+               "d tanh(x)/dx = 1 - tanh(x)**2: square the output t = tanh(x) before subtracting it from 1.")
+TANH_INPUT = Mistake("tanh derivative from the input (1 - x² instead of 1 - tanh²)",
+                     "d tanh(x)/dx = 1 - t**2 with t = tanh(x), the output, not the input x.")
+POW = Mistake("power rule missing the exponent",
+              "d(x**k)/dx = k * x**(k - 1): the exponent comes down as a factor.")
+NO_VISITED = Mistake("no visited set (double counting)",
+                     "A node reachable by two routes had its _backward run more than once. Put each node in the "
+                     "topological order only once (keep a visited set), so that its _backward runs once, with its "
+                     "complete gradient.")
+WRONG_ORDER = Mistake("traversed in topological order instead of reversed",
+                      "A node's _backward ran before every node that uses it had sent its gradient back. Walk the "
+                      "topological order in reverse: the output first, the inputs last.")
+NOT_SEEDED = Mistake("output gradient not seeded with 1.0",
+                     "Set self.grad = 1.0 (d out/d out) before the traversal; starting from 0.0, every gradient "
+                     "stays 0.")
+NOT_ALL = Mistake("not every node's _backward ran",
+                  "backward() must call _backward() on every node the output was computed from, found by following "
+                  "_prev recursively (a topological sort), not only on the output itself.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parts A and B: one operation at a time
+
+@dataclass(frozen=True)
+class Case:
+    """One operation, its input values, the gradient its output receives, and what the inputs hold already."""
+
+    program: Program
+    values: tuple[float, ...]
+    upstream: float
+    preset: tuple[float, ...]
+
+
+def _one_step(op: str, *args, exponent=None) -> Program:
+    inputs = ("a", "b")[: 1 + max((a for a in args if isinstance(a, int)), default=0)]
+    return Program(("x",) if exponent is not None or op in METHODS else inputs,
+                   (Step(op, tuple(args), exponent),))
+
+
+def _data_mistakes(program: Program, values: Sequence[float]) -> list[Misconception]:
+    """Forward-value mistakes of reflected operators: c - a computed as a - c, c / a as a / c."""
+    step = program.steps[0]
+    if step.op in ("-", "/") and not isinstance(step.args[0], int):
+        constant, a = step.args[0], values[step.args[1]]
+        return [RSUB.at(a - constant)] if step.op == "-" else [RDIV.at(a / constant)]
+    return []
+
+
+def _gradient_mistakes(program: Program, values, node: int, upstream: float, preset: float):
+    """What the common wrong local rules give for ``node.grad`` in a one-step case."""
+    step = program.steps[0]
+    arg_values = [values[a] if isinstance(a, int) else a for a in step.args]
+    _, partials = _local_rule(step, arg_values)
+    shares = [p for a, p in zip(step.args, partials) if _is_node(a, node)]
+    total, x = sum(shares), arg_values[0]
+    specific = []
+    if step.op == "relu":
+        specific.append(RELU.at(preset + upstream * (1.0 if x < 0 else 0.0)))
+    elif step.op == "tanh":
+        t = math.tanh(x)
+        specific += [TANH.at(preset + upstream * (1 - t)), TANH_INPUT.at(preset + upstream * (1 - x * x))]
+    elif step.op == "**":
+        specific.append(POW.at(preset + upstream * x ** (step.exponent - 1)))
+    elif step.op == "/" and not isinstance(step.args[0], int):
+        specific.append(RDIV.at(preset + upstream / step.args[0]))
+    return [*specific, *(OVERWRITE.at(upstream * p) for p in shares), NO_UPSTREAM.at(preset + total),
+            *(OVERWRITE_NO_UPSTREAM.at(p) for p in shares), SIGN.at(preset - upstream * total), NO_RULE.at(preset)]
+
+
+def _check_one_step(Value, case: Case) -> None:
+    """The forward value, the recorded inputs and each input's accumulated gradient of a one-operation case."""
+    __tracebackhide__ = True
+    program, values, g = case.program, case.values, case.upstream
+    what = f"`{program.text()}` with {program.at(values)}"
+    nodes = _run_values(Value, program, values)
+    out, inputs = nodes[-1], nodes[: len(values)]
+    expected = _run_torch(program, as_float64(*values))
+    expect_close(_read(out, "data", what), expected, what=f"{what}: out.data", source="expected",
+                 misconceptions=_data_mistakes(program, values))
+    reachable = call_learner(_ancestors, out, what=f"{what}: following out._prev")
+    for name, node in zip(program.inputs, inputs):
+        if id(node) not in reachable:
+            raise GradingFailure(f"{what}: {name} is not among the nodes out was computed from (out._prev, "
+                                 f"recursively), so no gradient can reach it.\n{_named(NOT_RECORDED)}")
+    for node, before in zip(inputs, case.preset):
+        _write(node, "grad", before, what)
+    _write(out, "grad", g, what)
+    call_learner(_propagate, out, what=f"{what}: running the _backward closures with out.grad = {fmt(g)}")
+    grads, fds = _oracles(program, values, g)
+    for i, (name, node, before) in enumerate(zip(program.inputs, inputs, case.preset)):
+        local = float(grads[i]) / g
+        expect_close(_read(node, "grad", f"{what}: {name}"), before + grads[i], fd=before + fds[i],
+                     what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
+                          f"{fmt(before)} before)",
+                     extra=f"  expected:           {fmt(before)} already there + out.grad {fmt(g)} × local "
+                           f"derivative {fmt(local)}",
+                     misconceptions=_gradient_mistakes(program, values, i, g, before))
+
+
+def _signed(gen: torch.Generator, low: float, high: float, digits: int = 3) -> float:
+    """A number with magnitude in [low, high) and a random sign, rounded for readable messages."""
+    magnitude = float(uniform(gen, (), low, high))
+    return round(magnitude if float(torch.rand((), generator=gen)) < 0.5 else -magnitude, digits)
+
+
+# Part A's operations; "c" stands for a number: on either side, the same node twice, in-place forms.
+# Operations that are often built from others (a - b as a + (-b)) come after the ones they are built from.
+ARITHMETIC = [("+", (0, 1)), ("+", (0, "c")), ("+", ("c", 0)), ("+", (0, 0)),
+              ("*", (0, 1)), ("*", (0, "c")), ("*", ("c", 0)), ("*", (0, 0)),
+              ("/", (0, 1)), ("/", (0, "c")), ("/", ("c", 0)), ("neg", (0,)),
+              ("-", (0, 1)), ("-", (0, "c")), ("-", ("c", 0)),
+              ("+=", (0, 1)), ("-=", (0, 1)), ("*=", (0, 1)), ("/=", (0, "c"))]
+
+
+def _arithmetic_program(op: str, args: tuple, c: float) -> Program:
+    return _one_step(op, *(c if a == "c" else a for a in args))
+
+
+def _arithmetic_cases(seed: int | None) -> list[Case]:
+    if seed is None:
+        programs = [_arithmetic_program(op, args, 4.0) for op, args in ARITHMETIC]
+        return [Case(p, (3.0, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)]) for p in programs]
+    gen = generator("02/arithmetic", seed)
+    cases = []
+    for op, args in ARITHMETIC:
+        a, b = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
+        c = round(-math.copysign(float(uniform(gen, (), 0.5, 3.0)), a), 2)  # opposite sign: c - a != a - c
+        program = _arithmetic_program(op, args, c)
+        n = len(program.inputs)
+        cases.append(Case(program, (a, b)[:n], _signed(gen, 1.5, 3.0),
+                          tuple(_signed(gen, 0.2, 1.0) for _ in range(n))))
+    return cases
+
+
+def check_arithmetic(Value, seed: int | None = None) -> None:
+    """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules."""
+    __tracebackhide__ = True
+    Value = _value_class(Value)
+    for case in _arithmetic_cases(seed):
+        _check_one_step(Value, case)
+
+
+def _function_programs(exponents: Sequence) -> list[Program]:
+    return [*(_one_step(op, 0) for op in ("relu", "relu", "tanh", "exp", "log")),
+            *(_one_step("**", 0, exponent=k) for k in exponents)]
+
+
+def _function_cases(seed: int | None) -> list[Case]:
+    if seed is None:
+        programs = _function_programs([3, -1, 0.5])
+        values = [1.5, -1.5, 0.5, 0.5, 2.0, -1.5, 2.0, 4.0]
+        return [Case(p, (v,), 2.0, (0.25,)) for p, v in zip(programs, values)]
+    gen = generator("02/functions", seed)
+    int_k, float_k = choice(gen, [2, 3, -1, -2]), choice(gen, [0.5, 1.5, -0.5, 2.5])
+    programs = _function_programs([int_k, float_k])
+    values = [float(uniform(gen, (), 0.3, 2.0)), -float(uniform(gen, (), 0.3, 2.0)),  # relu on both sides
+              _signed(gen, 0.3, 1.5), _signed(gen, 0.2, 1.5), float(uniform(gen, (), 0.3, 3.0)),
+              _signed(gen, 0.5, 2.0), float(uniform(gen, (), 0.5, 2.5))]
+    return [Case(p, (round(v, 3),), _signed(gen, 1.5, 3.0), (_signed(gen, 0.2, 1.0),))
+            for p, v in zip(programs, values)]
+
+
+def check_functions(Value, seed: int | None = None) -> None:
+    """Part B: relu, tanh, exp, log and ** by a constant (int or float), with their local rules."""
+    __tracebackhide__ = True
+    Value = _value_class(Value)
+    for case in _function_cases(seed):
+        _check_one_step(Value, case)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Part C: backward() alone, on nodes that carry the course's local rules
+
+def _build_traced(Value: type, program: Program, values: Sequence[float]):
+    """Learner Value nodes for the program whose _backward are the course's rules, logging (node, node.grad)."""
+    nodes = [call_learner(Value, v, what=f"Value({fmt(v)})") for v in values]
+    data = [float(v) for v in values]
+    trace: list[tuple[int, float]] = []
+    for index, step in enumerate(program.steps):
+        value, partials = _local_rule(step, [data[a] if isinstance(a, int) else a for a in step.args])
+        children = tuple(nodes[a] for a in step.args if isinstance(a, int))
+        node = call_learner(Value, value, children, what=f"Value({fmt(value)}, children) for `{program.line(index)}`")
+        shares = [(nodes[a], p) for a, p in zip(step.args, partials) if isinstance(a, int)]
+        _write(node, "_backward", _recording_rule(node, len(nodes), shares, trace), f"`{program.line(index)}`")
+        nodes.append(node)
+        data.append(value)
+    return nodes, trace
+
+
+def _recording_rule(node, number: int, shares: list, trace: list):
+    def _backward():
+        trace.append((number, float(node.grad)))
+        for child, partial in shares:
+            child.grad += partial * node.grad
+    return _backward
+
+
+def _diagnose_traversal(program: Program, trace: list[tuple[int, float]]) -> Mistake | None:
+    """Name what the traversal did wrong, from the log of which node's _backward ran when."""
+    first = len(program.inputs)
+    internal = range(first, first + len(program.steps))
+    root = internal[-1]
+    calls = Counter(number for number, _ in trace)
+    if any(calls[n] > 1 for n in internal):
+        return NO_VISITED
+    if calls[root] and next(g for n, g in trace if n == root) != 1.0:
+        return NOT_SEEDED
+    if any(calls[n] == 0 for n in internal):
+        return NOT_ALL
+    position = {number: i for i, (number, _) in enumerate(trace)}
+    for n in internal:
+        consumers = [first + i for i, step in enumerate(program.steps) if any(_is_node(a, n) for a in step.args)]
+        if any(position[n] < position[c] for c in consumers):
+            return WRONG_ORDER
+    return None
+
+
+def _check_traced(Value, program: Program, values: Sequence[float]) -> None:
+    __tracebackhide__ = True
+    what = f"backward() on `{program.text()}` with {program.at(values)}"
+    nodes, trace = _build_traced(Value, program, values)
+    _run_backward(nodes[-1], what)
+    mistake = _diagnose_traversal(program, trace)
+    grads, fds = _oracles(program, values)
+    for i, name in enumerate(program.inputs):
+        expect_close(_read(nodes[i], "grad", f"{what}: {name}"), grads[i], fd=fds[i], what=f"{what}: {name}.grad",
+                     misconceptions=[mistake.always()] if mistake else [])
+    if mistake:
+        raise GradingFailure(f"{what}: the gradients happen to be right here, but the way backward() ran the "
+                             f"nodes' _backward is not.\n{_named(mistake)}")
+
+
+def _two_routes() -> Program:
+    return Program(("x", "y"), (Step("*", (0, 1)), Step("+", (2, 0))))
+
+
+def _diamond(c1: float, c2: float) -> Program:
+    """u1 feeds two nodes that meet again at the output: a traversal without a visited set runs u1 twice."""
+    return Program(("x", "y"), (Step("*", (0, 1)), Step("+", (2, c1)), Step("*", (c2, 2)), Step("*", (3, 4))))
+
+
+def _long_reuse() -> Program:
+    return Program(("x", "y"), (Step("exp", (0,)), Step("*", (2, 1)), Step("tanh", (3,)), Step("+", (4, 2))))
+
+
+def _traced_cases(seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
+    if seed is None:
+        return [(_two_routes(), (3.0, 5.0)), (_diamond(1.0, 2.0), (1.5, -2.0)), (_long_reuse(), (0.5, -1.5))]
+    gen = generator("02/backward", seed)
+    x, y = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
+    c1 = round(math.copysign(float(uniform(gen, (), 0.5, 2.0)), x * y), 2)  # u1 + c1 stays away from 0
+    cases = [(_diamond(c1, _signed(gen, 0.5, 3.0, 2)), (x, y))]
+    cases += [_random_program(gen, in_place=False) for _ in range(2)]
+    return cases
+
+
+def check_backward(Value, seed: int | None = None) -> None:
+    """Part C: Value.backward() seeds 1.0 and runs every node's _backward once, in reversed topological order."""
+    __tracebackhide__ = True
+    Value = _value_class(Value)
+    for program, values in _traced_cases(seed):
+        _check_traced(Value, program, values)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Part D: the whole engine
+
+def _check_engine_case(Value, program: Program, values: Sequence[float]) -> None:
+    __tracebackhide__ = True
+    what = f"your engine on\n    {program.text(chr(10) + '    ')}\n  with {program.at(values)}:"
+    nodes = _run_values(Value, program, values)
+    out = nodes[-1]
+    expected = _run_torch(program, as_float64(*values))
+    expect_close(_read(out, "data", f"{what} out"), expected, what=f"{what} out.data", source="expected")
+    _run_backward(out, what)
+    grads, fds = _oracles(program, values)
+    for i, name in enumerate(program.inputs):
+        expect_close(_read(nodes[i], "grad", f"{what} {name}"), grads[i], fd=fds[i], what=f"{what} {name}.grad")
+
+
+def _branches() -> Program:
+    """Reflected - and /, the same node twice, relu on both sides of 0, reuse.
+
+    Safe for x in [-1.5, -1], y in [0.5, 1]: u5 <= -3 (dead relu), u7 >= 0.5 (live relu), u2 >= 2.
+    """
+    return Program(("x", "y"), (
+        Step("*", (0, 1)), Step("-", (1.5, 2)), Step("*", (3, 3)), Step("/", (4, 4.0)),  # u1..u4
+        Step("-", (0, 3)), Step("relu", (6,)), Step("+", (3, 0)), Step("relu", (8,)),  # u5..u8
+        Step("*", (9, 1)), Step("/", (2.0, 3)), Step("+", (5, 7)), Step("+", (12, 10)), Step("+", (13, 11))))
+
+
+def _updates() -> Program:
+    """In-place forms whose old node is used again, **, tanh, exp, log.
+
+    Safe for x in [0.6, 1], y in [-2, -1.2]: the tanh input u9 stays in [-1.2, -0.4] (so 1 - t and 1 - t² differ),
+    the log input u14 >= 1.36, and out >= 0.7.
+    """
+    return Program(("x", "y"), (
+        Step("*", (0, 1)), Step("**", (0,), 3), Step("+=", (2, 3)), Step("*=", (4, 0.5)),  # u1..u4
+        Step("/", (2, 3.0)), Step("-", (5, 6)), Step("/", (1.0, 1)), Step("-=", (7, 8)),  # u5..u8
+        Step("neg", (9,)), Step("tanh", (10,)), Step("neg", (2,)), Step("exp", (12,)),  # u9..u12
+        Step("*", (0, 0)), Step("+", (14, 1.0)), Step("log", (15,)),  # u13..u15
+        Step("+", (11, 13)), Step("+", (17, 16)), Step("/=", (18, 2.0)), Step("**", (19,), 2)))
+
+
+def _engine_cases(seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
+    if seed is None:
+        return [(_two_routes(), (3.0, 5.0)), (_branches(), (-1.25, 0.75)), (_updates(), (0.8, -1.6))]
+    gen = generator("02/engine", seed)
+    return [(_branches(), _point(gen, (-1.5, -1.0), (0.5, 1.0))), (_updates(), _point(gen, (0.6, 1.0), (-2.0, -1.2))),
+            *(_random_program(gen, in_place=True) for _ in range(2))]
+
+
+def _point(gen: torch.Generator, *ranges: tuple[float, float]) -> tuple[float, ...]:
+    return tuple(round(float(uniform(gen, (), low, high)), 3) for low, high in ranges)
+
+
+def check_engine(Value, seed: int | None = None) -> None:
+    """Part D: the whole engine (operators, functions, backward) against autograd and finite differences."""
+    __tracebackhide__ = True
+    Value = _value_class(Value)
+    try:
+        for program, values in _engine_cases(seed):
+            _check_engine_case(Value, program, values)
+    except GradingFailure as failure:
+        raise GradingFailure(f"{failure}\n{_which_part(Value)}") from None
+
+
+def _which_part(Value) -> str:
+    """Where a whole-engine failure comes from: the first of Parts A-C whose public check fails, and its diagnosis."""
+    for part, check in (("A", check_arithmetic), ("B", check_functions), ("C", check_backward)):
+        try:
+            check(Value)
+        except GradingFailure as failure:
+            lines = str(failure).splitlines()
+            named = [line for line in lines if line.startswith("Likely misconception:")]
+            return f"Part {part}'s test fails too: {lines[0]}\n{named[0] if named else ''}".rstrip()
+    return ("Parts A-C pass on their own, so look at how the pieces meet: does every operation return a new Value "
+            "with its inputs in _prev, and does backward() use only _prev and _backward?")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Random graphs that reuse nodes
+
+EXPONENTS = (2, 3, -1, 0.5, 1.5)
+
+
+def _pick_node(gen: torch.Generator, count: int) -> int:
+    """A node index, usually one of the last three made (so graphs grow deep), sometimes any earlier one."""
+    if float(torch.rand((), generator=gen)) < 0.6:
+        return count - 1 - int(torch.randint(min(count, 3), (), generator=gen))
+    return int(torch.randint(count, (), generator=gen))
+
+
+def _random_step(gen: torch.Generator, ops: list[str], count: int) -> Step:
+    op = choice(gen, ops)
+    if op not in BINARY and op not in IN_PLACE:
+        return Step(op, (_pick_node(gen, count),), choice(gen, list(EXPONENTS)) if op == "**" else None)
+    left = _pick_node(gen, count)
+    right = left if float(torch.rand((), generator=gen)) < 0.25 else _pick_node(gen, count)  # e.g. x * x
+    side = float(torch.rand((), generator=gen))
+    constant = _signed(gen, 0.5, 3.0, 2)
+    if side < 0.2 and op in BINARY:
+        return Step(op, (constant, right))
+    return Step(op, (left, constant if side < 0.4 else right))
+
+
+def _well_conditioned(step: Step, args: list[float], value: float) -> bool:
+    """Keep values moderate and away from kinks and singularities, so that finite differences are accurate."""
+    op = step.op.rstrip("=") if step.op in IN_PLACE else step.op
+    if not math.isfinite(value) or abs(value) > 20:
+        return False
+    if op == "/":
+        return abs(args[1]) >= 0.3
+    if op == "log":
+        return args[0] >= 0.3
+    if op == "relu":
+        return abs(args[0]) >= 0.1
+    if op == "exp":
+        return args[0] <= 2.0
+    if op == "**":
+        return (float(step.exponent).is_integer() or args[0] >= 0.3) and (step.exponent > 0 or abs(args[0]) >= 0.3)
+    return True
+
+
+def _random_program(gen: torch.Generator, *, in_place: bool, n_inputs: int = 3,
+                    n_steps: int = 7) -> tuple[Program, tuple[float, ...]]:
+    """A random DAG over x, y, z: operands drawn from earlier nodes (the same one twice at times) or numbers on
+    either side; every node that nothing uses is added into the output, so every node matters."""
+    values = [_signed(gen, 0.5, 2.0) for _ in range(n_inputs)]
+    data = list(values)
+    ops = [*BINARY, "neg", *METHODS, "**", *(IN_PLACE if in_place else ())]
+    steps: list[Step] = []
+    while len(steps) < n_steps:
+        step = _random_step(gen, ops, len(data))
+        args = [data[a] if isinstance(a, int) else a for a in step.args]
+        value = float(_apply(step, [torch.tensor(a, dtype=torch.float64) for a in args], in_place=False))
+        if _well_conditioned(step, args, value):
+            steps.append(step)
+            data.append(value)
+    used = {a for step in steps for a in step.args if isinstance(a, int)}
+    unused = [n for n in range(len(data)) if n not in used]
+    total = unused[-1]
+    for n in reversed(unused[:-1]):
+        steps.append(Step("+", (total, n)))
+        data.append(data[total] + data[n])
+        total = len(data) - 1
+    return Program(("x", "y", "z")[:n_inputs], tuple(steps)), tuple(values)
