@@ -16,15 +16,16 @@ from pathlib import Path
 from . import course
 
 
-def release(_: argparse.Namespace) -> int:
-    """Generate the release in a scratch copy of the course, then replace exercises/ with it."""
+def release(args: argparse.Namespace) -> int:
+    """Generate the release in a scratch copy of the course, then put it in exercises/ (all, or the ones named)."""
+    chosen = args.assignments or course.assignments()
     with tempfile.TemporaryDirectory() as scratch:
         copy = course.copy_course(Path(scratch) / "course")
-        course.generate_release(copy)
-        shutil.rmtree(course.EXERCISES, ignore_errors=True)
-        shutil.copytree(copy / "exercises", course.EXERCISES)
-    for assignment in course.assignments():
-        print(f"released {course.release_notebook(assignment).relative_to(course.ROOT)}")
+        course.generate_release(copy, chosen)
+        for assignment in chosen:
+            shutil.rmtree(course.EXERCISES / assignment, ignore_errors=True)
+            shutil.copytree(copy / "exercises" / assignment, course.EXERCISES / assignment)
+            print(f"released {course.release_notebook(assignment).relative_to(course.ROOT)}")
     return 0
 
 
@@ -45,7 +46,9 @@ def bench_lessons(_: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("release", help="regenerate exercises/ from solutions/").set_defaults(run=release)
+    release_parser = commands.add_parser("release", help="regenerate exercises/ from solutions/")
+    release_parser.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    release_parser.set_defaults(run=release)
     commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
     args = parser.parse_args(argv)
     return args.run(args)
