@@ -1,7 +1,9 @@
 """Command line for course maintainers: ``python -m autograder COMMAND``.
 
 * ``release``        regenerate ``exercises/`` from ``solutions/`` with ``nbgrader generate_assignment``;
-* ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test).
+* ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test);
+* ``grade``          grade every submission of an assignment in parallel, safely, with feedback and a class report
+                     (see autograder/grading/).
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def bench_lessons(_: argparse.Namespace) -> int:
     return 0
 
 
+def grade(args: argparse.Namespace) -> int:
+    from .grading.command import main as grade_main
+
+    return grade_main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     release_parser.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     release_parser.set_defaults(run=release)
     commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
+    grade_parser = commands.add_parser("grade", help="grade every submission of an assignment (parallel, sandboxed)")
+    grade_parser.set_defaults(run=grade)
+    from .grading.command import add_arguments
+
+    add_arguments(grade_parser)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -1,0 +1,110 @@
+"""``make bench``: ``python -m autograder grade`` against serial ``nbgrader autograde`` on the same 40 submissions.
+
+Prints both wall-clock times, their ratio, and the fresh-kernel floor: the time to execute each (sanitized)
+notebook once in a fresh Jupyter kernel, summed and divided by the cores, which is the best any design that starts a
+kernel per submission could do. Also checks that every score is identical. A report, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import course
+from . import synthetic
+
+
+def _scores(root: Path, assignment: str, students: list[str]) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return {s: {g.name: float(g.score)
+                    for g in gradebook.find_submission_notebook(assignment, assignment, s).grades}
+                for s in students}
+
+
+def _make_class(root: Path, assignment: str, size: int) -> list[str]:
+    root.mkdir(parents=True)
+    shutil.copy2(course.ROOT / "nbgrader_config.py", root)
+    shutil.copytree(course.SOLUTIONS / assignment, root / "solutions" / assignment,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "kernel-ipc-*", "*.pyc"))
+    course.generate_release(root, [assignment])
+    reference = synthetic.reference_answers(root, assignment)
+    variants = [reference, {}] + [{**reference, **w["replace"]} for w in synthetic.catalogue(assignment)]
+    students = [f"s{i:03d}" for i in range(size)]
+    for i, student in enumerate(students):
+        synthetic.write_submission(root, assignment, student, variants[i % len(variants)])
+    return students
+
+
+def _floor(root: Path, assignment: str, students: list[str], cores: int) -> float:
+    """Execute every autograded (sanitized) notebook once in a fresh kernel; total seconds / cores."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    total = 0.0
+    env = course.tool_environment()
+    for student in students:
+        path = root / "autograded" / student / assignment / f"{assignment}.ipynb"
+        notebook = nbformat.read(path, as_version=4)
+        start = time.perf_counter()
+        client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent)}})
+        client.execute(env=env)
+        total += time.perf_counter() - start
+    return total / cores
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--assignment", default="01-chain-rule")
+    parser.add_argument("--size", type=int, default=40)
+    args = parser.parse_args(argv)
+    cores = os.cpu_count() or 1
+    scratch = Path(tempfile.mkdtemp(prefix="autograder-bench-"))
+    try:
+        ours, theirs = scratch / "ours" / "course", scratch / "nbgrader" / "course"
+        students = _make_class(ours, args.assignment, args.size)
+        shutil.copytree(ours, theirs)
+        print(f"{args.size} submissions of {args.assignment} (reference, blank and catalogued mistakes), "
+              f"{cores} cores, load average {os.getloadavg()[0]:.1f} at start")
+
+        env = course.tool_environment()
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "autograder", "grade", args.assignment, "--course", str(ours),
+                               "--no-feedback", "--quiet"], cwd=ours, env=env, capture_output=True, text=True)
+        ours_seconds = time.perf_counter() - start
+        print(f"python -m autograder grade (--jobs {cores}): {ours_seconds:7.1f} s", flush=True)
+        if done.returncode != 0:
+            print(done.stdout, done.stderr)
+            return 1
+        start = time.perf_counter()
+        plain = course.nbgrader("autograde", args.assignment, "--force", "--log-level=ERROR", course=theirs,
+                                check=False)
+        theirs_seconds = time.perf_counter() - start
+        print(f"nbgrader autograde (serial):          {theirs_seconds:7.1f} s", flush=True)
+        graded = [s for s in students if (theirs / "autograded" / s / args.assignment).exists()]
+        if plain.returncode != 0:
+            print(f"  (nbgrader could not grade {len(students) - len(graded)} of them: "
+                  f"{', '.join(sorted(set(students) - set(graded)))})")
+        floor = _floor(theirs, args.assignment, graded, cores) * len(students) / max(1, len(graded))
+
+        same = _scores(ours, args.assignment, graded) == _scores(theirs, args.assignment, graded)
+        print(f"ratio:                                {theirs_seconds / ours_seconds:7.1f}x faster")
+        print(f"fresh-kernel floor (sum / {cores} cores):     {floor:7.1f} s "
+              f"(kernel-per-submission designs cannot beat this: {theirs_seconds / floor:.1f}x at best)")
+        print(f"scores identical to nbgrader's for all {len(graded)} submissions it graded: {'yes' if same else 'NO'}")
+        print(f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows both sides)")
+        return 0 if same else 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

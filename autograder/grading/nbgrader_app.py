@@ -1,0 +1,245 @@
+"""nbgrader, driven in-process: its configuration, its sanitizing, its Autograde converter, its gradebook.
+
+Everything here is nbgrader's own code with one substitution (the Execute preprocessor, :mod:`.replay`), so scores,
+gradebook records, formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are exactly nbgrader's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import AutogradeApp
+from nbgrader.converters import Autograde, GenerateFeedback, NbGraderException
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import CheckCellMetadata, DeduplicateIds, Execute
+
+from .replay import ReplayExecute, ReplaySanitize
+
+try:  # nbgrader 0.9 + SQLAlchemy 2 warn about their own session handling on every autograde
+    import warnings
+
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", category=SAWarning)
+except ImportError:  # pragma: no cover
+    pass
+
+
+class DropDuplicateIds(DeduplicateIds):
+    """nbgrader's DeduplicateIds, fixed: it empties the extra copies' metadata (``nbgrader: {}``), which nbgrader's own
+    metadata validator then rejects as schema version 0, and SchemaTooOldError stops the whole ``nbgrader autograde``
+    batch. This removes the key instead, so the copy becomes an ordinary cell, as DeduplicateIds intends."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        from nbgrader import utils
+
+        if not (utils.is_grade(cell) or utils.is_solution(cell) or utils.is_locked(cell)):
+            return cell, resources
+        grade_id = cell.metadata.nbgrader["grade_id"]
+        if grade_id in self.grade_ids:
+            self.log.warning("Cell with id '%s' exists multiple times!", grade_id)
+            del cell.metadata["nbgrader"]
+        else:
+            self.grade_ids.add(grade_id)
+        return cell, resources
+
+
+def _fixed(preprocessors: list) -> list:
+    return [DropDuplicateIds if p is DeduplicateIds else p for p in preprocessors]
+
+
+class _Collect(logging.Handler):
+    """Keeps the warnings and errors nbgrader logs while one submission is processed, per thread (phase 1 sanitizes
+    in the main thread while phase 2 grades in another)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def clear(self) -> None:
+        me = threading.get_ident()
+        self.records = [r for r in self.records if r.thread != me]
+
+    def take(self, level: int) -> list[str]:
+        me = threading.get_ident()
+        return [r.getMessage() for r in self.records if r.levelno == level and r.thread == me]
+
+
+class Course:
+    """An nbgrader course directory, opened the way ``nbgrader autograde`` opens it (config from the course root)."""
+
+    def __init__(self, root: Path, assignment: str):
+        self.root = Path(root).resolve()
+        self.assignment = assignment
+        os.chdir(self.root)  # nbgrader reads nbgrader_config.py from the working directory
+        # nbgrader runs `alembic` from PATH when it creates a gradebook: this interpreter's bin first.
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        self.app = AutogradeApp()
+        self.app.initialize(["--log-level=WARN"])
+        self.app.log.propagate = False
+        self.coursedir = self.app.coursedir
+        self.coursedir.assignment_id = assignment
+        self.collector = _Collect()
+        self.app.log.addHandler(self.collector)
+        # Keep nbgrader's own console logging quiet: its warnings are collected and reported per submission.
+        for handler in self.app.log.handlers:
+            if handler is not self.collector:
+                handler.setLevel(logging.CRITICAL)
+
+    # -- places ---------------------------------------------------------------------------------------------------
+
+    @property
+    def db_url(self) -> str:
+        return self.coursedir.db_url
+
+    def path(self, kind: str, student: str) -> Path:
+        directory = {"submitted": self.coursedir.submitted_directory, "autograded": self.coursedir.autograded_directory,
+                     "feedback": self.coursedir.feedback_directory}[kind]
+        return Path(self.coursedir.format_path(directory, student, self.assignment))
+
+    def notebook_ids(self) -> list[str]:
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            return [notebook.name for notebook in gradebook.find_assignment(self.assignment).notebooks]
+
+    def source_folder(self) -> Path:
+        return Path(self.coursedir.format_path(self.coursedir.source_directory, ".", self.assignment))
+
+    def source_notebooks(self) -> list[Path]:
+        return sorted(self.source_folder().glob("*.ipynb"))
+
+    def extra_files_folder(self) -> Path | None:
+        """A copy of the source folder without notebooks (nbgrader copies those files next to each submission)."""
+        extra = [p for p in self.source_folder().rglob("*") if p.is_file() and p.suffix != ".ipynb"
+                 and ".ipynb_checkpoints" not in p.parts]
+        if not extra:
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="autograder-extra-"))
+        for path in extra:
+            target = folder / path.relative_to(self.source_folder())
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        return folder
+
+    # -- the gradebook --------------------------------------------------------------------------------------------
+
+    def ensure_in_gradebook(self) -> bool:
+        """Make sure the gradebook knows the assignment (its source cells, hidden tests included).
+
+        ``make release`` generates the release in a scratch copy, so a fresh clone has no gradebook: generate the
+        assignment into a temporary release folder (``exercises/`` is left alone). Returns True if it did.
+        """
+        try:
+            with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+                assignment = gradebook.find_assignment(self.assignment)
+                if assignment.notebooks and all(n.source_cells for n in assignment.notebooks):
+                    return False
+        except MissingEntry:
+            pass
+        with tempfile.TemporaryDirectory() as release:
+            command = [sys.executable, "-m", "nbgrader", "generate_assignment", self.assignment, "--force",
+                       "--log-level=WARN", f"--CourseDirectory.release_directory={release}"]
+            done = subprocess.run(command, cwd=self.root, capture_output=True, text=True, env=dict(os.environ))
+            if done.returncode != 0:
+                raise RuntimeError(f"nbgrader generate_assignment {self.assignment} failed:\n{done.stderr[-3000:]}")
+        return True
+
+    def record_zero(self, student: str, reason: str) -> None:
+        """What nbgrader does for a missing notebook: the submission exists and every grade is 0 (no manual review)."""
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            gradebook.update_or_create_student(student)
+            submission = gradebook.update_or_create_submission(self.assignment, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    grade.auto_score = 0
+                    grade.manual_score = None
+                    grade.needs_manual_grade = False
+                for comment in notebook.comments:
+                    comment.auto_comment = f"Not graded: {reason}"
+            gradebook.db.commit()
+        shutil.rmtree(self.path("autograded", student), ignore_errors=True)
+
+    def scores(self, student: str) -> dict[str, dict[str, float]]:
+        """``{notebook: {grade cell: score}}`` for one student, from the gradebook."""
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            submission = gradebook.find_submission(self.assignment, student)
+            return {notebook.name: {grade.name: float(grade.score) for grade in notebook.grades}
+                    for notebook in submission.notebooks}
+
+    def max_scores(self) -> dict[str, dict[str, float]]:
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            return {notebook.name: {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
+                    for notebook in gradebook.find_assignment(self.assignment).notebooks}
+
+    # -- nbgrader's converters ------------------------------------------------------------------------------------
+
+    def _converter(self, kind, student: str, coursedir=None):
+        coursedir = coursedir or self.coursedir
+        coursedir.student_id = student
+        converter = kind(coursedir=coursedir, parent=self.app)
+        converter.force = True
+        if kind is Autograde:
+            converter.sanitize_preprocessors = _fixed(converter.sanitize_preprocessors)
+        return converter
+
+    def sanitizer(self):
+        """``sanitize(path) -> notebook``: nbgrader's own sanitize preprocessors, in memory, for one submission."""
+        coursedir = CourseDirectory(parent=self.app)  # its own: autograde() changes student_id meanwhile
+        coursedir.assignment_id = self.assignment
+        converter = self._converter(Autograde, "*", coursedir)
+        converter.exporter = converter.exporter_class(parent=converter, config=converter.config)
+        converter._sanitizing = True
+        converter._init_preprocessors()
+
+        def sanitize(path: Path):
+            """(sanitized notebook, what nbgrader warned about while sanitizing it)"""
+            self.collector.clear()
+            resources = converter.init_single_notebook_resources(str(path))
+            output, _ = converter.exporter.from_filename(str(path), resources=resources)
+            return nbformat.reads(output, as_version=4), self.collector.take(logging.WARNING)
+
+        return sanitize
+
+    def autograde(self, student: str) -> tuple[str | None, list[str]]:
+        """nbgrader's Autograde for one student, Execute replaced by ReplayExecute: (error or None, warnings)."""
+        converter = self._converter(Autograde, student)
+        ReplaySanitize.fallback = list(converter.sanitize_preprocessors)
+        converter.sanitize_preprocessors = [ReplaySanitize]
+        # Execute answers from phase 1. CheckCellMetadata is dropped here only: it validated this very metadata in
+        # the sanitize step, and nothing in between changes nbgrader metadata.
+        converter.autograde_preprocessors = [
+            ReplayExecute if p is Execute else p for p in converter.autograde_preprocessors
+            if p is not CheckCellMetadata]
+        self.collector.clear()
+        try:
+            converter.start()
+            error = None
+        except NbGraderException as exc:
+            error = "\n".join(self.collector.take(logging.ERROR)) or str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported as this submission's failure; the batch goes on
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.coursedir.student_id = "*"
+        return error, self.collector.take(logging.WARNING)
+
+    def generate_feedback(self, student: str) -> str | None:
+        converter = self._converter(GenerateFeedback, student)
+        self.collector.clear()
+        try:
+            converter.start()
+            return None
+        except Exception as exc:  # noqa: BLE001
+            return "\n".join(self.collector.take(logging.ERROR)) or f"{type(exc).__name__}: {exc}"
+        finally:
+            self.coursedir.student_id = "*"

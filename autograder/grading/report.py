@@ -1,0 +1,136 @@
+"""What an instructor reads after grading: the summary, a grades CSV, feedback for the ungradable, the class report.
+
+The class report (Markdown + a PNG chart) shows, over the graded submissions, the pass rate of every test cell and
+how many students each named misconception was diagnosed for (the checks print ``Likely misconception: NAME.`` in
+a failing test's output), so an instructor sees what to re-teach.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+import statistics
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import nbformat
+
+from .batch import FAILED, GRADED, Outcome
+
+MISCONCEPTION = re.compile(r"Likely misconception: ([^.\n]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def misconceptions(autograded_notebook: Path) -> dict[str, set[str]]:
+    """``{grade cell: {misconception names}}`` from the error outputs of a graded notebook's test cells."""
+    found: dict[str, set[str]] = defaultdict(set)
+    if not autograded_notebook.exists():
+        return found
+    notebook = nbformat.read(autograded_notebook, as_version=4)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        for output in cell.get("outputs", []):
+            text = output.get("evalue", "") + "\n" + "\n".join(output.get("traceback", [])) + output.get("text", "")
+            for name in MISCONCEPTION.findall(ANSI.sub("", text)):
+                found[meta["grade_id"]].add(name.strip())
+    return found
+
+
+def summary_numbers(outcomes: dict[str, Outcome]) -> dict:
+    graded = [o.score for o in outcomes.values() if o.status == GRADED]
+    return {"graded": len(graded), "failed": sum(o.status == FAILED for o in outcomes.values()),
+            "mean": statistics.fmean(graded) if graded else float("nan"),
+            "median": statistics.median(graded) if graded else float("nan")}
+
+
+def write_csv(path: Path, outcomes: dict[str, Outcome], cell_scores: dict[str, dict[str, float]],
+              cells: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["student", "status", "score", "max_score", *cells, "reasons"])
+        for student, outcome in sorted(outcomes.items()):
+            scores = cell_scores.get(student, {})
+            writer.writerow([student, outcome.status, f"{outcome.score:g}", f"{outcome.max_score:g}",
+                             *(f"{scores[c]:g}" if c in scores else "" for c in cells), "; ".join(outcome.reasons)])
+
+
+def write_failure_feedback(path: Path, student: str, assignment: str, outcome: Outcome) -> None:
+    """A feedback page for a submission nbgrader could not grade (nbgrader writes none for it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in outcome.reasons)
+    path.write_text(f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(assignment)}: feedback"
+                    f"</title></head><body><h1>{html.escape(assignment)}: your submission could not be graded</h1>"
+                    f"<p>Student: {html.escape(student)}. Score: 0 / {outcome.max_score:g}.</p><ul>{reasons}</ul>"
+                    "<p>Submit the assignment notebook again (File &rarr; Save, then submit it unchanged in name).</p>"
+                    "</body></html>\n")
+
+
+def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
+                 cell_scores: dict[str, dict[str, float]], max_scores: dict[str, float],
+                 diagnosed: dict[str, dict[str, set[str]]]) -> Path:
+    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path."""
+    graded = [s for s, o in outcomes.items() if o.status == GRADED]
+    cells = list(max_scores)
+    pass_rate = {c: (sum(cell_scores.get(s, {}).get(c, 0) >= max_scores[c] for s in graded) / len(graded)
+                     if graded else 0.0) for c in cells}
+    counts: Counter = Counter()
+    where: dict[str, Counter] = defaultdict(Counter)
+    for student in graded:
+        names = set()
+        for cell, found in diagnosed.get(student, {}).items():
+            for name in found:
+                where[name][cell] += 1
+                names.add(name)
+        counts.update(names)
+    numbers = summary_numbers(outcomes)
+    total = sum(max_scores.values())
+    lines = [f"# Class report: {assignment}", "",
+             f"{len(outcomes)} submissions: {numbers['graded']} graded, {numbers['failed']} could not be graded. "
+             f"Score over the graded ones: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} "
+             f"(out of {total:g}).", "", "![pass rates and misconceptions](report.png)", "",
+             "## Pass rate per test", "", "| test cell | points | passed | pass rate |", "|---|---:|---:|---:|"]
+    for cell in cells:
+        passed = round(pass_rate[cell] * len(graded))
+        lines.append(f"| `{cell}` | {max_scores[cell]:g} | {passed}/{len(graded)} | {pass_rate[cell]:.0%} |")
+    lines += ["", "## Misconceptions diagnosed (students)", ""]
+    if counts:
+        lines += ["| misconception | students | in tests |", "|---|---:|---|"]
+        for name, count in counts.most_common():
+            tests = ", ".join(f"`{c}`" for c, _ in where[name].most_common())
+            lines.append(f"| {name} | {count} | {tests} |")
+    else:
+        lines.append("None.")
+    failed = {s: o for s, o in outcomes.items() if o.status == FAILED}
+    if failed:
+        lines += ["", "## Could not be graded (recorded as 0)", ""]
+        lines += [f"- **{s}**: {'; '.join(o.reasons)}" for s, o in sorted(failed.items())]
+    folder.mkdir(parents=True, exist_ok=True)
+    report = folder / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    _chart(folder / "report.png", assignment, cells, pass_rate, counts)
+    return report
+
+
+def _chart(path: Path, assignment: str, cells: list[str], pass_rate: dict[str, float], counts: Counter) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n, _ in counts.most_common(10)]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, max(3.0, 0.4 * max(len(cells), len(names), 1) + 1.2)))
+    left.barh(cells[::-1], [100 * pass_rate[c] for c in cells[::-1]], color="#4c72b0")
+    left.set_xlim(0, 100)
+    left.set_xlabel("pass rate (%)")
+    left.set_title("Tests")
+    right.barh(names[::-1] or ["(none)"], [counts[n] for n in names[::-1]] or [0], color="#dd8452")
+    right.set_xlabel("students")
+    right.set_title("Misconceptions diagnosed")
+    figure.suptitle(f"{assignment}: class report")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

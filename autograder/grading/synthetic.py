@@ -1,0 +1,154 @@
+"""Synthetic classes: submissions made from the reference solution, the release, the wrong-answer catalogues
+(``tests/wrong_answers/NN-slug.yaml``) and the hostile cases (``tests/hostile/NN-slug.yaml``).
+
+Used by ``make grade-demo`` (:func:`demo`), ``make bench`` and tests/test_grade_command.py. A hostile case is a dict
+(see tests/hostile/01-chain-rule.yaml): ``base`` answers (reference or blank), ``replace`` (solution cells by grade id),
+and an optional ``transform`` of the whole file (:data:`TRANSFORMS`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from .. import course as course_module
+
+REPOSITORY = Path(__file__).resolve().parent.parent.parent
+CATALOGUES = REPOSITORY / "tests" / "wrong_answers"
+HOSTILE = REPOSITORY / "tests" / "hostile"
+
+
+def _yaml(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    import yaml  # a test dependency ('.[test]'), installed by every make target
+
+    return yaml.safe_load(path.read_text()) or []
+
+
+def catalogue(assignment: str) -> list[dict]:
+    return _yaml(CATALOGUES / f"{assignment}.yaml")
+
+
+def hostile_cases(assignment: str) -> list[dict]:
+    return _yaml(HOSTILE / f"{assignment}.yaml")
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def reference_answers(course: Path, assignment: str) -> dict[str, str]:
+    """The reference code of every solution cell, by grade id (from the course's source notebook)."""
+    notebook = nbformat.read(course_module.source_notebook(assignment, course), as_version=4)
+    return {_grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _grade_cells(notebook) -> list[int]:
+    return [i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata["nbgrader"].get("solution")]
+
+
+def _duplicate_test_cell(notebook, case):
+    index = _grade_cells(notebook)[0]
+    notebook.cells.insert(index + 1, copy.deepcopy(notebook.cells[index]))
+
+
+def _delete_test_cell(notebook, case):
+    del notebook.cells[_grade_cells(notebook)[0]]
+
+
+def _edit_test_cells(notebook, case):
+    for index in _grade_cells(notebook):
+        notebook.cells[index].source = "pass  # all good"
+
+
+def _edit_points(notebook, case):
+    for index in _grade_cells(notebook):
+        notebook.cells[index].metadata["nbgrader"]["points"] = 100
+
+
+def _kernelspec(notebook, case):
+    notebook.metadata["kernelspec"] = {"name": "evil", "display_name": "Not Python", "language": "python"}
+
+
+def _prepend_cell(notebook, case):
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(case["code"]))
+
+
+#: name -> function(notebook, case) changing a notebook in place, or None when the file is written specially
+TRANSFORMS = {"duplicate_test_cell": _duplicate_test_cell, "delete_test_cell": _delete_test_cell,
+              "edit_test_cells": _edit_test_cells, "edit_points": _edit_points, "kernelspec": _kernelspec,
+              "prepend_cell": _prepend_cell, "invalid_json": None, "not_a_notebook": None, "untouched": None,
+              "missing": None}
+
+
+def write_submission(course: Path, assignment: str, student: str, answers: dict[str, str],
+                     case: dict | None = None) -> Path:
+    """``submitted/STUDENT/ASSIGNMENT/ASSIGNMENT.ipynb``: the release with ``answers`` in its solution cells, then the
+    hostile ``case`` (its ``replace`` and ``transform``; ``{COURSE}`` in its code becomes the course path)."""
+    case = case or {}
+    release = course_module.release_notebook(assignment, course)
+    folder = course / "submitted" / student / assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    target = folder / f"{assignment}.ipynb"
+    transform = case.get("transform")
+    if transform == "invalid_json":
+        target.write_text('{"cells": [ this is not JSON, the laptop crashed while saving')
+        return target
+    if transform == "not_a_notebook":
+        target.write_text(json.dumps({"title": "my homework", "answer": 42}))
+        return target
+    if transform == "untouched":
+        shutil.copy2(release, target)
+        return target
+    if transform == "missing":
+        (folder / "notes.txt").write_text("I could not get the notebook to save, sorry\n")
+        return folder
+    notebook = nbformat.read(release, as_version=4)
+    replace = {k: v.replace("{COURSE}", str(course)) for k, v in (case.get("replace") or {}).items()}
+    for cell in notebook.cells:
+        if _grade_id(cell) in answers and cell.metadata["nbgrader"].get("solution"):
+            cell.source = answers[_grade_id(cell)]
+        if _grade_id(cell) in replace:
+            cell.source = replace[_grade_id(cell)]
+    if transform:
+        TRANSFORMS[transform](notebook, case)
+    nbformat.write(notebook, target)
+    return target
+
+
+def case_answers(course: Path, assignment: str, case: dict) -> dict[str, str]:
+    return reference_answers(course, assignment) if case.get("base") == "reference" else {}
+
+
+def student_name(case: dict) -> str:
+    return "hostile-" + "".join(c if c.isalnum() else "-" for c in case["name"].lower()).strip("-")
+
+
+def demo(course: Path, assignments: list[str], per_assignment_wrong: int = 4) -> list[str]:
+    """A demo class in ``course`` (already released): for each assignment the reference, a blank, a few
+    catalogued wrong answers and the hostile cases. Returns the student names."""
+    names = []
+    pick = {"raises", "infinite loop", "os._exit", "prints megabytes", "invalid JSON", "missing notebook",
+            "monkeypatches the checks and torch at top level", "edits the test cells"}
+    for assignment in assignments:
+        reference = reference_answers(course, assignment)
+        write_submission(course, assignment, "alice", reference)
+        write_submission(course, assignment, "bob", {})
+        names += ["alice", "bob"]
+        for number, wrong in enumerate(catalogue(assignment)[:per_assignment_wrong]):
+            student = f"student{number + 1:02d}"
+            write_submission(course, assignment, student, {**reference, **wrong["replace"]})
+            names.append(student)
+        for case in hostile_cases(assignment):
+            if case["name"] in pick:
+                write_submission(course, assignment, student_name(case), case_answers(course, assignment, case),
+                                 case)
+                names.append(student_name(case))
+    return names

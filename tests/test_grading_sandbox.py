@@ -1,0 +1,95 @@
+"""The grader's building blocks, without nbgrader: outputs in nbclient's form, and the pristine world put back.
+
+tests/test_grade_command.py proves the whole command; these are the two properties everything there rests on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+
+from autograder import course
+from autograder.grading import pristine
+from autograder.grading.executor import Executor, Job
+from autograder.grading.replay import apply_outputs, code_cells
+
+pytestmark = pytest.mark.xdist_group("grade-command")
+
+CELLS = [
+    "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nprint('more')",
+    "from IPython.display import display, Markdown\ndisplay(Markdown('**shown**'))\n40 + 2",
+    "x = 1",
+    "def broken():\n    return 1 / 0\nbroken()",
+    "print('after the error')\n'a string'",
+]
+
+
+def _notebook():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
+
+
+def _shape(notebook) -> list[list[tuple]]:
+    """What grading looks at: per cell, each output's type, stream name, text, data keys, error name."""
+    shape = []
+    for cell in notebook.cells:
+        shape.append([(o.output_type, o.get("name"), o.get("text"), sorted(o.get("data", {})), o.get("ename"))
+                      for o in cell.outputs])
+    return shape
+
+
+def test_outputs_have_the_form_nbclient_gives_them(tmp_path):
+    ours = _notebook()
+    result = Executor(jobs=1, timeout=30).run_one(Job("format", code_cells(ours), [tmp_path]))
+    assert result.problem is None
+    apply_outputs(ours, result.cells)
+    theirs = _notebook()
+    NotebookClient(theirs, timeout=60, kernel_name="python3", allow_errors=True).execute(
+        env=course.tool_environment())
+    assert _shape(ours) == _shape(theirs)
+    assert [c.execution_count for c in ours.cells] == [c.execution_count for c in theirs.cells]
+    error = ours.cells[3].outputs[-1]
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
+    assert error.evalue == "division by zero" and "return 1 / 0" in traceback and "ZeroDivisionError" in traceback
+
+
+def test_restore_puts_back_what_a_submission_patched():
+    from autograder import checking
+
+    restore = pristine.take()
+    original = torch.all, torch.Tensor.__le__, math.isclose, sys.modules["autograder.checking"]
+    expect_close = checking.expect_close
+    try:
+        torch.all = lambda *args, **kwargs: True
+        torch.Tensor.__le__ = lambda *args: True
+        torch.Tensor.__eq__ = lambda *args: True  # added to the class: must be removed again
+        math.isclose = None
+        checking.expect_close = lambda *args, **kwargs: None
+        sys.modules["autograder.checking"] = object()
+        assert restore(False) >= 5  # the core alone already covers all of these
+        assert (torch.all, torch.Tensor.__le__, math.isclose, sys.modules["autograder.checking"]) == original
+        assert "__eq__" not in vars(torch.Tensor) and checking.expect_close is expect_close
+        assert restore(True) == 0
+    finally:
+        torch.all, torch.Tensor.__le__, math.isclose, sys.modules["autograder.checking"] = original
+        vars(torch.Tensor).get("__eq__") and delattr(torch.Tensor, "__eq__")
+        checking.expect_close = expect_close
+
+
+def test_the_warm_up_list_is_set_not_inherited(monkeypatch, tmp_path):
+    """A parent's leftover (empty) list once skipped the warm-up: exercise 05's optimizer then imported torch._dynamo
+    lazily in a sandboxed child that could not read the Python installation, and the reference solution got 8/12."""
+    from autograder.grading.executor import WARMUP_VARIABLE
+
+    monkeypatch.setenv(WARMUP_VARIABLE, "")
+    Executor(jobs=1, warmup=[tmp_path / "reference.ipynb"])
+    assert os.environ[WARMUP_VARIABLE] == str(tmp_path / "reference.ipynb")
