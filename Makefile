@@ -18,9 +18,19 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 11) else "Python 3.11+ is needed; $(PYTHON) is %d.%d. Run: make PYTHON=python3.11 ..." % v[:2])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --editable '.[test]'
+	@# rfc3987-syntax (pulled in through jsonschema[format-nongpl]) builds a parser when imported: 3 s in every Jupyter
+	@# and nbgrader process (python-jsonschema/jsonschema#1392). jsonschema works without it (it only checks "iri").
+	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
 	@touch $@
 
-lab: $(STAMP)
+# Widget messages on the kernel's main thread, as on Binder (why: binder/postBuild); lesson 07's sliders need it.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/autograd-course.json
+
+$(LAB_OVERRIDES): binder/jupyterlab-overrides.json $(STAMP)
+	@mkdir -p $(@D)
+	cp $< $@
+
+lab: $(STAMP) $(LAB_OVERRIDES)
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)" lessons/01-chain-rule.ipynb
 
 test: $(STAMP)
@@ -33,6 +43,16 @@ release: $(STAMP)
 # Execute every lesson in a fresh kernel and print how long each took (a report, not a test).
 bench-lessons: $(STAMP)
 	$(BIN)/python -m autograder bench-lessons
+
+.PHONY: grade-demo bench
+
+# Grade a synthetic demo class (correct, wrong, blank and hostile submissions); print the summary and the report path.
+grade-demo: $(STAMP)
+	$(BIN)/python -m autograder.grading.demo
+
+# 40 submissions: `python -m autograder grade` against serial `nbgrader autograde` (a report, not a test).
+bench: $(STAMP)
+	$(BIN)/python -m autograder.grading.bench
 
 clean:
 	rm -rf $(VENV) gradebook.db submitted autograded feedback .exchange .pytest_cache .hypothesis

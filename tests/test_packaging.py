@@ -45,3 +45,20 @@ def test_supported_python_is_stated_once():
     project = tomllib.loads((course.ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=3.11"
     assert "python=3.11" in (course.ROOT / "environment.yml").read_text()
+
+
+def test_xdist_keeps_a_group_on_one_worker(tmp_path):
+    """The suite relies on `--dist loadgroup` (one graded class, one JupyterLab per group); pytest 9.2 broke it silently."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_probe.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.parametrize('i', [pytest.param(i, marks=pytest.mark.xdist_group('g')) for i in range(6)])\n"
+        "def test_probe(i):\n"
+        "    print('WORKER', os.environ['PYTEST_XDIST_WORKER'])\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                             "-rA", "-s", "-o", "addopts=", str(tmp_path)],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "@g" in result.stdout, "xdist_group marks did not reach the scheduler:\n" + result.stdout

@@ -1,0 +1,49 @@
+"""JupyterHub settings for the autograd course: groups, the grader's tools, JupyterLab as the default UI.
+
+TLJH: deploy/tljh/install.sh copies this file to /opt/tljh/config/jupyterhub_config.d/.
+Zero to JupyterHub: deploy/z2jh/config.yaml carries the same text in hub.extraConfig (tests/test_deploy.py checks).
+Edit COURSE, GRADERS and LEARNERS (or leave LEARNERS empty: `nbgrader db student add` adds learners to the group).
+"""
+
+COURSE = "autograd-course"  # nbgrader's course id (the repository's nbgrader_config.py sets the same)
+GRADERS = ["grader-autograd-course"]  # the shared grader account, plus any instructor who grades
+LEARNERS: list[str] = []
+#: Where the grader settings of deploy/grader-jupyter-config/ are on the user servers.
+GRADER_CONFIG = "/srv/autograd-course/deploy/grader-jupyter-config"
+
+c = get_config()  # noqa: F821 - provided by traitlets when JupyterHub loads this file
+
+# Per-course groups, named the way nbgrader's JupyterHubAuthPlugin expects them. One more course on the same hub:
+# another pair of groups (and another grader account).
+c.JupyterHub.load_groups = {
+    f"formgrade-{COURSE}": {"users": GRADERS},
+    f"nbgrader-{COURSE}": {"users": LEARNERS},
+}
+
+# nbgrader's JupyterHubAuthPlugin calls the hub API with the user server's token: learners' servers read their
+# own groups (which courses to list); graders' servers also add learners to the course group
+# (`nbgrader db student add`). "inherit" gives a server's token the permissions of its user.
+c.JupyterHub.load_roles = [
+    {"name": "server", "scopes": ["inherit"]},
+    {"name": f"grader-{COURSE}", "groups": [f"formgrade-{COURSE}"],
+     "scopes": ["list:users", "read:users:groups", "list:groups", "read:groups", f"groups!group=nbgrader-{COURSE}"]},
+]
+
+# JupyterLab is what learners see, on their home directory (the Zero to JupyterHub image would otherwise start in
+# the course files baked into it, /srv/autograd-course).
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+# One math thread per kernel: a user gets about one core, and PyTorch would otherwise start one thread per core of
+# the machine, which makes the lessons' small tensor operations many times slower.
+c.Spawner.environment = {"OMP_NUM_THREADS": "1"}
+
+
+def instructor_tools_for_graders(spawner):
+    """The image disables the formgrader, create-assignment and course list for everyone (binder/postBuild);
+    members of a formgrade-* group get them back: JUPYTER_CONFIG_PATH comes before every other config dir."""
+    if any(group.name.startswith("formgrade-") for group in spawner.user.groups):
+        # A new dict: the configured one is shared by every spawner.
+        spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": GRADER_CONFIG}
+
+
+c.Spawner.pre_spawn_hook = instructor_tools_for_graders

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up the autograd course on a machine that already runs The Littlest JupyterHub (https://tljh.jupyter.org).
+# Run as root from a clone of the course repository:   sudo bash deploy/tljh/install.sh
+# It is idempotent: run it again after `git pull` to update the environment and the configuration.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+COURSE_HOME=/srv/autograd-course        # where every server finds the course files (read-only for users)
+EXCHANGE=/srv/nbgrader/exchange         # nbgrader's exchange, shared by all accounts on this machine
+USER_ENV=/opt/tljh/user                 # TLJH's conda environment for the user servers
+TLJH_CONFIG=/opt/tljh/config
+
+# 1. The course files, owned by root, readable by all.
+if [ "$REPO" != "$COURSE_HOME" ]; then
+    mkdir -p "$COURSE_HOME"
+    cp -a "$REPO"/. "$COURSE_HOME"/
+fi
+chmod -R a+rX "$COURSE_HOME"
+
+# 2. The learners' software: the pinned conda environment, then what Binder's postBuild does (the course package,
+#    and the instructor-only nbgrader tools switched off for everyone), plus nbgitpuller for the lesson links.
+"$USER_ENV/bin/conda" env update --prefix "$USER_ENV" --file "$COURSE_HOME/environment.yml"
+(cd "$COURSE_HOME" && PATH="$USER_ENV/bin:$PATH" binder/postBuild)
+"$USER_ENV/bin/pip" install --no-cache-dir nbgitpuller==1.3.0
+
+# 3. nbgrader for everyone: the exchange (world-writable with the sticky bit, as nbgrader expects) and the
+#    hub-wide configuration.
+mkdir -p "$EXCHANGE"
+chmod 1777 "$EXCHANGE"
+install -D -m 0644 "$COURSE_HOME/deploy/nbgrader_config.py" /etc/jupyter/nbgrader_config.py
+
+# 4. The hub: groups, the graders' tools, JupyterLab by default; then the TLJH settings, and reload.
+install -D -m 0644 "$COURSE_HOME/deploy/jupyterhub_config.d/autograd-course.py" \
+    "$TLJH_CONFIG/jupyterhub_config.d/autograd-course.py"
+if [ ! -e "$TLJH_CONFIG/config.yaml" ]; then
+    install -m 0600 "$COURSE_HOME/deploy/tljh/config.yaml" "$TLJH_CONFIG/config.yaml"
+else
+    echo "kept the existing $TLJH_CONFIG/config.yaml; compare it with deploy/tljh/config.yaml"
+fi
+tljh-config reload hub
+echo "done: see deploy/README.md for the grader account and the nbgitpuller link"
