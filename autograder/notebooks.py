@@ -12,8 +12,9 @@ from nbclient import NotebookClient
 from .course import tool_environment
 
 
-def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
-    """Run every cell of ``path`` in a new python3 kernel started in the notebook's folder; raise on any error.
+def execute(path: Path, timeout: int = 120, allow_errors: bool = False) -> nbformat.NotebookNode:
+    """Run every cell of ``path`` in a new python3 kernel started in the notebook's folder; raise on any error
+    (unless ``allow_errors``: then errors are outputs, as in nbgrader).
 
     ``timeout`` bounds each cell, so a hung kernel fails the run instead of stalling it.
 
@@ -25,7 +26,11 @@ def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     # cannot pick the same port. The path is absolute because the kernel runs in the notebook's folder.
     with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
         manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "ipc"))
-        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False,
+        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=allow_errors,
                                 resources={"metadata": {"path": str(Path(path).parent)}})
-        client.execute(env=env)  # passed on to jupyter_client's start_kernel
+        try:
+            client.execute(env=env)  # passed on to jupyter_client's start_kernel
+        finally:  # nbclient shuts down only kernel managers it made itself
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
     return notebook

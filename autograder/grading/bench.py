@@ -45,18 +45,12 @@ def _make_class(root: Path, assignment: str, size: int) -> list[str]:
 
 def _floor(root: Path, assignment: str, students: list[str], cores: int) -> float:
     """Execute every autograded (sanitized) notebook once in a fresh kernel; total seconds / cores."""
-    import nbformat
-    from nbclient import NotebookClient
+    from ..notebooks import execute
 
     total = 0.0
-    env = course.tool_environment()
     for student in students:
-        path = root / "autograded" / student / assignment / f"{assignment}.ipynb"
-        notebook = nbformat.read(path, as_version=4)
         start = time.perf_counter()
-        client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(path.parent)}})
-        client.execute(env=env)
+        execute(root / "autograded" / student / assignment / f"{assignment}.ipynb", allow_errors=True)
         total += time.perf_counter() - start
     return total / cores
 
