@@ -36,18 +36,6 @@ def residual_tanh_chain(x: torch.Tensor, weights: list[float]) -> torch.Tensor:
     return x
 
 
-def exact_answer(value, *, what: str, shape=None) -> torch.Tensor:
-    """``checking.as_answer``, but a Python number goes straight to float64.
-
-    (``as_answer`` builds ``torch.tensor(float(value))``, which rounds through float32: 0.1 becomes 0.10000000149
-    and 1e40 becomes inf. Gradient ratios run from 1e-44 to 1e31, so here that matters.)
-    """
-    __tracebackhide__ = True
-    if isinstance(value, (bool, int, float)):
-        value = torch.tensor(float(value), dtype=torch.float64)
-    return as_answer(value, what=what, shape=shape)
-
-
 def randint(gen: torch.Generator, low: int, high: int) -> int:
     """An integer in [low, high], drawn from ``gen``."""
     return int(torch.randint(low, high + 1, (), generator=gen))
@@ -64,7 +52,7 @@ def _expect_gradient(received, f: Callable, x: float, *, what: str, mistakes: li
     (grad,) = autograd_gradient(f, x)
     (fd,) = central_difference(f, x)
     # Relative error only: the values run from 1e-3 to 1e16, where any absolute tolerance is meaningless.
-    expect_close(exact_answer(received, what=what, shape=()), grad, what=what, fd=fd, rtol=1e-6, atol=0.0,
+    expect_close(as_answer(received, what=what, shape=()), grad, what=what, fd=fd, rtol=1e-6, atol=0.0,
                  misconceptions=mistakes)
 
 
@@ -389,9 +377,9 @@ def _hooks_left(model: nn.Module, globals_before: dict[str, int]) -> list[str]:
 def _as_norms(value, *, what: str, count: int) -> torch.Tensor:
     __tracebackhide__ = True
     if isinstance(value, (list, tuple)) and value:
-        norms = torch.cat([exact_answer(v, what=what).reshape(-1) for v in value])
+        norms = torch.cat([as_answer(v, what=what).reshape(-1) for v in value])
     elif isinstance(value, (torch.Tensor, list, tuple)):
-        norms = exact_answer(torch.as_tensor(value, dtype=torch.float64), what=what).reshape(-1)
+        norms = as_answer(torch.as_tensor(value, dtype=torch.float64), what=what).reshape(-1)
     else:
         raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.60}); expected a list of floats, "
                              "one per nn.Linear.")

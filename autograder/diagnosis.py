@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import chain_rule
-from .checking import GradingFailure, Misconception, call_learner, expect_close, fmt
-from .depth import exact_answer, randint
+from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from .depth import randint
 from .oracles import autograd_gradient, central_difference
 from .seeding import choice, generator, uniform
 
@@ -263,7 +263,7 @@ def _pair(value, *, what: str, names: str) -> tuple:
     __tracebackhide__ = True
     if not isinstance(value, (tuple, list)) or len(value) != len(names.split(", ")):
         raise GradingFailure(f"{what} returned {value!r:.80}; expected a tuple ({names}).")
-    return tuple(exact_answer(v, what=what, shape=()) for v in value)
+    return tuple(as_answer(v, what=what, shape=()) for v in value)
 
 
 def check_residual_gradient(residual_gradient, seed: int | None = None) -> None:
