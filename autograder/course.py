@@ -17,10 +17,6 @@ LESSONS = ROOT / "lessons"
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 
-#: What a course directory needs for nbgrader to generate and grade assignments.
-COURSE_FILES = ("nbgrader_config.py", "solutions")
-
-
 def lessons(root: Path = ROOT) -> list[Path]:
     """Every lesson notebook, in course order."""
     return sorted((root / "lessons").glob("[0-9][0-9]-*.ipynb"))
@@ -61,15 +57,16 @@ def nbgrader(*args: str, course: Path = ROOT, check: bool = True, **env: str) ->
     return done
 
 
-def copy_course(destination: Path, root: Path = ROOT) -> Path:
-    """A fresh course directory at ``destination`` holding only the sources and the nbgrader configuration."""
+def copy_course(destination: Path, root: Path = ROOT, assignment_ids: list[str] | None = None) -> Path:
+    """A fresh course directory at ``destination`` holding only the nbgrader configuration and the sources (of every
+    assignment, or of ``assignment_ids``)."""
     destination.mkdir(parents=True, exist_ok=True)
-    for name in COURSE_FILES:
-        source = root / name
-        if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        else:
-            shutil.copy2(source, destination / name)
+    shutil.copy2(root / "nbgrader_config.py", destination / "nbgrader_config.py")
+    ignore = shutil.ignore_patterns(".ipynb_checkpoints", "kernel-ipc-*", "*.pyc")
+    if assignment_ids is None:
+        shutil.copytree(root / "solutions", destination / "solutions", ignore=ignore)
+    for assignment in assignment_ids or []:
+        shutil.copytree(root / "solutions" / assignment, destination / "solutions" / assignment, ignore=ignore)
     return destination
 
 

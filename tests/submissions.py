@@ -1,7 +1,9 @@
 """Build learner submissions from the release, and read back what nbgrader made of them.
 
 A submission is the student release with some solution cells filled in: from the reference solution, from an entry
-of the wrong-answer catalogue (``tests/wrong_answers/NN-slug.yaml``), or left blank.
+of the wrong-answer catalogue (``tests/wrong_answers/NN-slug.yaml``), or left blank. Building them is
+:mod:`autograder.grading.synthetic`'s job (the demo and the benchmark build theirs the same way); this module gives
+the tests typed catalogue entries and reads the results back.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-import yaml
 
 from autograder import course
-
-CATALOGUES = Path(__file__).parent / "wrong_answers"
+from autograder.grading import synthetic
+from autograder.grading.synthetic import grade_id
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,12 @@ class WrongAnswer:
 
 
 def catalogue(assignment: str) -> list[WrongAnswer]:
-    path = CATALOGUES / f"{assignment}.yaml"
-    return [WrongAnswer(**entry) for entry in yaml.safe_load(path.read_text())] if path.exists() else []
-
-
-def grade_id(cell) -> str | None:
-    return cell.metadata.get("nbgrader", {}).get("grade_id")
+    return [WrongAnswer(**entry) for entry in synthetic.catalogue(assignment)]
 
 
 def solution_sources(assignment: str) -> dict[str, str]:
     """The reference code of every solution cell, by grade id."""
-    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
-    return {grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    return synthetic.reference_answers(course.ROOT, assignment)
 
 
 def graded_cells(assignment: str) -> dict[str, float]:
@@ -51,13 +46,7 @@ def graded_cells(assignment: str) -> dict[str, float]:
 
 def write_submission(course_dir: Path, student: str, assignment: str, answers: dict[str, str]) -> None:
     """Put the release, with ``answers`` (grade id -> code) in its solution cells, in submitted/STUDENT/."""
-    notebook = nbformat.read(course.release_notebook(assignment, course_dir), as_version=4)
-    for cell in notebook.cells:
-        if grade_id(cell) in answers:
-            cell.source = answers[grade_id(cell)]
-    target = course_dir / "submitted" / student / assignment
-    target.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, target / f"{assignment}.ipynb")
+    synthetic.write_submission(course_dir, assignment, student, answers)
 
 
 def scores(course_dir: Path, student: str, assignment: str) -> dict[str, float]:

@@ -35,10 +35,7 @@ pytestmark = pytest.mark.xdist_group("grade-command")
 def make_course(root: Path) -> Path:
     """A released scratch course with exercise 01 only, in a folder every user may traverse (so the isolation
     tests mean something: only file permissions and the sandbox stand between a submission and the gradebook)."""
-    root.mkdir(parents=True)
-    shutil.copy2(course.ROOT / "nbgrader_config.py", root)
-    shutil.copytree(course.SOLUTIONS / ASSIGNMENT, root / "solutions" / ASSIGNMENT,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "kernel-ipc-*", "*.pyc"))
+    course.copy_course(root, assignment_ids=[ASSIGNMENT])
     course.generate_release(root, [ASSIGNMENT])
     return root
 

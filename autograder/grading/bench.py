@@ -30,10 +30,7 @@ def _scores(root: Path, assignment: str, students: list[str]) -> dict[str, dict[
 
 
 def _make_class(root: Path, assignment: str, size: int) -> list[str]:
-    root.mkdir(parents=True)
-    shutil.copy2(course.ROOT / "nbgrader_config.py", root)
-    shutil.copytree(course.SOLUTIONS / assignment, root / "solutions" / assignment,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "kernel-ipc-*", "*.pyc"))
+    course.copy_course(root, assignment_ids=[assignment])
     course.generate_release(root, [assignment])
     reference = synthetic.reference_answers(root, assignment)
     variants = [reference, {}] + [{**reference, **w["replace"]} for w in synthetic.catalogue(assignment)]

@@ -24,13 +24,9 @@ DEMO_HOSTILE = ["raises", "infinite loop", "os._exit", "prints megabytes", "allo
 def build(folder: Path, assignments: list[str]) -> tuple[Path, list[str]]:
     """A released scratch course in ``folder`` with the demo class; returns (course root, assignments released)."""
     shutil.rmtree(folder, ignore_errors=True)
-    root = folder / "course"
-    root.mkdir(parents=True)
-    shutil.copy2(course.ROOT / "nbgrader_config.py", root)
+    root = course.copy_course(folder / "course", assignment_ids=assignments)
     released = []
     for assignment in assignments:
-        shutil.copytree(course.SOLUTIONS / assignment, root / "solutions" / assignment,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "kernel-ipc-*", "*.pyc"))
         try:
             course.generate_release(root, [assignment])
         except RuntimeError as error:  # a source notebook being edited right now: leave that assignment out

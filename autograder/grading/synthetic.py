@@ -1,7 +1,7 @@
 """Synthetic classes: submissions made from the reference solution, the release, the wrong-answer catalogues
 (``tests/wrong_answers/NN-slug.yaml``) and the hostile cases (``tests/hostile/NN-slug.yaml``).
 
-Used by ``make grade-demo`` (:func:`demo`), ``make bench`` and tests/test_grade_command.py. A hostile case is a dict
+Used by ``make grade-demo``, ``make bench`` and the tests (through tests/submissions.py). A hostile case is a dict
 (see tests/hostile/01-chain-rule.yaml): ``base`` answers (reference or blank), ``replace`` (solution cells by grade id),
 and an optional ``transform`` of the whole file (:data:`TRANSFORMS`).
 """
@@ -38,14 +38,15 @@ def hostile_cases(assignment: str) -> list[dict]:
     return _yaml(HOSTILE / f"{assignment}.yaml")
 
 
-def _grade_id(cell) -> str | None:
+def grade_id(cell) -> str | None:
+    """nbgrader's id of a cell (None for a cell nbgrader does not track)."""
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
 def reference_answers(course: Path, assignment: str) -> dict[str, str]:
     """The reference code of every solution cell, by grade id (from the course's source notebook)."""
     notebook = nbformat.read(course_module.source_notebook(assignment, course), as_version=4)
-    return {_grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    return {grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
 
 
 def _grade_cells(notebook) -> list[int]:
@@ -113,10 +114,10 @@ def write_submission(course: Path, assignment: str, student: str, answers: dict[
     notebook = nbformat.read(release, as_version=4)
     replace = {k: v.replace("{COURSE}", str(course)) for k, v in (case.get("replace") or {}).items()}
     for cell in notebook.cells:
-        if _grade_id(cell) in answers and cell.metadata["nbgrader"].get("solution"):
-            cell.source = answers[_grade_id(cell)]
-        if _grade_id(cell) in replace:
-            cell.source = replace[_grade_id(cell)]
+        if grade_id(cell) in answers and cell.metadata["nbgrader"].get("solution"):
+            cell.source = answers[grade_id(cell)]
+        if grade_id(cell) in replace:
+            cell.source = replace[grade_id(cell)]
     if transform:
         TRANSFORMS[transform](notebook, case)
     nbformat.write(notebook, target)
@@ -129,26 +130,3 @@ def case_answers(course: Path, assignment: str, case: dict) -> dict[str, str]:
 
 def student_name(case: dict) -> str:
     return "hostile-" + "".join(c if c.isalnum() else "-" for c in case["name"].lower()).strip("-")
-
-
-def demo(course: Path, assignments: list[str], per_assignment_wrong: int = 4) -> list[str]:
-    """A demo class in ``course`` (already released): for each assignment the reference, a blank, a few
-    catalogued wrong answers and the hostile cases. Returns the student names."""
-    names = []
-    pick = {"raises", "infinite loop", "os._exit", "prints megabytes", "invalid JSON", "missing notebook",
-            "monkeypatches the checks and torch at top level", "edits the test cells"}
-    for assignment in assignments:
-        reference = reference_answers(course, assignment)
-        write_submission(course, assignment, "alice", reference)
-        write_submission(course, assignment, "bob", {})
-        names += ["alice", "bob"]
-        for number, wrong in enumerate(catalogue(assignment)[:per_assignment_wrong]):
-            student = f"student{number + 1:02d}"
-            write_submission(course, assignment, student, {**reference, **wrong["replace"]})
-            names.append(student)
-        for case in hostile_cases(assignment):
-            if case["name"] in pick:
-                write_submission(course, assignment, student_name(case), case_answers(course, assignment, case),
-                                 case)
-                names.append(student_name(case))
-    return names
