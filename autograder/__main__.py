@@ -2,6 +2,7 @@
 
 * ``release``        regenerate ``exercises/`` from ``solutions/`` with ``nbgrader generate_assignment``;
 * ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test);
+* ``reading-time``   minutes to read each lesson (prose words / 200 + visible code lines / 10);
 * ``grade``          grade every submission of an assignment in parallel, safely, with feedback and a class report
                      (see autograder/grading/).
 """
@@ -45,6 +46,12 @@ def bench_lessons(_: argparse.Namespace) -> int:
     return 0
 
 
+def reading_time(_: argparse.Namespace) -> int:
+    for path in course.lessons():
+        print(f"{path.name:32s} {course.reading_minutes(path):5.1f} min")
+    return 0
+
+
 def grade(args: argparse.Namespace) -> int:
     from .grading.command import main as grade_main
 
@@ -58,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     release_parser.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     release_parser.set_defaults(run=release)
     commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
+    commands.add_parser("reading-time", help="minutes to read every lesson (words / 200 + code lines / 10)") \
+        .set_defaults(run=reading_time)
     grade_parser = commands.add_parser("grade", help="grade every submission of an assignment (parallel, sandboxed)")
     grade_parser.set_defaults(run=grade)
     from .grading.command import add_arguments

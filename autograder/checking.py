@@ -11,45 +11,37 @@ element and, when the answer matches a known mistake, that mistake::
       finite difference:  27.000001 (central, float64)
       error there:        abs 0.009, rel 0.00033 (allowed: rel 1e-05 + abs 1e-07)
     Likely misconception: forward difference. ...
+
+A check (:func:`check`) runs its cases as :func:`trial` cases, so every case is tried and a misconception is named only
+when two cases agree on it (or the check observed it directly, e.g. autograd running where the part forbids it).
+:func:`call_learner` calls learner code on the caller's own objects and checks how it worked: the routes it used
+(:mod:`autograder.routes`) and the contracts it must keep (:mod:`autograder.contracts`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+import inspect
 import math
 import sys
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from . import contracts
+from .misconceptions import CourseBug, GradingFailure, Misconception, Symptom, publish
+from .routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
+from .routes import Route, Routes
+
+__all__ = ["CourseBug", "GradingFailure", "Misconception", "Route", "Routes", "Symptom", "as_answer",
+           "call_learner", "check", "describe_mismatch", "expect_close", "fmt", "trial"]
+
 Tensor = torch.Tensor
-
-
-class GradingFailure(AssertionError):
-    """A learner's answer is wrong; the message says how, for the learner."""
-
-
-@dataclass(frozen=True)
-class Misconception:
-    """A known mistake: its name, what to do instead, and how to recognise it.
-
-    ``value`` is what the mistaken method produces for this case (recognised when the answer is close to it);
-    ``when`` is a test on the answer itself for mistakes that have no single value (e.g. round-off noise).
-    """
-
-    name: str
-    hint: str
-    value: Any = None
-    when: Callable[[Tensor], bool] | None = None
-
-    def matches(self, received: Tensor) -> bool:
-        if self.when is not None and self.when(received):
-            return True
-        if self.value is None:
-            return False
-        value = torch.as_tensor(self.value, dtype=torch.float64)
-        return value.shape == received.shape and _allclose(received, value, rtol=1e-4, atol=1e-7)
 
 
 def _allclose(a: Tensor, b: Tensor, rtol: float, atol: float) -> bool:
@@ -84,18 +76,85 @@ def _learner_returned(_audit=sys.audit, _event=LEARNER_RETURNED) -> None:
     _audit(_event)
 
 
-def call_learner(fn: Callable, *args, what: str, **kwargs) -> Any:
-    """Call learner code, turning its exceptions into a GradingFailure that says what was called.
+def call_learner(fn: Callable, *args, what: str, forbid: Iterable[Route] = (), routes: Routes | None = None,
+                 may_change: Iterable[str] | bool = (), **kwargs) -> Any:
+    """Call learner code on the caller's own arguments; turn its exceptions into a GradingFailure saying what was
+    called, and check how it worked.
+
+    * ``forbid``: routes the part's text rules out (:class:`~autograder.routes.Route`); using one fails with the
+      route's misconception. ``routes``, when given, is filled with what the call used (e.g. how many backward runs).
+    * ``may_change``: names of the arguments the function is meant to change (``True``: any). Every other tensor in
+      the arguments (and in modules among them) must be unchanged afterwards: values, ``requires_grad``, ``.grad``,
+      ``grad_fn``, and no in-place change at all.
 
     Warnings are silenced: a correct answer that happens to warn must not lose points. When the call is over, the
-    :data:`LEARNER_RETURNED` event lets a grader undo anything the learner's code monkeypatched meanwhile.
+    :data:`LEARNER_RETURNED` event lets a grader undo anything the learner's code monkeypatched meanwhile, before
+    this function looks at the results.
     """
     __tracebackhide__ = True
     returned = _learner_returned  # taken before learner code runs: the call may rebind this module's globals
+    named = _named_arguments(fn, args, kwargs)
+    watched = {n: v for n, v in named.items() if may_change is not True and n not in set(may_change or ())}
+    snapshot = contracts.Snapshot(watched)
+    forbid = tuple(forbid)
+    routes = routes if routes is not None else (Routes() if forbid else None)
+    if routes is not None:
+        routes.start()
     try:
-        return _call_learner(fn, args, kwargs, what)
+        answer = _call_learner(fn, args, kwargs, what)
     finally:
         returned()
+        if routes is not None:
+            routes.stop()
+    for route in forbid:
+        if routes.used(route):
+            raise proven_failure(f"{what} used {route.value}, which this part rules out.", ROUTE_MISCONCEPTIONS[route])
+    changes = snapshot.changes()
+    if changes:
+        raise proven_failure(f"{what} changed its arguments: {'; '.join(changes)}.", contracts.CHANGED_INPUT)
+    return answer
+
+
+def proven_failure(message: str, misconception: Misconception) -> GradingFailure:
+    """The failure for a mistake the check observed directly (named whatever the numbers say)."""
+    if _TRIALS.get() is None:  # outside a check() nobody else will name it
+        message += "\n" + misconception.line()
+    return GradingFailure(message, proven=misconception)
+
+
+def _named_arguments(fn: Callable, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The call's arguments by parameter name (``argument 1``... when the signature cannot be read)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return {**{f"argument {i + 1}": a for i, a in enumerate(args)}, **kwargs}
+    named = {}
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            named.update({f"{name}[{i}]": v for i, v in enumerate(value)})
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[name] = value
+    return named
+
+
+def expect_no_alias(answer: Any, arguments: dict[str, Any], *, what: str) -> None:
+    """Fail when a tensor in ``answer`` shares memory with a tensor in ``arguments`` or with its ``.grad``."""
+    __tracebackhide__ = True
+    found = contracts.aliases(answer, contracts.Snapshot(arguments).tensors(), "the result")
+    if found:
+        raise proven_failure(f"{what}: {'; '.join(found)}.", contracts.ALIASED)
+
+
+def call_with_none_hint(fn: Callable, *args, hint: str, what: str):
+    """call_learner, adding ``hint`` to the failure when the learner's code tripped over a None."""
+    __tracebackhide__ = True
+    try:
+        return call_learner(fn, *args, what=what, may_change=True)
+    except GradingFailure as failure:
+        raise GradingFailure(str(failure) + (hint if "NoneType" in str(failure) else "")) from None
 
 
 def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
@@ -113,6 +172,97 @@ def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
         raise
     except Exception as error:  # the learner's bug, reported as such
         raise GradingFailure(f"{what} raised {type(error).__name__}: {error}") from None
+
+
+# ---------------------------------------------------------------------------------------------- checks and trials
+
+@dataclass
+class _Trials:
+    """The cases one check ran and the failures among them (state of one call of a check)."""
+
+    check: str
+    count: int = 0
+    failures: list[GradingFailure] = field(default_factory=list)
+
+    def verdict(self) -> GradingFailure | None:
+        """None if every case passed; else the failure to show, naming a misconception only when it is proven or
+        when at least two failing cases match it."""
+        if not self.failures:
+            return None
+        proven = [f for f in self.failures if f.proven is not None]
+        if proven:
+            return self._named(proven[0], proven[0].proven, proven=True)
+        votes: dict[str, list[GradingFailure]] = {}
+        names: dict[str, Misconception] = {}
+        for failure in self.failures:
+            for suspect in dict.fromkeys(failure.suspects):
+                votes.setdefault(suspect.name, []).append(failure)
+                names[suspect.name] = suspect
+        agreed = [name for name, cases in votes.items() if len(cases) >= 2]
+        if not agreed:
+            return self._named(self.failures[0], None)
+        first = [name for name in agreed if self.failures[0] in votes[name]]
+        name = first[0] if first else max(agreed, key=lambda n: len(votes[n]))
+        return self._named(votes[name][0], names[name], cases=len(votes[name]))
+
+    def _named(self, failure: GradingFailure, misconception: Misconception | None, *, proven: bool = False,
+               cases: int = 1) -> GradingFailure:
+        text = failure.message
+        if self.count > 1 and len(self.failures) > 1:
+            text += f"\n  ({len(self.failures)} of the {self.count} cases this test tried failed.)"
+        if misconception is not None:
+            text += "\n" + misconception.line()
+            publish(misconception, check=self.check, cases=cases, proven=proven)
+        return GradingFailure(text, proven=misconception if proven else None,
+                              suspects=() if misconception is None or proven else (misconception,))
+
+
+_TRIALS: contextvars.ContextVar[_Trials | None] = contextvars.ContextVar("autograder_trials", default=None)
+
+
+def check(function: Callable) -> Callable:
+    """Make ``function`` a check: the body of one test cell, run as a set of :func:`trial` cases.
+
+    Every case runs, even after one fails; the check then fails with the first failure (or the first that proves a
+    mistake) and names a misconception only when it is proven or at least two failing cases match it, so that one
+    coincidence never misleads a learner. The diagnosis is also published as structured data for the class report.
+    """
+
+    @functools.wraps(function)
+    def run(*args, **kwargs) -> None:
+        __tracebackhide__ = True
+        trials = _Trials(function.__name__)
+        token = _TRIALS.set(trials)
+        try:
+            function(*args, **kwargs)
+        except GradingFailure as failure:  # raised outside a trial: the check stops here
+            trials.failures.append(failure)
+            trials.count += 1
+        finally:
+            _TRIALS.reset(token)
+        verdict = trials.verdict()
+        if verdict is not None:
+            raise verdict
+
+    run.is_check = True
+    return run
+
+
+@contextlib.contextmanager
+def trial():
+    """One case of a :func:`check`: a GradingFailure inside is recorded and the check goes on with its next case.
+
+    Outside a check (a helper called directly) the failure propagates at once.
+    """
+    trials = _TRIALS.get()
+    if trials is None:
+        yield
+        return
+    trials.count += 1
+    try:
+        yield
+    except GradingFailure as failure:
+        trials.failures.append(failure)
 
 
 def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> Tensor:
@@ -141,12 +291,15 @@ def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> T
 
 
 def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, what: str, fd: Any = None,
-                 rtol: float = 1e-6, atol: float = 1e-8, misconceptions: Sequence[Misconception] = (),
-                 extra: str = "", source: str = "autograd") -> None:
+                 rtol: float = 1e-6, atol: float = 1e-8, symptoms: Sequence[Symptom | Misconception] = (),
+                 misconceptions: Sequence[Symptom | Misconception] = (), extra: str = "",
+                 source: str = "autograd") -> None:
     """Pass if ``received`` is close to ``expected`` elementwise; otherwise explain the mismatch and raise.
 
-    ``expected`` is the value from ``source`` (autograd, or "expected" for a non-gradient answer); ``fd``, when given, is the central finite difference, shown
-    beside it. The two oracles must agree with each other, otherwise the exercise is at fault and says so.
+    ``expected`` is the value from ``source`` (autograd, or "expected" for a non-gradient answer); ``fd``, when given,
+    is the central finite difference, shown beside it. The two oracles must agree with each other, otherwise the
+    exercise is at fault and says so (:class:`CourseBug`). ``symptoms`` are the known mistakes this case can
+    recognise; the failure carries those that match (a :func:`check` names one when two cases agree).
 
     Learner code that ran since it last returned (e.g. the ``__iter__`` of a returned tuple) is undone first, see
     :data:`LEARNER_RETURNED`; ``_returned`` is a positional default so that no learner code can swap it.
@@ -158,17 +311,21 @@ def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, w
     if fd is not None:
         fd = torch.as_tensor(fd, dtype=torch.float64)
         if not _allclose(fd, expected, rtol=1e-4, atol=1e-6):
-            raise RuntimeError(f"Course bug, not yours: the oracles disagree for {what} "
-                               f"(autograd {fmt(expected)}, finite difference {fmt(fd)}). Please report it.")
+            raise CourseBug(f"the oracles disagree for {what} (autograd {fmt(expected)}, finite difference "
+                            f"{fmt(fd)}).")
     if _allclose(got, expected, rtol, atol):
         return
-    raise GradingFailure(describe_mismatch(got, expected, what=what, fd=fd, rtol=rtol, atol=atol,
-                                           misconceptions=misconceptions, extra=extra, source=source))
+    symptoms = [*symptoms, *misconceptions]
+    matched = tuple(s.misconception if isinstance(s, Symptom) else s for s in symptoms if s.matches(got))
+    message = describe_mismatch(got, expected, what=what, fd=fd, rtol=rtol, atol=atol, extra=extra, source=source)
+    if matched and _TRIALS.get() is None:  # an old-style check, outside check(): name the first match at once
+        message += "\n" + matched[0].line()
+    raise GradingFailure(message, suspects=matched)
 
 
 def describe_mismatch(got: Tensor, expected: Tensor, *, what: str, fd: Tensor | None, rtol: float, atol: float,
-                      misconceptions: Sequence[Misconception] = (), extra: str = "", source: str = "autograd") -> str:
-    """The failure message: the case, the worst element, both oracles, the errors, and a named mistake if any."""
+                      extra: str = "", source: str = "autograd") -> str:
+    """The failure message: the case, the worst element, both oracles and the errors (the numbers alone)."""
     error = torch.abs(got - expected)
     excess = error - (atol + rtol * torch.abs(expected))
     excess = torch.where(torch.isfinite(got), excess, torch.full_like(excess, math.inf))
@@ -189,8 +346,4 @@ def describe_mismatch(got: Tensor, expected: Tensor, *, what: str, fd: Tensor | 
         lines.append(f"  all expected:       {fmt(expected)}")
     if extra:
         lines.append(extra)
-    for mistake in misconceptions:
-        if mistake.matches(got):
-            lines.append(f"Likely misconception: {mistake.name}. {mistake.hint}")
-            break
     return "\n".join(lines)

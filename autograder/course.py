@@ -22,6 +22,30 @@ def lessons(root: Path = ROOT) -> list[Path]:
     return sorted((root / "lessons").glob("[0-9][0-9]-*.ipynb"))
 
 
+#: Reading speeds behind :func:`reading_minutes`: prose in words per minute, code in lines per minute.
+PROSE_WORDS_PER_MINUTE = 200
+CODE_LINES_PER_MINUTE = 10
+#: The longest a lesson may take to read.
+READING_BUDGET_MINUTES = 35
+
+
+def reading_minutes(path: Path) -> float:
+    """Minutes to read a notebook: its prose words at 200 a minute plus its visible, non-blank code lines at 10 a
+    minute (read, run and look at the output). Code cells whose input is collapsed (``jupyter.source_hidden``, the
+    verification cells) are not read."""
+    import json
+    import re
+
+    words = lines = 0
+    for cell in json.loads(Path(path).read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            words += len(re.findall(r"\S+", source))
+        elif cell["cell_type"] == "code" and not cell["metadata"].get("jupyter", {}).get("source_hidden"):
+            lines += sum(1 for line in source.splitlines() if line.strip())
+    return words / PROSE_WORDS_PER_MINUTE + lines / CODE_LINES_PER_MINUTE
+
+
 def assignments(root: Path = ROOT) -> list[str]:
     """Every assignment id (``NN-slug``) that has a source notebook, in course order."""
     return sorted(p.parent.name for p in (root / "solutions").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))

@@ -12,7 +12,7 @@ Checks compare a learner's answer with both; when the two oracles disagree the e
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -39,7 +39,7 @@ def _scalar(value) -> float:
 def _difference(f: Callable, inputs: Sequence, h: float, offsets: tuple[float, float]) -> tuple[Tensor, ...]:
     xs = as_float64(*inputs)
     grads = []
-    for i, x in enumerate(xs):
+    for x in xs:
         grad = torch.zeros_like(x)
         flat_x, flat_grad = x.view(-1), grad.view(-1)
         for j in range(flat_x.numel()):

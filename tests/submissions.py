@@ -65,13 +65,21 @@ def feedback_text(course_dir: Path, student: str, assignment: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+class CheckCrashed(AssertionError):
+    """A test cell raised something other than the checks' GradingFailure: a bug in a check, not a rejection."""
+
+
 def run_in_process(assignment: str, answers: dict[str, str]) -> dict[str, bool]:
     """Run the source notebook in this process with ``answers`` in its solution cells; pass/fail per test cell.
 
-    A quick stand-in for nbgrader (no kernel, no gradebook) so the hidden tests can be tried on many seeds.
+    A quick stand-in for nbgrader (no kernel, no gradebook) so the hidden tests can be tried on many seeds. A test
+    cell fails only when a check raised its GradingFailure; any other exception out of a test cell (a CourseBug, a
+    TypeError inside a check...) raises :class:`CheckCrashed`, since a crashing check is a bug, not a verdict.
     """
     import contextlib
     import io
+
+    from autograder.checking import GradingFailure
 
     namespace: dict = {"__name__": "__main__"}
     results: dict[str, bool] = {}
@@ -85,7 +93,12 @@ def run_in_process(assignment: str, answers: dict[str, str]) -> dict[str, bool]:
             try:
                 exec(compile(source, f"<{grade_id(cell) or 'cell'}>", "exec"), namespace)
                 passed = True
-            except Exception:  # a wrong answer may break any cell, exactly as in a kernel
+            except GradingFailure:
+                passed = False
+            except Exception as error:  # a wrong answer may break its own cell, exactly as in a kernel
+                if meta.get("grade"):
+                    raise CheckCrashed(f"{assignment}: test cell {grade_id(cell)} crashed with "
+                                       f"{type(error).__name__}: {error}") from error
                 passed = False
             if meta.get("grade"):
                 results[grade_id(cell)] = passed

@@ -31,6 +31,7 @@ from autograder import course
 BINDER = course.ROOT / "binder"
 sys.path.insert(0, str(BINDER))
 import links  # noqa: E402  (binder/links.py: the one place that names the GitHub repository)
+
 VENV_PREFIX = Path(sys.prefix)
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from submissions import grade_id, solution_sources
 
 from autograder import course
-from submissions import grade_id, solution_sources
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -144,7 +144,8 @@ def post_build_disables() -> tuple[set[str], set[str]]:
 def test_grader_settings_re_enable_exactly_what_post_build_disables():
     plugins, modules = post_build_disables()
     page = json.loads((GRADER_CONFIG / "labconfig" / "page_config.json").read_text())
-    assert page == {"disabledExtensions": dict.fromkeys(plugins, False), "lockedExtensions": dict.fromkeys(plugins, False)}
+    assert page == {"disabledExtensions": dict.fromkeys(plugins, False),
+                    "lockedExtensions": dict.fromkeys(plugins, False)}
     server = json.loads(next((GRADER_CONFIG / "jupyter_server_config.d").glob("*.json")).read_text())
     assert server == {"ServerApp": {"jpserver_extensions": dict.fromkeys(modules, True)}}
 
@@ -210,7 +211,8 @@ def test_deploy_readme_links_resolve():
 
 def test_deploy_readme_covers_what_a_course_team_needs():
     text = (DEPLOY / "README.md").read_text()
-    for topic in ("The Littlest JupyterHub", "Zero to JupyterHub", "grader-autograd-course", "formgrade-autograd-course",
+    for topic in ("The Littlest JupyterHub", "Zero to JupyterHub", "grader-autograd-course",
+                  "formgrade-autograd-course",
                   "nbgrader-autograd-course", "/srv/nbgrader/exchange", "ReadWriteMany", "shared-volume caveat",
                   "nbgitpuller", "JupyterLab", "release_assignment", "collect", "autograde", "release_feedback"):
         assert topic in text, f"deploy/README.md does not mention {topic!r}"

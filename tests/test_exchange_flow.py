@@ -22,9 +22,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from submissions import grade_id, graded_cells, solution_sources
 
 from autograder import course
-from submissions import graded_cells, grade_id, solution_sources
 
 ASSIGNMENT = "01-chain-rule"
 COURSE_ID = "autograd-course"
@@ -235,7 +235,8 @@ def test_every_student_fetches_their_own_feedback(flow):
         assert len(pages) == 1, f"{student} fetched {pages}:\n{flow.feedback[student]}"
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", pages[0].read_text()))
         score = sum(scores(flow, student).values())
-        assert re.search(rf"Score: {score:g}(\.0)? / {total:g}(\.0)?", text), f"{student}'s feedback shows another score"
+        assert re.search(rf"Score: {score:g}(\.0)? / {total:g}(\.0)?", text), \
+            f"{student}'s feedback shows another score"
     blank = next((flow.workdir("blank") / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html")).read_text()
     assert "NotImplementedError" in blank
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from submissions import catalogue, graded_cells, scores
 
 from autograder import course
 from autograder.grading import synthetic
-from submissions import catalogue, graded_cells, scores
 
 ASSIGNMENT = "01-chain-rule"
 CASES = synthetic.hostile_cases(ASSIGNMENT)
@@ -81,7 +81,7 @@ def test_the_command_names_what_it_could_not_grade(batch):
     section = done.stdout.split("could not be graded (recorded as 0):")[1]
     for student in failed:
         assert student in section
-    assert re.search(r"\d+ graded, %d could not be graded" % len(failed), done.stdout)
+    assert re.search(rf"\d+ graded, {len(failed)} could not be graded", done.stdout)
     assert "mean" in done.stdout and "median" in done.stdout
     assert "re-executed 0" in done.stdout, "phase 2 must find every notebook's phase-1 outputs"
 

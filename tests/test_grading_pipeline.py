@@ -18,10 +18,10 @@ import sys
 
 import nbformat
 import pytest
-
-from autograder import course
 from conftest import by_assignment
 from submissions import catalogue, feedback_text, graded_cells, scores, solution_sources, write_submission
+
+from autograder import course
 
 ASSIGNMENTS = course.assignments()
 

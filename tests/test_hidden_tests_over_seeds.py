@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from submissions import catalogue, graded_cells, run_in_process, solution_sources
 
 from autograder import course
 from autograder.seeding import SEED_VARIABLE
-from submissions import catalogue, graded_cells, run_in_process, solution_sources
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 # Fewer seeds per wrong answer than for the reference: there are over a hundred wrong answers, each run executes the

@@ -34,7 +34,8 @@ def test_nbgrader_metadata(path):
     tests = [m for m in graded if m.get("grade")]
     assert len({m["grade_id"].removesuffix("_hidden") for m in tests}) >= 3, "an exercise has at least 3 graded parts"
     for meta in tests:
-        assert meta.get("points", 0) > 0 and meta["locked"], f"{meta['grade_id']}: test cells are locked and score points"
+        assert meta.get("points", 0) > 0 and meta["locked"], \
+            f"{meta['grade_id']}: test cells are locked and score points"
     solutions = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")]
     for cell in solutions:
         assert "### BEGIN SOLUTION" in cell.source, f"{cell.metadata['nbgrader']['grade_id']} has no solution region"

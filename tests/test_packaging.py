@@ -48,7 +48,8 @@ def test_supported_python_is_stated_once():
 
 
 def test_xdist_keeps_a_group_on_one_worker(tmp_path):
-    """The suite relies on `--dist loadgroup` (one graded class, one JupyterLab per group); pytest 9.2 broke it silently."""
+    """The suite relies on `--dist loadgroup` (one graded class, one JupyterLab per group); pytest 9.2 broke it
+    silently."""
     import subprocess
     import sys
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import by_assignment
 
 from autograder import course
-from conftest import by_assignment
 
 
 def test_every_assignment_is_released():

@@ -10,8 +10,8 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import nbformat
 

@@ -12,11 +12,11 @@ the cell that was running gets an error output saying why; the ones after it are
 
 from __future__ import annotations
 
+import grp
 import json
 import multiprocessing
 import os
 import pwd
-import grp
 import selectors
 import shutil
 import signal
@@ -24,9 +24,9 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from .kernel import DEFAULT_OUTPUT_LIMIT
 
@@ -303,7 +303,7 @@ class Executor:
                         free_slots.append(slot)
                         yield state.job, self._finish(state)
                 now = time.monotonic()
-                for fd, (state, slot) in list(running.items()):
+                for state, _slot in list(running.values()):
                     if now > state.deadline and state.killed_for is None:
                         index = state.expected[0] if state.expected else None
                         self._kill(state, f"the cell (index {index}) was still running "

@@ -118,7 +118,7 @@ class Outputs:
 class _Stream(io.TextIOBase):
     """sys.stdout / sys.stderr while a cell runs."""
 
-    def __init__(self, kernel: "Kernel", name: str):
+    def __init__(self, kernel: Kernel, name: str):
         self._kernel = kernel
         self.name = name
 

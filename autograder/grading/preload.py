@@ -45,7 +45,7 @@ SKIPPED_STDLIB = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtle
                   "asyncio", "curses", "readline", "_curses", "_curses_panel", "dbm", "sqlite3", "_sqlite3",
                   "ossaudiodev", "spwd", "crypt", "nis", "imp", "distutils", "pdb", "pydoc", "cgi", "cgitb",
                   "smtpd", "asynchat", "asyncore", "telnetlib", "nntplib", "mailcap", "audioop", "chunk", "sndhdr",
-                  "imghdr", "uu", "xdrlib", "pipes", "aifc", "sunau", "msilib"}
+                  "imghdr", "uu", "xdrlib", "pipes", "aifc", "sunau"}
 
 
 def _import_stdlib() -> None:

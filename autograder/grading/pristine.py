@@ -2,8 +2,8 @@
 
 A test cell runs in the same interpreter as the submission, so a submission can monkeypatch what the checks rely on
 (``torch.allclose``, ``torch.Tensor.__le__``, ``math.isclose``, ``autograder.checking.expect_close``,
-``sys.modules['autograder.chain_rule']``, ``builtins.isinstance``...). nbgrader restores a test cell's *source*,
-not these objects.
+``sys.modules['autograder.checks.ex01_chain_rule']``, ``builtins.isinstance``...). nbgrader restores a test cell's
+*source*, not these objects.
 
 :func:`take` records, in the fork server before any notebook code runs, the namespace of every protected module
 (:data:`PROTECTED`) and of every class defined in one, and returns ``restore(full=True)``, which puts back every name
@@ -25,7 +25,7 @@ from __future__ import annotations
 import operator
 import sys
 import types
-from typing import Callable
+from collections.abc import Callable
 
 #: Top-level packages whose modules (and the classes defined in them) are protected.
 PROTECTED = ("autograder", "torch", "numpy", "math", "cmath", "builtins", "operator", "functools", "warnings", "os",

@@ -16,7 +16,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import nbformat
 from nbgrader import utils

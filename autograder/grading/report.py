@@ -1,29 +1,28 @@
 """What an instructor reads after grading: the summary, a grades CSV, feedback for the ungradable, the class report.
 
 The class report (Markdown + a PNG chart) shows, over the graded submissions, the pass rate of every test cell and
-how many students each named misconception was diagnosed for (the checks print ``Likely misconception: NAME.`` in
-a failing test's output), so an instructor sees what to re-teach.
+how many students each named misconception was diagnosed for, so an instructor sees what to re-teach. A failing
+check publishes its diagnosis as structured data (:func:`autograder.misconceptions.publish`), read here as is: no
+sentence is parsed, so a name may hold any punctuation (``.grad``, ``torch.no_grad()``, ``1.0``).
 """
 
 from __future__ import annotations
 
 import csv
 import html
-import re
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import nbformat
 
+from ..misconceptions import MIME
 from .batch import FAILED, GRADED, Outcome
-
-MISCONCEPTION = re.compile(r"Likely misconception: ([^.\n]+)")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def misconceptions(autograded_notebook: Path) -> dict[str, set[str]]:
-    """``{grade cell: {misconception names}}`` from the error outputs of a graded notebook's test cells."""
+    """``{grade cell: {misconception names}}``: the diagnoses published by the failing test cells of a graded
+    notebook (a record in a cell that did not fail is ignored)."""
     found: dict[str, set[str]] = defaultdict(set)
     if not autograded_notebook.exists():
         return found
@@ -32,10 +31,13 @@ def misconceptions(autograded_notebook: Path) -> dict[str, set[str]]:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade"):
             continue
-        for output in cell.get("outputs", []):
-            text = output.get("evalue", "") + "\n" + "\n".join(output.get("traceback", [])) + output.get("text", "")
-            for name in MISCONCEPTION.findall(ANSI.sub("", text)):
-                found[meta["grade_id"]].add(name.strip())
+        outputs = cell.get("outputs", [])
+        if not any(output.get("output_type") == "error" for output in outputs):
+            continue
+        for output in outputs:
+            record = output.get("data", {}).get(MIME) if output.get("output_type") == "display_data" else None
+            if isinstance(record, dict) and isinstance(record.get("misconception"), str):
+                found[meta["grade_id"]].add(record["misconception"])
     return found
 
 

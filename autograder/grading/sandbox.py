@@ -23,7 +23,7 @@ import os
 import resource
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 #: Audit events a submission may not raise (prefixes).
 FORBIDDEN_EVENTS = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.kill",

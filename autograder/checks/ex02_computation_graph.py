@@ -18,14 +18,15 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from .oracles import as_float64, autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..oracles import as_float64, autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
 
 # ---------------------------------------------------------------------------------------------------------------
 # Programs: what every case is made of
@@ -231,7 +232,7 @@ class Mistake:
         return Misconception(self.name, self.hint, value=value)
 
     def always(self) -> Misconception:
-        return Misconception(self.name, self.hint, when=lambda received: True)
+        return Misconception(self.name, self.hint, legacy_when=lambda received: True)
 
 
 def _named(mistake: Mistake) -> str:

@@ -15,15 +15,15 @@ Two decisions the exercise states to learners:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 from torch.optim.sgd import sgd
 
-from .checking import GradingFailure, Misconception, call_learner, expect_close, fmt
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, call_learner, expect_close, fmt
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
 VERDICTS = ("raises", "silently wrong", "fine")
@@ -54,7 +54,7 @@ def _call(fn: Callable, *args, what: str, errors: dict[str, Misconception]):
     """call_learner, naming the mistake when the learner's exception message matches a known one."""
     __tracebackhide__ = True
     try:
-        return call_learner(fn, *args, what=what)
+        return call_learner(fn, *args, what=what, may_change=True)
     except GradingFailure as failure:
         message = str(failure)
         for fragment, mistake in errors.items():
@@ -113,7 +113,7 @@ def _step_mistakes(before: Tensor, grad: Tensor, lr: float, p: Tensor) -> list[M
     return [
         Misconception("gradient reset before the update", "You cleared .grad first and then stepped by a zero "
                       "gradient. Update with the gradient, then reset it.",
-                      when=lambda got: _grad_is_reset(p) and torch.equal(got, before)),
+                      legacy_when=lambda got: _grad_is_reset(p) and torch.equal(got, before)),
         Misconception("rebinding (w = w - lr * w.grad)", "`p = p - lr * p.grad` builds a new tensor and binds it to "
                       "a local name: the caller's parameter never changes. Update in place: "
                       "`with torch.no_grad(): p -= lr * p.grad`.", value=before),

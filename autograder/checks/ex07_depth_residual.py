@@ -7,14 +7,15 @@ the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
+from .cases import randint
 
 # ---------------------------------------------------------------------------------------------------- Part A
 
@@ -34,11 +35,6 @@ def residual_tanh_chain(x: torch.Tensor, weights: list[float]) -> torch.Tensor:
     for w in weights:
         x = x + torch.tanh(w * x)
     return x
-
-
-def randint(gen: torch.Generator, low: int, high: int) -> int:
-    """An integer in [low, high], drawn from ``gen``."""
-    return int(torch.randint(low, high + 1, (), generator=gen))
 
 
 def _signed(gen: torch.Generator, low: float, high: float) -> float:
@@ -63,7 +59,7 @@ def _chain_mistakes(c: float, depth: int, residual: bool) -> list[Misconception]
                       "rule multiplies: through n identical layers the ratio is (local derivative)**n.",
                       value=depth * local),
         Misconception("one layer too many or too few", f"There are exactly depth = {depth} factors.",
-                      when=lambda got: any(math.isclose(float(got), local ** n, rel_tol=1e-6)
+                      legacy_when=lambda got: any(math.isclose(float(got), local ** n, rel_tol=1e-6)
                                            for n in (depth - 1, depth + 1))),
     ]
     if residual:
@@ -92,7 +88,8 @@ def check_chain_gradient_ratio(chain_gradient_ratio, seed: int | None = None) ->
     for c, depth, residual in cases:
         what = f"chain_gradient_ratio(c={c:g}, depth={depth}, residual={residual})"
         received = call_learner(chain_gradient_ratio, c, depth, residual, what=what)
-        _expect_gradient(received, lambda x: scalar_chain(x, c, depth, residual), 1.0, what=what,
+        chain = lambda x, c=c, depth=depth, residual=residual: scalar_chain(x, c, depth, residual)  # noqa: E731
+        _expect_gradient(received, chain, 1.0, what=what,
                          mistakes=_chain_mistakes(c, depth, residual))
 
 
@@ -133,7 +130,7 @@ def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = No
     for x, weights in cases:
         what = f"residual_chain_gradient(x={x:g}, weights={weights})"
         received = call_learner(residual_chain_gradient, x, list(weights), what=what)
-        _expect_gradient(received, lambda t: residual_tanh_chain(t, weights), x, what=what,
+        _expect_gradient(received, lambda t, weights=weights: residual_tanh_chain(t, weights), x, what=what,
                          mistakes=_residual_chain_mistakes(x, weights))
 
 
@@ -230,7 +227,7 @@ def _run_clip_case(clip_grad_norm, description, grads, max_norm, as_generator) -
     want_norm = torch.nn.utils.clip_grad_norm_(reference, max_norm)
     argument = (p for p in mine) if as_generator else mine
     try:
-        returned = call_learner(clip_grad_norm, argument, max_norm, what=what)
+        returned = call_learner(clip_grad_norm, argument, max_norm, what=what, may_change=True)
     except GradingFailure as failure:
         if None in grads and "NoneType" in str(failure):
             raise GradingFailure(f"{failure}\nLikely misconception: a .grad of None not skipped. A parameter that "
@@ -341,7 +338,7 @@ def _output_gradients(model: nn.Module, loss_fn: Callable, x: torch.Tensor) -> t
     by_autograd, by_fd = [], []
     for layer in _linears(model):
         shapes = []
-        handle = layer.register_forward_hook(lambda m, i, out: shapes.append(out.shape))
+        handle = layer.register_forward_hook(lambda m, i, out, shapes=shapes: shapes.append(out.shape))
         with torch.no_grad():
             model(x)
         handle.remove()
@@ -417,8 +414,8 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
     for call in ("first", "second"):
         what = (f"layer_grad_norms(model, loss_fn, x) ({call} call on the same model) for model = {model_name}, "
                 f"loss_fn(out) = {loss_name}, x of shape {tuple(x.shape)}")
-        norms = _as_norms(call_learner(layer_grad_norms, model, loss_fn, x.clone(), what=what), what=what,
-                          count=count)
+        answer = call_learner(layer_grad_norms, model, loss_fn, x.clone(), what=what, may_change=True)
+        norms = _as_norms(answer, what=what, count=count)
         left = _hooks_left(model, globals_before)
         if left:
             raise GradingFailure(f"{what}: after it returned, hooks were still registered on {'; '.join(left)}.\n"

@@ -7,13 +7,24 @@ the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from .oracles import autograd_gradient, central_difference, forward_difference
-from .seeding import choice, generator, uniform
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Symptom,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    fmt,
+    trial,
+)
+from ..oracles import autograd_gradient, central_difference, forward_difference
+from ..seeding import choice, generator, uniform
 
 # Smooth scalar functions of a tensor, named as a learner would read them in a failure message.
 TEST_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -31,69 +42,66 @@ def hard_coded(visible_value: float) -> Misconception:
 
 STEP_HINT = "Use (f(x + h) - f(x - h)) / (2h) for every element, with x converted to float64 first."
 
-
-def _difference_mistakes(f, x: torch.Tensor, h: float, expected: torch.Tensor) -> list[Misconception]:
-    return [
-        Misconception("forward difference",
-                      "Your numbers match (f(x + h) - f(x)) / h, whose error shrinks only like h. " + STEP_HINT,
-                      value=forward_difference(f, x, h=h)[0]),
-        Misconception("sign error", "Your numbers are the negative of the derivative: subtract f(x - h) from "
-                      "f(x + h), not the other way round.", value=-expected),
-        Misconception("divided by h instead of 2h",
-                      "Your numbers are twice the derivative: the two points x - h and x + h are 2h apart.",
-                      value=2 * expected),
-        Misconception("half the step", "Your numbers are half the derivative: divide by 2h, not 4h.",
-                      value=expected / 2),
-    ]
+FORWARD_DIFFERENCE = Misconception(
+    "forward difference", "Your numbers match (f(x + h) - f(x)) / h, whose error shrinks only like h. " + STEP_HINT)
+SIGN_ERROR = Misconception("sign error", "Your numbers are the negative of the derivative: subtract f(x - h) from "
+                           "f(x + h), not the other way round.")
+DIVIDED_BY_H = Misconception("divided by h instead of 2h", "Your numbers are twice the derivative: the two points "
+                             "x - h and x + h are 2h apart.")
+HALF_STEP = Misconception("half the step", "Your numbers are half the derivative: divide by 2h, not 4h.")
+ROUND_OFF = Misconception(
+    "round-off in float32",
+    "Your function is right for float64 inputs but not for float32 ones. In float32, x + 1e-6 is rounded to about "
+    "7 significant digits, so f(x + h) - f(x - h) is mostly rounding noise and dividing by a tiny 2h magnifies it. "
+    "Convert x to float64 before stepping (x.to(torch.float64)).")
 
 
-def _float32_mistake() -> Misconception:
-    return Misconception(
-        "round-off in float32",
-        "Your function is right for a float64 input but not for this float32 one. In float32, x + 1e-6 "
-        "is rounded to about 7 significant digits, so f(x + h) - f(x - h) is mostly rounding noise and dividing "
-        "by a tiny 2h magnifies it. Convert x to float64 before stepping (x.to(torch.float64)).",
-        when=lambda received: True)
+def _difference_symptoms(f, x: torch.Tensor, h: float, expected: torch.Tensor) -> list[Symptom]:
+    symptoms = [FORWARD_DIFFERENCE.looks_like(forward_difference(f, x.to(torch.float64), h=h)[0]),
+                SIGN_ERROR.looks_like(-expected), DIVIDED_BY_H.looks_like(2 * expected),
+                HALF_STEP.looks_like(expected / 2)]
+    if x.dtype == torch.float32:  # the only float32-specific way to be wrong where float64 is right
+        symptoms.append(ROUND_OFF.when(lambda received: True))
+    return symptoms
 
 
 def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h: float | None) -> None:
     __tracebackhide__ = True
     f = TEST_FUNCTIONS[name]
-    step = 1e-6 if h is None else h
     kwargs = {} if h is None else {"h": h}
     what = f"central_difference(f, x{', h=' + format(h, 'g') if h is not None else ''}) for f(x) = {name}, " \
            f"x = {fmt(x)} ({str(x.dtype).replace('torch.', '')})"
-    x_before = x.clone()
-    received = call_learner(central_difference_fn, f, x.clone(), what=what, **kwargs)
+    # The caller's own x: the check sees an answer that changes it, even one that puts the values back.
+    received = call_learner(central_difference_fn, f, x, what=what, forbid=[Route.AUTOGRAD], **kwargs)
     (expected,) = autograd_gradient(f, x)
     (fd,) = central_difference(f, x, h=1e-6)
-    mistakes = _difference_mistakes(f, x.to(torch.float64), step, expected)
-    if x.dtype == torch.float32:
-        mistakes.append(_float32_mistake())
     # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
-    expect_close(received, expected, what=what, fd=fd, rtol=1e-5, atol=1e-6, misconceptions=mistakes)
-    if not torch.equal(x, x_before):
-        raise GradingFailure(f"{what} changed x in place; work on a copy (x.clone()) so the caller's x is untouched.")
+    expect_close(received, expected, what=what, fd=fd, rtol=1e-5, atol=1e-6,
+                 symptoms=_difference_symptoms(f, x, 1e-6 if h is None else h, expected))
 
 
+@check
 def check_central_difference(central_difference_fn, seed: int | None = None) -> None:
-    """Part A: central_difference(f, x, h=1e-6) returns ∂f/∂x elementwise, in float64, shaped like x."""
+    """Part A: central_difference(f, x, h=1e-6) returns ∂f/∂x elementwise, in float64, shaped like x, by finite
+    differences (no autograd), leaving x unchanged."""
     __tracebackhide__ = True
     if seed is None:
         cases = [("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), None),
                  ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), 1e-3),
                  ("sum(sin(x) * x)", torch.tensor([[0.5, -1.0, 2.0], [0.0, 1.5, -0.3]], dtype=torch.float64), 1e-3),
-                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float32), None)]
+                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float32), None),
+                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float32), None)]
     else:
         gen = generator("01/central_difference", seed)
         cases = []
-        # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, then a float32 case with
-        # the default h, where round-off shows.
-        for dtype, h in ((torch.float64, 1e-3), (torch.float64, 1e-3), (torch.float32, None)):
+        # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, then two float32 cases with
+        # the default h, where round-off shows: each mistake is seen twice, so it can be named.
+        for dtype, h in ((torch.float64, 1e-3), (torch.float64, 1e-3), (torch.float32, None), (torch.float32, None)):
             shape = choice(gen, [(3,), (2, 3), (4,), (2, 2, 2)])
             cases.append((choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h))
     for name, x, h in cases:
-        _run_central_difference(central_difference_fn, name, x, h)
+        with trial():
+            _run_central_difference(central_difference_fn, name, x, h)
 
 
 def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:

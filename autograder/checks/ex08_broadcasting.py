@@ -12,13 +12,13 @@ invariant inside your own code rather than of a caller's bad argument.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
 Shape = tuple[int, ...]

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
 
@@ -242,7 +242,8 @@ def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor) -> _Case:
          dict(forward_scale=tau, backward_scale=1.0)),
         ("missing 1/√d scale", "You left the scale out of the forward pass too, so P itself is wrong. " + scale,
          dict(forward_scale=1.0, backward_scale=1.0)),
-        ("scaled by 1/d instead of 1/√d", f"Here d = {d} and √d = {math.sqrt(d):g}. " + scale, dict(forward_scale=1 / d, backward_scale=1 / d)),
+        ("scaled by 1/d instead of 1/√d", f"Here d = {d} and √d = {math.sqrt(d):g}. " + scale,
+         dict(forward_scale=1 / d, backward_scale=1 / d)),
         ("softmax gradient as s(1 − s) elementwise", "Each row of P is a softmax, so dS = P * (dP − rowsum(dP * P)); "
          "P * (1 − P) * dP drops the off-diagonal terms of its Jacobian.",
          dict(forward_scale=tau, backward_scale=tau, elementwise=True)),
@@ -483,8 +484,9 @@ def _check_verdict(passes_gradcheck, case: _Verdict) -> None:
         verdict = call_learner(passes_gradcheck, case.function, *(t.clone() for t in case.inputs), what=what)
     except GradingFailure as failure:  # gradcheck's own message goes on to print whole Jacobians: keep its first line
         first, *rest = str(failure).splitlines()
-        raise GradingFailure("\n".join(filter(None, [first + (" ..." if rest else ""), f"Expected it to return "
-                                                     f"{case.correct}.", _verdict_hint(case, None, str(failure))]))) from None
+        lines = [first + (" ..." if rest else ""), f"Expected it to return {case.correct}.",
+                 _verdict_hint(case, None, str(failure))]
+        raise GradingFailure("\n".join(filter(None, lines))) from None
     if not isinstance(verdict, bool):
         raise GradingFailure(f"{what} returned {verdict!r:.80}; expected a bool (True or False), gradcheck's verdict.")
     if verdict != case.correct:

@@ -4,24 +4,24 @@ A graph is a plain dict ``node -> list of input nodes`` (strings, a DAG): every 
 ``[]``. Local derivatives are a dict ``(node, input) -> float``. Each ``check_*`` function is one test cell's whole
 body: without ``seed`` it runs the public cases, with ``seed=grading_seed()`` fresh random ones.
 
-Shared with exercise 05: :func:`random_mlp` (a seeded float64 MLP), :func:`mean_loss_gradients` (a model's
-loss gradient by autograd and by central differences) and :func:`call_with_none_hint`.
+Models come from :mod:`autograder.checks.cases` (shared with exercise 05).
 """
 
 from __future__ import annotations
 
 import copy
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, call_with_none_hint, expect_close
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
+from .cases import mean_loss_gradients, random_mlp
 
 Graph = dict[str, list[str]]
 Local = dict[tuple[str, str], float]
@@ -252,9 +252,9 @@ def _gradient_mistakes(graph: Graph, local: Local, output: str, nodes: list[str]
                       value=_run_in_order(graph, local, output, _breadth_first(graph, output))),
         Misconception("overwrote instead of summing at a branch point", "A node used by several consumers gets "
                       "one contribution from each; add them (+=), do not replace (=).",
-                      when=by_rule(lambda value, parts: any(_near(value, part) for part in parts))),
+                      legacy_when=by_rule(lambda value, parts: any(_near(value, part) for part in parts))),
         Misconception("averaged the paths", "Contributions of different paths add up; they are never averaged.",
-                      when=by_rule(lambda value, parts: _near(value, sum(parts) / len(parts)))),
+                      legacy_when=by_rule(lambda value, parts: _near(value, sum(parts) / len(parts)))),
     ]
 
 
@@ -301,32 +301,6 @@ def check_accumulate_gradients(accumulate_gradients_fn, seed: int | None = None)
 
 # ---------------------------------------------------------------------------------------------- models
 
-def random_mlp(gen: torch.Generator, sizes: tuple[int, ...]) -> nn.Sequential:
-    """A float64 MLP (Linear, Tanh, ..., Linear) with weights uniform in [-1, 1) from ``gen``."""
-    layers: list[nn.Module] = []
-    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
-        layers += [nn.Tanh()] if i else []
-        layers.append(nn.Linear(fan_in, fan_out, dtype=torch.float64))
-    model = nn.Sequential(*layers)
-    with torch.no_grad():
-        for param in model.parameters():
-            param.copy_(uniform(gen, tuple(param.shape), -1.0, 1.0))
-    return model
-
-
-def mean_loss_gradients(model: nn.Module, loss_fn: Callable, inputs: torch.Tensor, targets: torch.Tensor,
-                        fd: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
-    """{name: d loss_fn(model(inputs), targets) / d param} by autograd and (if ``fd``) by central differences."""
-    names = [name for name, _ in model.named_parameters()]
-    values = [param.detach() for _, param in model.named_parameters()]
-
-    def loss(*params):
-        return loss_fn(torch.func.functional_call(model, dict(zip(names, params)), (inputs,)), targets)
-
-    auto = dict(zip(names, autograd_gradient(loss, *values)))
-    return auto, dict(zip(names, central_difference(loss, *values))) if fd else None
-
-
 # ---------------------------------------------------------------------------------------------- Part C
 
 @dataclass
@@ -362,15 +336,6 @@ def _replica_cases(seed: int | None):
         yield _replica_case(gen, sizes, replicas, choice(gen, [2, 3]), orders)
 
 
-def call_with_none_hint(fn: Callable, *args, hint: str, what: str):
-    """call_learner, adding ``hint`` to the failure when the learner's code tripped over a None."""
-    __tracebackhide__ = True
-    try:
-        return call_learner(fn, *args, what=what)
-    except GradingFailure as failure:
-        raise GradingFailure(str(failure) + (hint if "NoneType" in str(failure) else "")) from None
-
-
 NONE_HINT = ("\nLikely misconception: averaged before every replica had its gradient. A replica whose backward "
              "has not run yet still has .grad = None. Count the arrivals for each parameter and average only when "
              "the last replica's gradient has arrived, whatever order the replicas run in.")
@@ -386,13 +351,13 @@ def _replica_mistakes(case: ReplicaCase, round_index: int, grads_now, name: str,
     return [
         Misconception("averaging only in the first step", "Your hooks worked in round 1 but not in round 2: "
                       "reset the arrival count (or list) once the average is written, so that every backward "
-                      "round is averaged.", when=lambda _: own and round_index > 0),
+                      "round is averaged.", legacy_when=lambda _: own and round_index > 0),
         Misconception("only updated the replica that fired", "The hook that completes the set must write the "
                       "average into .grad of EVERY replica, not only of the one whose backward is running.",
-                      when=lambda _: own and others_averaged),
+                      legacy_when=lambda _: own and others_averaged),
         Misconception("no averaging happened", "Every replica kept its own shard's gradient: register a hook on "
                       "each parameter of each replica (param.register_post_accumulate_grad_hook(fn)).",
-                      when=lambda _: own),
+                      legacy_when=lambda _: own),
         Misconception("summed instead of averaging", f"Divide the sum by the number of replicas "
                       f"({case.replicas}): the mean loss over the full batch is the average of the shard losses.",
                       value=case.replicas * expected),

@@ -8,16 +8,16 @@ over the examples.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .backward_order import call_with_none_hint, mean_loss_gradients, random_mlp
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, call_with_none_hint, expect_close
+from ..seeding import choice, generator, uniform
+from .cases import mean_loss_gradients, random_mlp
 
 FRESH, ACCUMULATED, EMPTY = "fresh", "accumulated", "empty"
 LABELS = (FRESH, ACCUMULATED, EMPTY)
@@ -129,7 +129,7 @@ def check_train(train_fn, seed: int | None = None) -> None:
         model = copy.deepcopy(case.model)
         what = f"train(model, data, lr={case.lr:g}, steps={case.steps}) for {case.description}"
         losses = call_learner(train_fn, model, (case.inputs.clone(), case.targets.clone()), case.lr, case.steps,
-                              what=what)
+                              what=what, may_change=True)
         expected, expected_losses = reference_train(case)
         trained = _flat(model)
         known = () if torch.allclose(trained, expected, rtol=1e-6, atol=1e-8) else _train_mistakes(case)
@@ -216,7 +216,7 @@ def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None)
             param.grad = stale.clone()
         what = f"accumulated_gradient(model, loss_fn, inputs, targets, k={case.k}) for {case.description}"
         answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs.clone(),
-                              case.targets.clone(), case.k, what=what)
+                              case.targets.clone(), case.k, what=what, may_change=True)
         if not torch.equal(_flat(model), _flat(case.model)):
             raise GradingFailure(f"{what} changed the model's parameters. Likely misconception: took an optimizer "
                                  "step. This function only computes the gradient; do not update the weights.")

@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import chain_rule
-from .checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from .depth import randint
-from .oracles import autograd_gradient, central_difference
-from .seeding import choice, generator, uniform
+from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..oracles import autograd_gradient, central_difference
+from ..seeding import choice, generator, uniform
+from . import ex01_chain_rule as chain_rule
+from .cases import randint
 
 LABELS = ("missing zero_grad", "vanishing gradients", "exploding gradients", "broadcasting bug",
           "in-place on a leaf", "healthy")
@@ -151,7 +151,7 @@ def _train(mode: str, run: Run, gen: torch.Generator) -> dict:
     norms, hooks = _output_gradient_norms(model)
     trace = {"loss": [], "grad_norm": [], "val_loss": [], "layer_grad_norms": norms,
              "baseline_loss": F.mse_loss(torch.full_like(y_val, y.mean().item()), y_val).item(), "raised": None}
-    for step in range(run.steps):
+    for _ in range(run.steps):
         if mode != "missing zero_grad":
             for p in params:
                 p.grad = None
@@ -280,7 +280,7 @@ def check_residual_gradient(residual_gradient, seed: int | None = None) -> None:
         what = f"residual_gradient(upstream={g:g}, branch_derivative={slope:g})"
         identity, total = _pair(call_learner(residual_gradient, g, slope, what=what), what=what,
                                 names="identity_part, total")
-        loss = lambda x: g * (x + slope * x)  # noqa: E731 - L = g·y with y = x + F(x), F'(x) = slope
+        loss = lambda x, g=g, slope=slope: g * (x + slope * x)  # noqa: E731 - L = g·y with y = x + F(x), F'(x) = slope
         expect_close(identity, g, what=f"{what}: the identity route's share", source="expected", rtol=1e-9,
                      atol=1e-12, misconceptions=[
             Misconception("identity route scaled by F′", "The identity route y = x has derivative 1: it passes "

@@ -1,0 +1,122 @@
+"""Named mistakes, how a check recognises them, and how a diagnosis reaches the learner and the class report.
+
+A :class:`Misconception` is a definition: a name and what to do instead. Every one is created once, at import, in
+the module of the checks that diagnose it, and is registered here (:data:`REGISTRY`), so that the whole catalogue of
+names can be listed and tested. A check recognises one through a :class:`Symptom`: the misconception plus the value
+the mistaken method would produce for this case (``FORWARD_DIFFERENCE.looks_like(value)``) or a test on the answer
+(``ROUND_OFF.when(predicate)``).
+
+One formatter, :meth:`Misconception.line`, writes the sentence a learner reads in a failing test::
+
+    Likely misconception: forward difference. Your numbers match (f(x + h) - f(x)) / h ...
+
+and :func:`publish` sends the same diagnosis as structured data (a display output of MIME type :data:`MIME`, with an
+empty ``text/plain`` so that nobody sees it twice), which the class report reads
+(:func:`autograder.grading.report.misconceptions`) instead of parsing sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: The MIME type of a diagnosis in a test cell's outputs.
+MIME = "application/vnd.autograd-course.diagnosis+json"
+
+#: Every misconception the package defines, by name.
+REGISTRY: dict[str, Misconception] = {}
+
+
+class CourseBug(Exception):
+    """The exercise itself is wrong (the oracles disagree, a case cannot be built): never the learner's fault.
+
+    Not an ``AssertionError``: the class grader reports it as a course bug, and the suite fails on it.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(f"Course bug, not yours: {message} Please report it.")
+
+
+class GradingFailure(AssertionError):
+    """A learner's answer is wrong; the message says how, in the learner's words.
+
+    ``suspects`` are misconceptions the numbers of this one case match (named only when two cases agree, see
+    :func:`autograder.checking.check`); ``proven`` is a mistake the check observed directly (autograd ran where the
+    part forbids it, an input changed), named whatever the numbers.
+    """
+
+    def __init__(self, message: str, *, suspects: tuple[Misconception, ...] = (),
+                 proven: Misconception | None = None):
+        super().__init__(message)
+        self.message = message
+        self.suspects = tuple(suspects)
+        self.proven = proven
+
+
+@dataclass(frozen=True)
+class Misconception:
+    """A known mistake: its name (a short noun phrase, any punctuation) and what to do instead.
+
+    ``value`` and ``when`` are the old way to say how a case recognises it (one object per case); new code keeps
+    the definition at module level and passes ``looks_like(value)`` / ``when(predicate)`` symptoms instead.
+    """
+
+    name: str
+    hint: str
+    value: Any = None
+    legacy_when: Callable[[torch.Tensor], bool] | None = None
+
+    def __post_init__(self) -> None:
+        REGISTRY.setdefault(self.name, self)
+
+    def matches(self, received: torch.Tensor) -> bool:  # the old protocol: a Misconception used as its own symptom
+        return Symptom(self, value=self.value, predicate=self.legacy_when).matches(received)
+
+    def line(self) -> str:
+        """The sentence a learner reads."""
+        return f"Likely misconception: {self.name}. {self.hint}"
+
+    def looks_like(self, value: Any, *, rtol: float = 1e-4, atol: float = 1e-7) -> Symptom:
+        """Recognised when the answer is close to ``value``, what this mistake produces for the case."""
+        return Symptom(self, value=value, rtol=rtol, atol=atol)
+
+    def when(self, predicate: Callable[[torch.Tensor], bool]) -> Symptom:  # noqa: D102
+        """Recognised when ``predicate(answer)`` holds (for mistakes that have no single value)."""
+        return Symptom(self, predicate=predicate)
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """How one case recognises a misconception in an answer (a float64 tensor)."""
+
+    misconception: Misconception
+    value: Any = None
+    predicate: Callable[[torch.Tensor], bool] | None = None
+    rtol: float = 1e-4
+    atol: float = 1e-7
+
+    def matches(self, received: torch.Tensor) -> bool:
+        if self.predicate is not None:
+            return bool(self.predicate(received))
+        if self.value is None:
+            return False
+        value = torch.as_tensor(self.value, dtype=torch.float64)
+        if value.shape != received.shape or not bool(torch.isfinite(received).all()):
+            return False
+        return bool(torch.all(torch.abs(received - value) <= self.atol + self.rtol * torch.abs(value)))
+
+
+def publish(misconception: Misconception, *, check: str, cases: int, proven: bool) -> None:
+    """Send a diagnosis to the notebook as structured data (nothing happens outside IPython)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return
+    if get_ipython() is None:
+        return
+    record = {"misconception": misconception.name, "check": check, "cases": cases, "proven": proven}
+    display({MIME: record, "text/plain": ""}, raw=True)

@@ -1,0 +1,147 @@
+"""How an answer was made: which of PyTorch's machines ran while a learner's function ran.
+
+Where a part says "by hand", "without autograd" or "from scratch", the numbers alone cannot tell an answer that
+derived the gradient from one that asked autograd for it. :class:`Routes` watches one call of learner code
+(:func:`autograder.checking.call_learner` starts and stops it) and counts:
+
+* ``backward_runs``: reverse-mode autograd runs of any kind (``Tensor.backward``, ``torch.autograd.grad``,
+  ``torch.func.grad``/``vjp``/``jacrev``, ``torch.autograd.functional``...). Counted by the engine itself: every
+  run gets the next id of a counter inside PyTorch's C++ engine, and a probe reads it before and after the call.
+  Learner code cannot reset, hide or switch off that counter (``torch.enable_grad()``, a saved reference to
+  ``torch.autograd.grad`` or an engine object all still count);
+* ``forward_ad``: forward-mode autograd (``torch.func.jvp``/``jacfwd``, dual numbers), seen by a
+  ``TorchFunctionMode`` as calls to ``torch._make_dual``;
+* ``optimizer_steps``: steps of any ``torch.optim`` optimizer, seen by PyTorch's global optimizer step hook;
+* ``clipping``: calls of ``torch.nn.utils``' gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``,
+  ``get_total_norm``, ``clip_grads_with_norm_``), seen by wrapping them in their modules for the call.
+
+Each :class:`Route` has the :class:`~autograder.checking.Misconception` a check names when it was forbidden and
+used anyway.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.utils
+import torch.nn.utils.clip_grad
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.overrides import TorchFunctionMode
+
+from .misconceptions import Misconception
+
+# Bound when this module is imported, so that learner code cannot swap them before a probe.
+_current_graph_task_id = torch._C._current_graph_task_id
+_len_function_stack = torch._C._len_torch_function_stack
+_pop_function_stack = torch._C._pop_torch_function_stack
+_make_dual = torch._make_dual
+_backward = torch.autograd.backward
+_register_hook = torch.Tensor.register_hook
+_mul = torch.mul
+
+
+class Route(enum.Enum):
+    """A machine a part may forbid; the value is how a failure message names it."""
+
+    AUTOGRAD = "autograd (backward(), torch.autograd.grad, torch.func or dual numbers)"
+    OPTIMIZER = "a torch.optim optimizer's step()"
+    CLIPPING = "torch.nn.utils' gradient clipping"
+
+
+#: What a check names when a forbidden route was used (proven, so named whatever the numbers).
+MISCONCEPTIONS = {
+    Route.AUTOGRAD: Misconception(
+        "used autograd where the part asks for a hand derivation",
+        "This part is about computing the gradient yourself, so PyTorch's autograd must not run inside your function "
+        "(no backward(), torch.autograd.grad, torch.func or torch.enable_grad() tricks): derive the formula and "
+        "compute it with plain tensor operations."),
+    Route.OPTIMIZER: Misconception(
+        "used torch.optim where the part asks you to write the update",
+        "This part is about the update itself: write it with tensor operations under torch.no_grad() "
+        "instead of calling an optimizer's step()."),
+    Route.CLIPPING: Misconception(
+        "used torch.nn.utils.clip_grad_norm_ where the part asks for clipping from scratch",
+        "This part is about writing the clipping yourself: compute the global norm from the gradients and "
+        "scale them, without torch.nn.utils' clipping functions."),
+}
+
+
+def _engine_counter() -> int:
+    """The id the autograd engine gave to a run of its own (each run takes the next one)."""
+    seen: list[int] = []
+    with torch.inference_mode(False), torch.enable_grad():
+        leaf = torch.zeros((), requires_grad=True)
+        node = _mul(leaf, 1.0)
+        _register_hook(node, lambda grad: seen.append(_current_graph_task_id()))
+        _backward(node)
+    if not seen:  # the engine did not run the hook: something is badly wrong, never a learner's mistake
+        raise RuntimeError("Course bug, not yours: the autograd probe did not run. Please report it.")
+    return seen[0]
+
+
+class _DualNumbers(TorchFunctionMode):
+    """Notes calls to torch._make_dual (forward-mode autograd) and lets every call through unchanged."""
+
+    def __init__(self, routes: Routes):
+        super().__init__()
+        self.routes = routes
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is _make_dual:
+            self.routes.forward_ad += 1
+        return func(*args, **(kwargs or {}))
+
+
+#: (module, attribute) of every gradient-clipping entry point a learner may reach.
+_CLIPPING = [(torch.nn.utils.clip_grad, name) for name in
+             ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "_get_total_norm", "_clip_grads_with_norm_")]
+_CLIPPING += [(torch.nn.utils, name) for name in
+              ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_")]
+
+
+@dataclass
+class Routes:
+    """What one call of learner code used. ``start()`` before the call, ``stop()`` after it (never nested)."""
+
+    backward_runs: int = 0
+    forward_ad: int = 0
+    optimizer_steps: int = 0
+    clipping: int = 0
+    _undo: list = field(default_factory=list, repr=False)
+
+    def start(self) -> None:
+        self._counter = _engine_counter()
+        handle = register_optimizer_step_pre_hook(self._optimizer_step)
+        self._undo.append(handle.remove)
+        for module, name in _CLIPPING:
+            original = getattr(module, name, None)
+            if original is not None:
+                setattr(module, name, self._counting(original))
+                self._undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+        self._depth = _len_function_stack()
+        self._mode = _DualNumbers(self)
+        self._mode.__enter__()
+
+    def stop(self) -> None:
+        """Undo everything ``start`` did (also what learner code left on the function-mode stack), then count."""
+        while _len_function_stack() > self._depth:
+            _pop_function_stack()
+        while self._undo:
+            self._undo.pop()()
+        self.backward_runs = _engine_counter() - self._counter - 1
+
+    def _optimizer_step(self, optimizer, args, kwargs):
+        self.optimizer_steps += 1
+
+    def _counting(self, function):
+        def counted(*args, **kwargs):
+            self.clipping += 1
+            return function(*args, **kwargs)
+
+        return counted
+
+    def used(self, route: Route) -> bool:
+        return {Route.AUTOGRAD: self.backward_runs + self.forward_ad, Route.OPTIMIZER: self.optimizer_steps,
+                Route.CLIPPING: self.clipping}[route] > 0

@@ -1,0 +1,247 @@
+"""The protocol every check follows: cases as trials, a misconception named only on agreement or proof, how an
+answer was made (routes), the contracts it keeps, and the structured diagnosis the class report reads."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import nbformat
+import pytest
+import torch
+
+import autograder.checks
+from autograder import misconceptions
+from autograder.checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Routes,
+    call_learner,
+    check,
+    expect_close,
+    expect_no_alias,
+    trial,
+)
+from autograder.grading import report
+
+WRONG = Misconception("a test mistake (with .grad, torch.no_grad() and 1.0 in its name)", "Do the other thing.")
+OTHER = Misconception("another test mistake", "Never named here.")
+
+
+@check
+def _check_cases(values: list[float], expected: float = 1.0) -> None:
+    for value in values:
+        with trial():
+            expect_close(value, expected, what=f"f({value})", source="expected",
+                         symptoms=[WRONG.looks_like(2.0), OTHER.looks_like(3.0)])
+
+
+def test_a_check_runs_every_case_and_passes_silently():
+    _check_cases([1.0, 1.0, 1.0])
+
+
+def test_one_matching_case_gives_the_numbers_alone():
+    with pytest.raises(GradingFailure) as failure:
+        _check_cases([1.0, 2.0, 5.0])
+    assert "Likely misconception" not in str(failure.value)
+    assert "2 of the 3 cases" in str(failure.value)
+
+
+def test_two_matching_cases_name_the_misconception():
+    with pytest.raises(GradingFailure) as failure:
+        _check_cases([2.0, 1.0, 2.0])
+    assert WRONG.line() in str(failure.value)
+    assert failure.value.suspects == (WRONG,)
+
+
+def test_the_named_case_is_one_that_matches():
+    with pytest.raises(GradingFailure) as failure:
+        _check_cases([5.0, 3.0, 3.0])
+    message = str(failure.value)
+    assert message.startswith("f(3.0) is wrong") and OTHER.line() in message
+
+
+def test_a_proven_mistake_is_named_at_once():
+    def change_input(x):
+        x.add_(1.0)
+        return x.sum()
+
+    @check
+    def check_it(fn):
+        with trial():
+            call_learner(fn, torch.zeros(3), what="f(x)")
+
+    with pytest.raises(GradingFailure, match="changed its inputs") as failure:
+        check_it(change_input)
+    assert failure.value.proven is not None
+
+
+# ---------------------------------------------------------------------------------------------- routes
+
+def _autograd_backward(x):
+    x = x.detach().clone().requires_grad_(True)
+    (x**2).sum().backward()
+    return x.grad
+
+
+def _autograd_grad_saved_reference(x, _grad=torch.autograd.grad):
+    x = x.detach().clone().requires_grad_(True)
+    return _grad((x**2).sum(), x)[0]
+
+
+def _enable_grad_inside_no_grad(x):
+    with torch.no_grad(), torch.enable_grad():
+        return _autograd_backward(x)
+
+
+def _func_grad(x):
+    return torch.func.grad(lambda t: (t**2).sum())(x)
+
+
+def _forward_mode(x):
+    return torch.func.jacfwd(lambda t: (t**2).sum())(x)
+
+
+def _by_hand(x):
+    return 2 * x
+
+
+@pytest.mark.parametrize("answer", [_autograd_backward, _autograd_grad_saved_reference, _enable_grad_inside_no_grad,
+                                    _func_grad, _forward_mode])
+def test_autograd_is_seen_whichever_way_it_is_called(answer):
+    with pytest.raises(GradingFailure, match="used autograd where the part asks for a hand derivation"):
+        call_learner(answer, torch.tensor([1.0, 2.0]), what="grad(x)", forbid=[Route.AUTOGRAD])
+
+
+def test_a_hand_derivation_passes_and_counts_nothing():
+    routes = Routes()
+    assert torch.equal(call_learner(_by_hand, torch.tensor([1.0, 2.0]), what="g", forbid=[Route.AUTOGRAD],
+                                    routes=routes), torch.tensor([2.0, 4.0]))
+    assert (routes.backward_runs, routes.forward_ad, routes.optimizer_steps, routes.clipping) == (0, 0, 0, 0)
+
+
+def test_backward_runs_are_counted():
+    def three_micro_batches(w):
+        w = w.detach().clone().requires_grad_(True)
+        for _ in range(3):
+            (w * 2).sum().backward()
+        return w.grad
+
+    routes = Routes()
+    call_learner(three_micro_batches, torch.ones(2), what="g", routes=routes)
+    assert routes.backward_runs == 3
+
+
+def test_optimizer_and_clipping_are_seen():
+    from torch.nn.utils import clip_grad_norm_  # a reference taken before the check starts watching
+
+    def with_optimizer(w):
+        w = torch.nn.Parameter(w.detach().clone())
+        w.grad = torch.ones_like(w)
+        torch.optim.SGD([w], lr=0.1).step()
+        return w.detach()
+
+    def with_clipping(w):
+        w = torch.nn.Parameter(w.detach().clone())
+        w.grad = torch.full_like(w, 10.0)
+        clip_grad_norm_([w], 1.0)
+        return w.grad
+
+    with pytest.raises(GradingFailure, match="used torch.optim where the part asks you to write the update"):
+        call_learner(with_optimizer, torch.ones(2), what="step", forbid=[Route.OPTIMIZER])
+    with pytest.raises(GradingFailure, match="clipping from scratch"):
+        call_learner(with_clipping, torch.ones(2), what="clip", forbid=[Route.CLIPPING])
+    assert torch.nn.utils.clip_grad_norm_ is clip_grad_norm_  # put back afterwards
+
+
+def test_the_watch_is_undone_when_the_answer_raises():
+    depth = torch._C._len_torch_function_stack()
+
+    def broken(x):
+        raise ValueError("oops")
+
+    with pytest.raises(GradingFailure, match="raised ValueError"):
+        call_learner(broken, torch.ones(1), what="f", forbid=list(Route))
+    assert torch._C._len_torch_function_stack() == depth
+    assert torch.nn.utils.clip_grad.clip_grad_norm_.__name__ == "clip_grad_norm_"
+
+
+# ---------------------------------------------------------------------------------------------- contracts
+
+@pytest.mark.parametrize("mutate, change", [
+    (lambda x: x.add_(1.0), "values changed"),
+    (lambda x: (x.add_(1.0), x.sub_(1.0)), "changed in place"),
+    (lambda x: x.requires_grad_(True), "requires_grad went from False to True"),
+    (lambda x: setattr(x, "grad", torch.ones_like(x)), ".grad went from None to a tensor"),
+])
+def test_changed_inputs_are_seen(mutate, change):
+    def answer(x):
+        mutate(x)
+        return 0.0
+
+    with pytest.raises(GradingFailure, match=change):
+        call_learner(answer, torch.zeros(2), what="f(x)")
+
+
+def test_an_argument_meant_to_change_may_change():
+    call_learner(lambda params, lr: params[0].sub_(lr), [torch.zeros(2)], 0.1, what="step", may_change=["params"])
+
+
+def test_aliases_of_inputs_and_grads_are_seen():
+    w = torch.zeros(3, requires_grad=True)
+    w.grad = torch.ones(3)
+    with pytest.raises(GradingFailure, match=r"the result shares memory with w.grad"):
+        expect_no_alias(w.grad, {"w": w}, what="grads(w)")
+    with pytest.raises(GradingFailure, match=r"the result\[0\] shares memory with w"):
+        expect_no_alias([w.detach()[1:]], {"w": w}, what="grads(w)")
+    expect_no_alias(w.grad.clone(), {"w": w}, what="grads(w)")
+
+
+# ---------------------------------------------------------------------------------------------- the class report
+
+def _all_misconceptions() -> dict[str, Misconception]:
+    for info in pkgutil.walk_packages(autograder.checks.__path__, "autograder.checks."):
+        importlib.import_module(info.name)
+    return dict(misconceptions.REGISTRY)
+
+
+def _graded_notebook(path, names: list[str]) -> None:
+    cells = []
+    for number, name in enumerate(names):
+        cell = nbformat.v4.new_code_cell("checks.check_it(f)")
+        cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"test_{number}", "points": 1, "locked": True,
+                                     "solution": False, "schema_version": 3}
+        record = {"misconception": name, "check": "check_it", "cases": 2, "proven": False}
+        cell.outputs = [nbformat.v4.new_output("display_data", data={misconceptions.MIME: record, "text/plain": ""}),
+                        nbformat.v4.new_output("error", ename="GradingFailure", evalue=f"Likely misconception: {name}.",
+                                               traceback=[])]
+        cells.append(cell)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+
+
+def test_the_report_reads_every_name_the_package_defines_in_full(tmp_path):
+    names = sorted(_all_misconceptions())
+    assert WRONG.name in names and len(names) > 20
+    _graded_notebook(tmp_path / "graded.ipynb", names)
+    found = report.misconceptions(tmp_path / "graded.ipynb")
+    assert [found[f"test_{number}"] for number in range(len(names))] == [{name} for name in names]
+
+
+def test_a_published_diagnosis_reaches_the_notebook():
+    published = []
+
+    class Shell:
+        pass
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.display_pub.publish = lambda data, metadata=None, **kwargs: published.append(data)
+    try:
+        with pytest.raises(GradingFailure):
+            _check_cases([2.0, 2.0])
+    finally:
+        InteractiveShell.clear_instance()
+    assert published == [{misconceptions.MIME: {"misconception": WRONG.name, "check": "_check_cases", "cases": 2,
+                                                 "proven": False}, "text/plain": ""}]
