@@ -54,6 +54,33 @@ def _label(fn, table: dict[int, str]) -> str:
         return fn.name()
 
 
+def topological(root, inputs_of) -> list:
+    """Every node reachable from ``root`` through ``inputs_of(node)``, each once, root first and every consumer
+    before its inputs (a depth-first post-order, reversed; no recursion, so deep graphs are fine)."""
+    seen, order, stack = {root}, [], [(root, iter(inputs_of(root)))]
+    while stack:
+        node, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            order.append(stack.pop()[0])
+        elif child not in seen:
+            seen.add(child)
+            stack.append((child, iter(inputs_of(child))))
+    order.reverse()
+    return order
+
+
+def graph_of(order: list, inputs_of, label_of, is_leaf_of) -> Graph:
+    """The :class:`Graph` of nodes listed as :func:`topological` lists them (any kind of node: autograd's, or a
+    scalar engine's), with one edge per use of an input and depths for the drawing."""
+    index = {node: i for i, node in enumerate(order)}
+    edges = [(index[child], index[node]) for node in order for child in inputs_of(node)]
+    depth = [0] * len(order)
+    for src, dst in sorted(edges, key=lambda e: e[1]):  # consumers are settled before their inputs
+        depth[src] = max(depth[src], depth[dst] + 1)
+    return Graph([label_of(node) for node in order], [bool(is_leaf_of(node)) for node in order], edges, depth)
+
+
 def build_graph(t: torch.Tensor, names=None) -> Graph:
     """The graph behind ``t``: every node reachable from ``t.grad_fn``, each once, with edges and depths."""
     table = _name_table(names)
@@ -61,24 +88,8 @@ def build_graph(t: torch.Tensor, names=None) -> Graph:
         if not t.requires_grad:
             raise ValueError("this tensor has no history: it does not require grad (detached or a constant)")
         return Graph([f"{table.get(id(t), 'leaf')}\n{tuple(t.shape)}"], [True], [], [0])
-    # Depth-first post-order without recursion (deep graphs are fine): inputs end up before their consumers.
-    seen, order, stack = {t.grad_fn}, [], [(t.grad_fn, iter(_inputs(t.grad_fn)))]
-    while stack:
-        fn, children = stack[-1]
-        child = next(children, None)
-        if child is None:
-            order.append(stack.pop()[0])
-        elif child not in seen:
-            seen.add(child)
-            stack.append((child, iter(_inputs(child))))
-    order.reverse()  # root first, every consumer before its inputs
-    index = {fn: i for i, fn in enumerate(order)}
-    edges = [(index[child], index[fn]) for fn in order for child in _inputs(fn)]
-    depth = [0] * len(order)
-    for src, dst in sorted(edges, key=lambda e: e[1]):  # consumers are settled before their inputs
-        depth[src] = max(depth[src], depth[dst] + 1)
-    is_leaf = [getattr(fn, "variable", None) is not None for fn in order]
-    return Graph([_label(fn, table) for fn in order], is_leaf, edges, depth)
+    return graph_of(topological(t.grad_fn, _inputs), _inputs, lambda fn: _label(fn, table),
+                    lambda fn: getattr(fn, "variable", None) is not None)
 
 
 def to_text(t: torch.Tensor, names=None) -> str:
@@ -122,9 +133,14 @@ def show_graph(t: torch.Tensor, names=None) -> None:
 
 def draw_graph(t: torch.Tensor, names=None, ax=None):
     """Draw the graph with matplotlib, one column per depth (leaves left, root right). Returns the axes."""
+    return draw(build_graph(t, names), ax)
+
+
+def draw(g: Graph, ax=None, style=None):
+    """Draw a :class:`Graph` (see :func:`draw_graph`). ``style``, when given, maps a node's index to keyword
+    arguments for its box (e.g. ``{2: {"fc": "#fde047", "lw": 3}}``) to highlight it. Returns the axes."""
     import matplotlib.pyplot as plt
 
-    g = build_graph(t, names)
     columns, pos = max(g.depth) + 1, {}
     for d in range(columns):  # order each column by where its consumers sit, to limit crossings
         def pull(i):
@@ -140,8 +156,9 @@ def draw_graph(t: torch.Tensor, names=None, ax=None):
     boxes = {}
     for i, (x, y) in pos.items():
         fill, edge = ("#dbeafe", "#1d4ed8") if g.is_leaf[i] else ("#ffedd5", "#c2410c")
-        boxes[i] = ax.text(x, y, g.labels[i], ha="center", va="center", fontsize=fontsize, zorder=2,
-                           bbox=dict(boxstyle="round,pad=0.35", fc=fill, ec=edge, lw=2.2 if i == 0 else 1))
+        box = {"boxstyle": "round,pad=0.35", "fc": fill, "ec": edge, "lw": 2.2 if i == 0 else 1,
+               **(style or {}).get(i, {})}
+        boxes[i] = ax.text(x, y, g.labels[i], ha="center", va="center", fontsize=fontsize, zorder=2, bbox=box)
     repeats: dict[tuple[int, int], int] = {}
     for src, dst in g.edges:  # drawn after the boxes (zorder), so they can be clipped at the box outlines
         k = repeats[(src, dst)] = repeats.get((src, dst), -1) + 1
