@@ -1,7 +1,10 @@
 """Binder: repo2docker recognises binder/, and binder/postBuild leaves learners exactly the extensions they need.
 
 * ``repo2docker --no-build --debug`` (no Docker needed) prints the Dockerfile it would build: it must install
-  binder/environment.yml (a link to the real environment.yml), run binder/postBuild and use binder/start.
+  binder/environment.yml, run binder/postBuild and use binder/start.
+* binder/environment.yml is what binder/environments.py writes from pyproject.toml, and the exact requirement lines
+  it hands pip resolve here (``pip install --dry-run --report``) to exactly pyproject.toml's versions, PyTorch as
+  its CPU build (this machine cannot reach PyTorch's index, but holds the very wheel that index serves).
 * binder/postBuild runs in a scratch environment whose prefix, HOME and Jupyter directories are all under tmp:
   afterwards the course package imports from the scratch copy, and ``jupyter labextension list`` and
   ``jupyter server extension list`` show exactly the instructor-only nbgrader parts disabled, Validate and the
@@ -30,6 +33,7 @@ from autograder import course
 
 BINDER = course.ROOT / "binder"
 sys.path.insert(0, str(BINDER))
+import environments  # noqa: E402  (binder/environments.py: the conda files, written from pyproject.toml)
 import links  # noqa: E402  (binder/links.py: the one place that names the GitHub repository)
 
 VENV_PREFIX = Path(sys.prefix)
@@ -51,12 +55,30 @@ pytestmark = pytest.mark.xdist_group("binder")
 
 # --------------------------------------------------------------------------------------------- the files themselves
 
-def test_binder_environment_is_a_relative_link_to_the_real_file():
-    link = BINDER / "environment.yml"
-    assert link.is_symlink(), "binder/environment.yml must be a symlink (one file to keep up to date)"
-    assert os.readlink(link) == "../environment.yml"
-    assert link.resolve() == (course.ROOT / "environment.yml").resolve()
-    assert not (course.ROOT / "environment.yml").is_symlink()
+def test_binder_environment_holds_python_pip_and_the_pinned_requirements_only():
+    text = (BINDER / "environment.yml").read_text()
+    assert not (BINDER / "environment.yml").is_symlink()
+    assert text == environments.render(course=False)
+    conda = text.split("  - pip:")[0]
+    assert re.findall(r"^  - (\S+)$", conda, flags=re.M) == ["conda-forge", "nodefaults", "python=3.11", "pip"]
+
+
+def test_binder_requirements_resolve_to_exactly_the_pinned_versions_with_cpu_torch(tmp_path):
+    """What Binder's pip gets, resolved here: every pyproject pin exactly, torch as 2.13.0+cpu, no CUDA libraries."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("\n".join(environments.requirement_lines(course=False)) + "\n")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                           "--retries", "0", "--timeout", "10", "--report", str(report), "-r", str(requirements)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resolved = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+                for item in json.loads(report.read_text())["install"]}
+    for pin in environments.pins():
+        name, version = pin.split("==")
+        expected = version + "+cpu" if name == "torch" else version
+        assert resolved.get(name.lower()) == expected, f"{pin}: pip resolved {resolved.get(name.lower())}"
+    assert not [name for name in resolved if name.startswith("nvidia-")], "a CUDA build of torch was chosen"
 
 
 @pytest.mark.parametrize("name", ["postBuild", "start"])
@@ -225,7 +247,7 @@ def make_scratch_environment(tmp: Path) -> tuple[Path, dict[str, str]]:
 
 
 def copy_repository(destination: Path) -> Path:
-    """What postBuild works on: the package, its metadata and binder/ (the link kept a link)."""
+    """What postBuild works on: the package, its metadata and binder/."""
     destination.mkdir()
     for name in ("pyproject.toml", "README.md", "environment.yml", "nbgrader_config.py"):
         shutil.copy2(course.ROOT / name, destination / name)

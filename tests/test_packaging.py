@@ -1,32 +1,15 @@
-"""One source of truth for versions: environment.yml pins exactly what pyproject.toml pins."""
+"""One source of truth for versions: pyproject.toml; the conda files are written from it."""
 
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
-
-import yaml
 
 from autograder import course
 
-#: conda-forge names of packages whose PyPI name differs (CPU-only PyTorch on conda-forge is `pytorch-cpu`).
-CONDA_NAMES = {"torch": "pytorch-cpu"}
-
-
-def pip_pins() -> dict[str, str]:
-    project = tomllib.loads((course.ROOT / "pyproject.toml").read_text())["project"]
-    pins = dict(re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in project["dependencies"])
-    return {CONDA_NAMES.get(name, name): version for name, version in pins.items()}
-
-
-def conda_pins() -> dict[str, str]:
-    spec = yaml.safe_load((course.ROOT / "environment.yml").read_text())
-    pins = {}
-    for entry in spec["dependencies"]:
-        if isinstance(entry, str) and "=" in entry:
-            name, version = re.fullmatch(r"([A-Za-z0-9_.-]+)=+(\S+)", entry).groups()
-            pins[name] = version
-    return pins
+sys.path.insert(0, str(course.ROOT / "binder"))
+import environments  # noqa: E402  (binder/environments.py)
 
 
 def test_every_dependency_is_pinned_exactly():
@@ -35,10 +18,9 @@ def test_every_dependency_is_pinned_exactly():
         assert re.fullmatch(r"[A-Za-z0-9_.-]+==\S+", requirement), f"{requirement!r} is not pinned with =="
 
 
-def test_environment_yml_agrees_with_pyproject():
-    conda = conda_pins()
-    conda.pop("python")
-    assert conda == pip_pins()
+def test_conda_environment_files_are_written_from_pyproject():
+    assert environments.main(["--check"]) == 0, "run: python binder/environments.py"
+    assert "    - -e ." in (course.ROOT / "environment.yml").read_text()  # conda learners get the course package too
 
 
 def test_supported_python_is_stated_once():
@@ -51,7 +33,6 @@ def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     """The suite relies on `--dist loadgroup` (one graded class, one JupyterLab per group); pytest 9.2 broke it
     silently."""
     import subprocess
-    import sys
 
     (tmp_path / "test_probe.py").write_text(
         "import os, pytest\n"
