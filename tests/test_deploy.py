@@ -194,7 +194,7 @@ def test_tljh_defaults_to_jupyterlab_and_admits_the_grader(tljh):
 def test_tljh_install_uses_the_shared_files_and_binder_post_build():
     script = (DEPLOY / "tljh" / "install.sh").read_text()
     for needed in ("deploy/nbgrader_config.py\" /etc/jupyter/nbgrader_config.py",
-                   "deploy/jupyterhub_config.d/autograd-course.py", "binder/postBuild", "environment.yml",
+                   "deploy/jupyterhub_config.d/autograd-course.py", "binder/postBuild", "binder/environment.yml",
                    f"EXCHANGE={run_config(NBGRADER_CONFIG).Exchange.root} ", "chmod 1777 \"$EXCHANGE\"",
                    "nbgitpuller=="):
         assert needed in script, f"install.sh lacks {needed!r}"

@@ -18,7 +18,7 @@ chmod -R a+rX "$COURSE_HOME"
 
 # 2. The learners' software: the pinned conda environment, then what Binder's postBuild does (the course package,
 #    and the instructor-only nbgrader tools switched off for everyone), plus nbgitpuller for the lesson links.
-"$USER_ENV/bin/conda" env update --prefix "$USER_ENV" --file "$COURSE_HOME/environment.yml"
+"$USER_ENV/bin/conda" env update --prefix "$USER_ENV" --file "$COURSE_HOME/binder/environment.yml"
 (cd "$COURSE_HOME" && PATH="$USER_ENV/bin:$PATH" binder/postBuild)
 "$USER_ENV/bin/pip" install --no-cache-dir nbgitpuller==1.3.0
 
