@@ -120,6 +120,7 @@ class Routes:
             if original is not None:
                 setattr(module, name, self._counting(original))
                 self._undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+                self._count_inside(original)
         self._depth = _len_function_stack()
         self._mode = _DualNumbers(self)
         self._mode.__enter__()
@@ -134,6 +135,16 @@ class Routes:
 
     def _optimizer_step(self, optimizer, args, kwargs):
         self.optimizer_steps += 1
+
+    def _count_inside(self, wrapper) -> None:
+        """Count calls through a reference saved before the watch began (``from torch.nn.utils import
+        get_total_norm`` at the top of a cell): torch's clipping functions are ``_no_grad`` wrappers that call the
+        function held in their closure, so the function in that cell is wrapped too."""
+        for cell in getattr(wrapper, "__closure__", None) or ():
+            inner = cell.cell_contents
+            if callable(inner) and getattr(inner, "__name__", None) == getattr(wrapper, "__name__", None):
+                cell.cell_contents = self._counting(inner)
+                self._undo.append(lambda cell=cell, inner=inner: setattr(cell, "cell_contents", inner))
 
     def _counting(self, function):
         def counted(*args, **kwargs):

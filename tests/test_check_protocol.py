@@ -134,7 +134,7 @@ def test_backward_runs_are_counted():
 
 
 def test_optimizer_and_clipping_are_seen():
-    from torch.nn.utils import clip_grad_norm_  # a reference taken before the check starts watching
+    from torch.nn.utils import clip_grad_norm_, get_total_norm  # references taken before the check starts watching
 
     def with_optimizer(w):
         w = torch.nn.Parameter(w.detach().clone())
@@ -152,7 +152,10 @@ def test_optimizer_and_clipping_are_seen():
         call_learner(with_optimizer, torch.ones(2), what="step", forbid=[Route.OPTIMIZER])
     with pytest.raises(GradingFailure, match="clipping from scratch"):
         call_learner(with_clipping, torch.ones(2), what="clip", forbid=[Route.CLIPPING])
+    with pytest.raises(GradingFailure, match="clipping from scratch"):
+        call_learner(lambda w: get_total_norm([w]), torch.ones(2), what="norm", forbid=[Route.CLIPPING])
     assert torch.nn.utils.clip_grad_norm_ is clip_grad_norm_  # put back afterwards
+    assert get_total_norm(torch.ones(4)).item() == 2.0  # and still works unwatched
 
 
 def test_the_watch_is_undone_when_the_answer_raises():
