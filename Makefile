@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test release bench-lessons clean
+.PHONY: setup lab lab-instructor test release bench-lessons clean
 
 setup: $(STAMP)
 
@@ -23,15 +23,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
 	@touch $@
 
-# Widget messages on the kernel's main thread, as on Binder (why: binder/postBuild); lesson 07's sliders need it.
-LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/autograd-course.json
+# The learner's view, exactly as on Binder: binder/postBuild run on .venv switches off (and locks) nbgrader's
+# instructor-only tools, keeps Validate, and installs the JupyterLab settings (widget messages on the kernel's main
+# thread, which lesson 07's sliders need; no "Jupyter news?" prompt). Re-run when either file changes.
+LEARNER_VIEW := $(VENV)/.learner-view
+LAB := $(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)"
 
-$(LAB_OVERRIDES): binder/jupyterlab-overrides.json $(STAMP)
-	@mkdir -p $(@D)
-	cp $< $@
+$(LEARNER_VIEW): binder/postBuild binder/jupyterlab-overrides.json $(STAMP)
+	binder/postBuild
+	@touch $@
 
-lab: $(STAMP) $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)" lessons/01-chain-rule.ipynb
+lab: $(LEARNER_VIEW)
+	$(LAB) lessons/01-chain-rule.ipynb
+
+# The instructor's view of the same environment: the hub's grader settings (deploy/grader-jupyter-config) turn the
+# formgrader, Create Assignment and the course list back on, for this server only.
+lab-instructor: $(LEARNER_VIEW)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/deploy/grader-jupyter-config" $(LAB)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

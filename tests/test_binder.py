@@ -202,9 +202,24 @@ SCRIPTS = {
 }
 
 
+def installed_jupyter_files() -> list[Path]:
+    """The venv's etc/jupyter and share/jupyter files that installing its packages put there (their RECORDs), relative
+    to the venv; not files written since, e.g. by `make lab`, which runs binder/postBuild on the venv."""
+    import importlib.metadata
+
+    found = set()
+    for distribution in importlib.metadata.distributions():
+        for file in distribution.files or ():
+            path = Path(os.path.normpath(distribution.locate_file(file)))
+            if path.is_relative_to(VENV_PREFIX / "etc" / "jupyter") or path.is_relative_to(
+                    VENV_PREFIX / "share" / "jupyter"):
+                found.add(path.relative_to(VENV_PREFIX))
+    return sorted(found)
+
+
 def make_scratch_environment(tmp: Path) -> tuple[Path, dict[str, str]]:
     """A Python environment at tmp/env that has this venv's packages, but its own prefix (so --sys-prefix means
-    tmp/env), its own etc/jupyter and share/jupyter (copied, as installing the packages would have made them), and
+    tmp/env), its own etc/jupyter and share/jupyter (copied, as installing the packages made them), and
     HOME, the Jupyter user directories, caches and TMPDIR under tmp. Returns (prefix, environment variables)."""
     prefix = tmp / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
@@ -220,8 +235,9 @@ def make_scratch_environment(tmp: Path) -> tuple[Path, dict[str, str]]:
         script.write_text(f"#!{prefix / 'bin' / 'python'}\nimport sys\nfrom {module} import {function}\n"
                           f"sys.exit({function}())\n")
         script.chmod(0o755)
-    shutil.copytree(VENV_PREFIX / "etc" / "jupyter", prefix / "etc" / "jupyter")
-    shutil.copytree(VENV_PREFIX / "share" / "jupyter", prefix / "share" / "jupyter")
+    for relative in installed_jupyter_files():
+        (prefix / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(VENV_PREFIX / relative, prefix / relative)
 
     home = tmp / "home"
     for folder in (home, tmp / "tmp"):
@@ -389,7 +405,9 @@ def test_learners_jupyterlab_sends_widget_messages_to_the_main_thread(after_post
     cell; matplotlib is not thread-safe, and lesson 07's Run All then fails at random (seen in tests/test_browser.py).
     postBuild installs the override; it must be what JupyterLab would load."""
     wanted = json.loads((BINDER / "jupyterlab-overrides.json").read_text())
-    assert wanted == {"@jupyterlab/apputils-extension:kernels-settings": {"commsOverSubshells": "disabled"}}
+    assert wanted["@jupyterlab/apputils-extension:kernels-settings"] == {"commsOverSubshells": "disabled"}
+    # and no "Would you like to receive official Jupyter news?" prompt, nor an update check, for learners
+    assert wanted["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
     assert after_post_build["runtime"]["learner"]["lab_settings"] == wanted
     installed = after_post_build["prefix"] / "share/jupyter/lab/settings/overrides.d/autograd-course.json"
     assert json.loads(installed.read_text()) == wanted

@@ -140,10 +140,10 @@ class Lab:
             self.api("DELETE", f"sessions/{session['id']}")
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    require_chromium()
-    tmp = tmp_path_factory.mktemp("browser")
+def start_lab(tmp: Path, *, instructor: bool = False):
+    """``jupyter lab`` on a scratch copy of the lessons and exercises, as a learner (what `make lab` and Binder give)
+    or, with ``instructor``, as `make lab-instructor` gives it: the hub's grader settings first on
+    JUPYTER_CONFIG_PATH. Yields the running Lab."""
     root = tmp / "root"
     root.mkdir()
     for name in ("lessons", "exercises"):
@@ -154,8 +154,12 @@ def lab(tmp_path_factory):
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={tmp / 'app-settings'}", "--allow-root"]
+    env = learner_home(tmp)
+    if instructor:
+        grader = course.ROOT / "deploy" / "grader-jupyter-config"
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(grader), env["JUPYTER_CONFIG_PATH"]])
     with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=root, env=learner_home(tmp), stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT)
     server = Lab(f"http://127.0.0.1:{port}", token, root, process, log)
     deadline = time.monotonic() + 120
     while True:
@@ -173,6 +177,12 @@ def lab(tmp_path_factory):
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    require_chromium()
+    yield from start_lab(tmp_path_factory.mktemp("browser"))
 
 
 @pytest.fixture(scope="module")
@@ -310,6 +320,27 @@ def test_learners_see_validate_but_not_the_instructor_tools(page, lab):
         entries = page.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts()
         page.keyboard.press("Escape")
         assert not any("Formgrader" in e or "Course" in e for e in entries), entries
+
+
+def test_make_lab_instructor_gives_the_instructor_tools_back(browser, tmp_path_factory):
+    """`make lab-instructor`: the same environment with deploy/grader-jupyter-config first on JUPYTER_CONFIG_PATH."""
+    assert 'JUPYTER_CONFIG_PATH="$(CURDIR)/deploy/grader-jupyter-config"' in (course.ROOT / "Makefile").read_text()
+    server = start_lab(tmp_path_factory.mktemp("instructor"), instructor=True)
+    instructor = next(server)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        open_notebook(page, instructor, f"exercises/{EXERCISE}/{EXERCISE}.ipynb")
+        page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+        entries = page.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts()
+        page.keyboard.press("Escape")
+        assert any("Formgrader" in e for e in entries) and any("Course" in e for e in entries), entries
+        with urllib.request.urlopen(f"{instructor.url}/formgrader?token={instructor.token}", timeout=60) as reply:
+            assert reply.status == 200  # the formgrader's server part runs too
+    finally:
+        context.close()
+        instructor.shut_down_kernels()
+        next(server, None)
 
 
 def open_from_file_browser(page, name: str) -> None:
@@ -465,3 +496,70 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
     assert "Success! Your notebook passes all the tests." in dialog.inner_text(), dialog.inner_text()
     saved = nbformat.read(lab.root / path, as_version=4)
     assert {grade_id(c): c.source for c in saved.cells if grade_id(c) in answers} == answers
+
+
+# ------------------------------------------------------------------------------------- the backward stepper
+
+STEPPER_CELL = """import torch
+from autograder import stepper
+x = torch.tensor(2.0, requires_grad=True)
+p = 3 * x
+q = x ** 2
+r = q * p
+L = r + p
+stepper.show(L, names={x: "x", p: "p", q: "q", r: "r", L: "L"})"""
+
+
+def engine_schedule() -> tuple[list[str], list[list[int]]]:
+    """Lesson 03's expression in this process: the order PyTorch runs its nodes (seen by pre-hooks registered here)
+    and, after each step, how many consumers every node still waits for (counted from next_functions)."""
+    import torch
+
+    from autograder.graph import topological
+
+    x = torch.tensor(2.0, requires_grad=True)
+    p = 3 * x
+    q = x**2
+    r = q * p
+    L = r + p
+    names = {L.grad_fn: "L", r.grad_fn: "r", q.grad_fn: "q", p.grad_fn: "p"}
+    inputs = lambda fn: [c for c, _ in fn.next_functions if c is not None]  # noqa: E731
+    nodes = topological(L.grad_fn, inputs)
+    names.update({n: "x" for n in nodes if n not in names})
+    ran = []
+    for node in nodes:
+        node.register_prehook(lambda grads, node=node: ran.append(node))
+    L.backward()
+    waits = [[sum(1 for consumer in nodes if consumer not in ran[:k] for child in inputs(consumer) if child is node)
+              for node in nodes] for k in range(len(ran) + 1)]
+    return [names[n] for n in ran], waits
+
+
+def test_stepper_three_clicks_follow_the_engine(page, lab):
+    path = lab.root / "stepper-check.ipynb"
+    kernel = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(STEPPER_CELL)], metadata=kernel), path)
+    order, waits = engine_schedule()
+    open_notebook(page, lab, path.name)
+    run_all(page)
+    status = page.locator(".stepper-status")
+    status.wait_for(timeout=60_000)
+    step = page.locator(".widget-button", has_text="step ▶")
+
+    def shown_waits() -> list[int]:
+        return [int(t) for t in page.locator(".stepper-waits").all_inner_texts()]
+
+    assert page.locator(".stepper-running").inner_text() == "nothing yet"
+    assert shown_waits() == waits[0]
+    image = page.locator(".widget-image").first
+    pictures = [image.get_attribute("src")]
+    for k in range(1, 4):
+        step.click()
+        page.wait_for_function("(k) => document.querySelector('.stepper-step')?.textContent === String(k)", arg=k,
+                               timeout=30_000, polling=100)
+        assert page.locator(".stepper-running").inner_text().split(" = ")[0] == order[k - 1]
+        assert shown_waits() == waits[k]
+        pictures.append(image.get_attribute("src"))
+    screenshot(page, "stepper-after-three-clicks")
+    assert len(set(pictures)) == 4, "the picture did not change with every click"
+    assert waits[0] != waits[3]
