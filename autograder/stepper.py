@@ -1,0 +1,456 @@
+"""The backward stepper: watch an engine run a backward pass one node at a time, in the order it really ran.
+
+One cell does it::
+
+    from autograder import stepper
+    stepper.show(loss, names={x: "x", p: "p"})     # PyTorch's engine on your expression
+    stepper.show_value(out, names={x: "x"})        # your exercise-02 Value engine on a Value graph
+
+Each click of **step** advances the schedule by one node: the node that runs is highlighted (yellow) with the
+gradient it runs with (its *input buffer*); every node shows how many consumers it still waits for (its dependency
+count), what has arrived in its buffer so far and, at a branch point, the contributions being summed; the nodes whose
+count has reached zero wait in the *ready queue* (green). **back**, **start** and **run to end** move freely.
+
+Nothing is replayed from a model of the engine: :func:`record` runs one real backward pass with hooks on every node
+of the graph (``Node.register_prehook`` sees the complete buffer a node runs with, ``Node.register_hook`` what it
+sends along each edge), in the order the engine calls them, then puts every leaf's ``.grad`` back as it was (the
+graph is kept: ``retain_graph=True``). The dependency counts are counted from the graph (one per edge from a
+consumer, as the engine's first pass does); the ready queue lists the nodes whose count is zero, in the order the
+engine went on to run them. :func:`record_value` does the same for a ``Value`` graph by wrapping each node's
+``_backward`` while *your* ``backward()`` runs; a node that ran before all its consumers had sent their share is
+marked, because a hand-written engine can do that (PyTorch's cannot).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import graph as graphs
+from .checking import fmt
+
+# Box styles of the picture, by state (keyword arguments for matplotlib's FancyBboxPatch).
+RUNNING = {"fc": "#fde047", "ec": "#a16207", "lw": 3.0}
+READY = {"fc": "#bbf7d0", "ec": "#15803d", "lw": 2.0}
+DONE = {"fc": "#f3f4f6", "ec": "#9ca3af", "lw": 1.0}
+
+
+@dataclass(frozen=True)
+class Send:
+    """One contribution a node sent along one edge: to node ``to``, into slot ``slot`` of its buffer."""
+
+    to: int
+    slot: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node run: what it ran with (its complete buffer, one entry per output) and what it sent."""
+
+    node: int
+    buffer: tuple
+    sends: tuple[Send, ...]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The state after the first ``step`` nodes of a schedule have run (frame 0: nothing has run)."""
+
+    step: int
+    running: int | None                   # the node that ran at this step
+    waiting: list[int]                    # per node: consumers that have not sent their share yet
+    arrived: list[list[tuple[int, int, Any]]]  # per node: (sender, slot, contribution) received so far, in order
+    ran: list[bool]
+    ready: list[int]                      # count zero and not run yet, in the order the engine ran them
+    early: bool                           # the running node still waited for a consumer (a wrong order)
+
+
+@dataclass
+class Schedule:
+    """A backward pass as it really ran: the graph, each node's dependency count, and the steps in order."""
+
+    graph: graphs.Graph
+    names: list[str]         # one short name per node, for the text
+    dependencies: list[int]  # per node: edges arriving from its consumers (the engine's first pass)
+    steps: list[Step]
+    engine: str
+
+    @property
+    def order(self) -> list[str]:
+        """The names of the nodes in the order they ran."""
+        return [self.names[step.node] for step in self.steps]
+
+    def frame(self, k: int) -> Frame:
+        """The state after ``k`` steps (0 <= k <= len(steps))."""
+        if not 0 <= k <= len(self.steps):
+            raise IndexError(f"frame {k} of a schedule with {len(self.steps)} steps")
+        count = len(self.names)
+        waiting = list(self.dependencies)
+        arrived: list[list[tuple[int, int, Any]]] = [[] for _ in range(count)]
+        ran = [False] * count
+        early = False
+        root = next((step for step in self.steps if step.node == 0), None)  # node 0 is the root
+        if root is not None:  # the seed gradient
+            arrived[0].extend((-1, slot, value) for slot, value in enumerate(root.buffer))
+        for step in self.steps[:k]:
+            early = waiting[step.node] > 0
+            ran[step.node] = True
+            for send in step.sends:
+                waiting[send.to] -= 1
+                arrived[send.to].append((step.node, send.slot, send.value))
+        position = {step.node: i for i, step in enumerate(self.steps)}
+        ready = sorted((i for i in range(count) if waiting[i] <= 0 and not ran[i] and i in position),
+                       key=position.get)
+        running = self.steps[k - 1].node if k else None
+        return Frame(k, running, waiting, arrived, ran, ready, early)
+
+    # ------------------------------------------------------------------------------------------- presentation
+
+    def describe(self, k: int) -> str:
+        """One or two sentences saying what happened at step ``k``."""
+        if k == 0:
+            return (f"Before backward: every node waits for its consumers. {self.names[0]} is the root; its buffer "
+                    "holds the seed gradient, so it is the only node in the ready queue.")
+        step = self.steps[k - 1]
+        frame = self.frame(k)
+        parts = self.frame(k - 1).arrived[step.node]
+        text = f"Step {k} of {len(self.steps)}: {self.names[step.node]} runs with {_short(_flat(step.buffer))}"
+        if len(parts) > len(step.buffer):
+            text += f" (= {_sum_text(parts)}, summed at this branch point)"
+        if frame.early:
+            text += f", although it still waited for {self.frame(k - 1).waiting[step.node]} consumer(s): a wrong order"
+        text += "."
+        sends = [f"{_short(s.value)} to {self.names[s.to]} (which now waits for {frame.waiting[s.to]})"
+                 for s in step.sends]
+        if sends:
+            text += " It sends " + "; ".join(sends) + "."
+        elif self.graph.is_leaf[step.node]:
+            text += " It is a leaf: the sum lands in its .grad."
+        return text
+
+    def table_html(self, k: int) -> str:
+        """The state of every node after step ``k``, as an HTML table."""
+        frame = self.frame(k)
+        rows = []
+        for i, name in enumerate(self.names):
+            state, colour = _state(frame, i)
+            buffer = _sum_text(frame.arrived[i]) or "–"
+            if len(frame.arrived[i]) > len({slot for _, slot, _ in frame.arrived[i]}):
+                buffer += f" = {_short(_total(frame.arrived[i]))}"
+            rows.append(f'<tr style="background:{colour}"><td>{_escape(name)}</td>'
+                        f'<td class="stepper-waits">{max(frame.waiting[i], 0)}</td>'
+                        f"<td>{_escape(buffer)}</td><td>{state}</td></tr>")
+        queue = ", ".join(self.names[i] for i in frame.ready) or "empty"
+        running = self.names[frame.running] if frame.running is not None else "nothing yet"
+        return (f'<div class="stepper-status"><b>{self.engine}</b> · step <span class="stepper-step">{k}</span> of '
+                f'{len(self.steps)} · running: <span class="stepper-running">{_escape(running)}</span><br>'
+                f"{_escape(self.describe(k))}<br>ready queue (next first): "
+                f'<span class="stepper-ready">{_escape(queue)}</span></div>'
+                '<table class="stepper-table"><tr><th>node</th><th>waits for</th><th>buffer (arrivals)</th>'
+                "<th>state</th></tr>" + "".join(rows) + "</table>")
+
+    def picture(self, k: int, ax=None):
+        """Draw the graph in the state after step ``k``; returns the axes."""
+        frame = self.frame(k)
+        labels, style = [], {}
+        for i, label in enumerate(self.graph.labels):
+            state, _ = _state(frame, i)
+            extra = {"runs": f"RUNS with {_short(_total(frame.arrived[i]))}", "done": "done",
+                     "ready": f"ready · {_short(_total(frame.arrived[i]))}"}.get(state)
+            if extra is None:
+                extra = f"waits for {frame.waiting[i]}"
+                if frame.arrived[i]:
+                    extra += f" · {_short(_total(frame.arrived[i]))}"
+            labels.append(f"{label}\n{extra}")
+            style[i] = {"runs": RUNNING, "ready": READY, "done": DONE}.get(state, {})
+        return graphs.draw(dataclasses.replace(self.graph, labels=labels), ax=ax, style=style)
+
+    def png(self, k: int) -> bytes:
+        """The picture of step ``k`` as PNG bytes (no pyplot: nothing is shown twice in a notebook)."""
+        from matplotlib.figure import Figure
+
+        columns = max(self.graph.depth) + 1
+        tallest = max(self.graph.depth.count(d) for d in range(columns))
+        figure = Figure(figsize=(min(2.1 * columns + 0.6, 12), max(2.0, 1.15 * tallest + 0.6)), dpi=90)
+        self.picture(k, figure.add_axes((0.01, 0.01, 0.98, 0.98)))
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
+def _state(frame: Frame, i: int) -> tuple[str, str]:
+    if frame.running == i:
+        return "runs", RUNNING["fc"]
+    if frame.ran[i]:
+        return "done", DONE["fc"]
+    if i in frame.ready:
+        return "ready", READY["fc"]
+    return "waiting", "white"
+
+
+def _flat(buffer: tuple):
+    return buffer[0] if len(buffer) == 1 else buffer
+
+
+def _slots(arrivals: list[tuple[int, int, Any]]) -> dict[int, list]:
+    slots: dict[int, list] = {}
+    for _, slot, value in arrivals:
+        slots.setdefault(slot, []).append(value)
+    return dict(sorted(slots.items()))
+
+
+def _total(arrivals: list[tuple[int, int, Any]]):
+    """The buffer: the sum of the contributions in each slot (a tuple when the node has several outputs)."""
+    totals = []
+    for values in _slots(arrivals).values():
+        values = [v for v in values if v is not None]
+        total = values[0] if values else None
+        for v in values[1:]:
+            total = total + v
+        totals.append(total)
+    return None if not totals else totals[0] if len(totals) == 1 else tuple(totals)
+
+
+def _sum_text(arrivals: list[tuple[int, int, Any]]) -> str:
+    """The contributions being summed, e.g. "24 + 15", or "output 0: 1 + 2; output 1: 3" for several outputs."""
+    slots = _slots(arrivals)
+    parts = {slot: " + ".join(_short(v) for v in values) for slot, values in slots.items()}
+    return parts[next(iter(parts))] if len(parts) == 1 else "; ".join(f"output {s}: {t}" for s, t in parts.items())
+
+
+def _short(value) -> str:
+    if isinstance(value, torch.Tensor) and value.numel() > 2:
+        return f"tensor{tuple(value.shape)}"
+    return fmt(value, limit=2) if isinstance(value, (torch.Tensor, float, int, tuple, list)) else str(value)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _named(names) -> list[tuple[Any, str]]:
+    """(object, name) pairs from {obj: "name"}, {"name": obj}, pairs, or a list of objects (named [0], [1], ...)."""
+    items = [] if names is None else list(names.items()) if isinstance(names, dict) else list(names)
+    found = []
+    for i, item in enumerate(items):
+        obj, name = item if isinstance(item, tuple) else (item, f"[{i}]")
+        if isinstance(obj, str):
+            obj, name = name, obj
+        found.append((obj, str(name)))
+    return found
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Short names, made unique with #2, #3... (two MulBackward0 nodes)."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def _detach(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _value_of(value):
+    """A 0-d tensor becomes a float, so that the text reads 39 rather than tensor(39.)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dim() == 0:
+        return value.item()
+    return value
+
+
+# -------------------------------------------------------------------------------------------------- PyTorch
+
+
+def _node_inputs(fn) -> list:
+    return [child for child, _ in fn.next_functions if child is not None]
+
+
+def record(loss: torch.Tensor, names=None, gradient: torch.Tensor | None = None) -> Schedule:
+    """Run ``loss.backward()`` once with hooks on every node and return the schedule PyTorch's engine followed.
+
+    ``names`` names tensors (leaves and intermediates) as in :func:`autograder.graph.show_graph`. The graph is kept
+    (``retain_graph=True``) and every leaf's ``.grad`` is put back as it was; hooks you registered yourself still run.
+    """
+    if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+        raise ValueError("the stepper needs a tensor with a history (a grad_fn): compute it from tensors that "
+                         "require grad, outside torch.no_grad()")
+    named = _named(names)
+    table = {id(obj): name for obj, name in named}
+    order = graphs.topological(loss.grad_fn, _node_inputs)
+    index = {node: i for i, node in enumerate(order)}
+
+    def label(fn) -> str:
+        leaf = getattr(fn, "variable", None)
+        if leaf is not None:
+            return f"{table.get(id(leaf), 'leaf')} {tuple(leaf.shape)}".replace(" ()", "")
+        return fn.name()
+
+    labels = [label(fn) for fn in order]
+    tensor_names = {id(t.grad_fn): name for t, name in named if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    short = _unique([f"{tensor_names[id(fn)]} = {lbl}" if id(fn) in tensor_names else lbl
+                     for fn, lbl in zip(order, labels)])
+    graph = graphs.graph_of(order, _node_inputs, lambda fn: short[index[fn]].replace(" = ", "\n", 1),
+                            lambda fn: getattr(fn, "variable", None) is not None)
+    dependencies = [0] * len(order)
+    for src, _dst in graph.edges:
+        dependencies[src] += 1
+
+    steps: list[Step] = []
+    pending: dict[int, tuple] = {}
+
+    def before(fn):
+        def hook(grad_outputs):
+            pending[index[fn]] = tuple(_value_of(_detach(g)) for g in grad_outputs)
+        return hook
+
+    def after(fn):
+        def hook(grad_inputs, grad_outputs):
+            sends = tuple(Send(index[child], slot, _value_of(_detach(g)))
+                          for (child, slot), g in zip(fn.next_functions, grad_inputs) if child is not None)
+            steps.append(Step(index[fn], pending.pop(index[fn]), sends))
+        return hook
+
+    leaves = [fn.variable for fn in order if getattr(fn, "variable", None) is not None]
+    saved = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
+    handles = []
+    try:
+        for fn in order:
+            handles.append(fn.register_prehook(before(fn)))
+            handles.append(fn.register_hook(after(fn)))
+        try:
+            loss.backward(gradient=gradient, retain_graph=True)
+        except RuntimeError as error:
+            if "second time" in str(error):
+                raise RuntimeError("this graph was already freed by an earlier backward(): build the expression "
+                                   "again, then step through it") from None
+            raise
+    finally:
+        for handle in handles:
+            handle.remove()
+        with torch.no_grad():
+            for leaf, grad in zip(leaves, saved):
+                leaf.grad = grad
+    for fn_index in list(pending):  # a node whose post-hook never fired (none known): keep what it received
+        steps.append(Step(fn_index, pending.pop(fn_index), ()))
+    return Schedule(graph, short, dependencies, steps, "PyTorch's engine")
+
+
+# ----------------------------------------------------------------------------------------------- Value graphs
+
+
+def record_value(out, names=None) -> Schedule:
+    """Run ``out.backward()`` of an exercise-02 ``Value`` graph with every node's ``_backward`` watched, and return
+    the order your engine ran them in, what each ran with (its ``.grad`` then) and what it added to each input.
+
+    Every ``.grad`` starts from 0 for the run and is put back afterwards, as is every ``_backward``.
+    """
+    for attribute in ("_prev", "_backward", "grad", "data", "backward"):
+        if not hasattr(out, attribute):
+            raise TypeError(f"show_value needs an exercise-02 Value (it has no .{attribute}); for a tensor use show()")
+    table = {id(obj): name for obj, name in _named(names)}
+    inputs: Callable = lambda node: list(node._prev)  # noqa: E731
+    order = graphs.topological(out, inputs)
+    index = {id(node): i for i, node in enumerate(order)}
+
+    def label(node) -> str:
+        data = fmt(float(node.data))
+        if id(node) in table:
+            return f"{table[id(node)]} = {getattr(node, '_op', '') or 'leaf'}\n{data}"
+        return f"{getattr(node, '_op', '') or 'leaf'}\n{data}"
+
+    graph = graphs.graph_of(order, inputs, label, lambda node: not node._prev)
+    short = _unique([graph.labels[i].split("\n")[0] for i in range(len(order))])
+    dependencies = [0] * len(order)
+    for src, _dst in graph.edges:
+        dependencies[src] += 1
+
+    steps: list[Step] = []
+    originals = [node.__dict__.get("_backward") for node in order]
+    saved_grads = [node.grad for node in order]
+
+    def watched(node, rule):
+        def run():
+            before = [child.grad for child in node._prev]
+            received = node.grad
+            rule()
+            sends = tuple(Send(index[id(child)], 0, float(child.grad) - float(b))
+                          for child, b in zip(node._prev, before))
+            steps.append(Step(index[id(node)], (float(received),), sends))
+        return run
+
+    try:
+        for node in order:
+            node.grad = 0.0
+            node._backward = watched(node, node._backward)
+        out.backward()
+    finally:
+        for node, rule, grad in zip(order, originals, saved_grads):
+            if rule is None:
+                node.__dict__.pop("_backward", None)
+            else:
+                node._backward = rule
+            node.grad = grad
+    return Schedule(graph, short, dependencies, steps, "your Value.backward()")
+
+
+# -------------------------------------------------------------------------------------------------- the widget
+
+
+class Stepper:
+    """The widget: buttons, the picture and the table, for one :class:`Schedule`."""
+
+    def __init__(self, schedule: Schedule):
+        import ipywidgets as widgets
+
+        self.schedule = schedule
+        self.step = 0
+        self._pngs: dict[int, bytes] = {}
+        self.buttons = {name: widgets.Button(description=name, layout=widgets.Layout(width="auto"))
+                        for name in ("« start", "◀ back", "step ▶", "run to end »")}
+        moves = {"« start": lambda: 0, "◀ back": lambda: self.step - 1, "step ▶": lambda: self.step + 1,
+                 "run to end »": lambda: len(self.schedule.steps)}
+        for name, button in self.buttons.items():
+            button.on_click(lambda _button, move=moves[name]: self.go(move()))
+        self.image = widgets.Image(format="png")
+        self.status = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.image, self.status])
+        self.go(0)
+
+    def go(self, k: int) -> None:
+        """Show the state after ``k`` steps (clamped to the schedule)."""
+        self.step = max(0, min(k, len(self.schedule.steps)))
+        if self.step not in self._pngs:
+            self._pngs[self.step] = self.schedule.png(self.step)
+        self.image.value = self._pngs[self.step]
+        self.status.value = self.schedule.table_html(self.step)
+        self.buttons["◀ back"].disabled = self.buttons["« start"].disabled = self.step == 0
+        self.buttons["step ▶"].disabled = self.buttons["run to end »"].disabled = \
+            self.step == len(self.schedule.steps)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def show(loss: torch.Tensor, names=None, gradient: torch.Tensor | None = None) -> None:
+    """Step through PyTorch's backward pass of ``loss`` (one real run, recorded with hooks; see :func:`record`)."""
+    from IPython.display import display
+
+    display(Stepper(record(loss, names, gradient)))
+
+
+def show_value(out, names=None) -> None:
+    """Step through your exercise-02 ``Value`` engine's backward pass of ``out`` (see :func:`record_value`)."""
+    from IPython.display import display
+
+    display(Stepper(record_value(out, names)))

@@ -1,0 +1,242 @@
+"""The backward stepper shows the schedule the engine really ran: checked against hooks registered independently."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+
+from autograder import stepper
+from autograder.graph import topological
+
+
+def running_example():
+    """Lesson 03's L = q·p + p with p = 3x, q = x², at x = 2 (dL/dx = 39)."""
+    x = torch.tensor(2.0, requires_grad=True)
+    p = 3 * x
+    q = x**2
+    r = q * p
+    L = r + p
+    return L, {x: "x", p: "p", q: "q", r: "r", L: "L"}
+
+
+def mlp_loss():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    inputs, targets = torch.randn(5, 3), torch.tensor([0, 1, 1, 0, 1])
+    return torch.nn.functional.cross_entropy(model(inputs), targets), dict(model.named_parameters())
+
+
+def reuse_and_split():
+    torch.manual_seed(1)
+    x = torch.randn(4, requires_grad=True)
+    a, b = x.split(2)
+    return (a * b).sum() + (x * x).sum() + a.sum(), {x: "x"}
+
+
+EXPRESSIONS = {"running example": running_example, "mlp": mlp_loss, "reuse and split": reuse_and_split}
+
+
+def engine_order(loss) -> list:
+    """The nodes in the order PyTorch runs them, seen by pre-hooks registered here (not by the stepper)."""
+    nodes = topological(loss.grad_fn, lambda fn: [c for c, _ in fn.next_functions if c is not None])
+    seen = []
+    handles = [node.register_prehook(lambda grads, node=node: seen.append(node)) for node in nodes]
+    loss.backward(retain_graph=True)
+    for handle in handles:
+        handle.remove()
+    return [nodes.index(node) for node in seen]
+
+
+@pytest.mark.parametrize("build", EXPRESSIONS.values(), ids=EXPRESSIONS)
+def test_the_recorded_order_is_the_one_hooks_see(build):
+    loss, names = build()
+    schedule = stepper.record(loss, names)
+    assert [step.node for step in schedule.steps] == engine_order(loss)
+
+
+@pytest.mark.parametrize("build", EXPRESSIONS.values(), ids=EXPRESSIONS)
+def test_each_buffer_is_the_sum_of_what_arrived_and_no_node_runs_early(build):
+    loss, names = build()
+    schedule = stepper.record(loss, names)
+    for k, step in enumerate(schedule.steps, start=1):
+        before = schedule.frame(k - 1)
+        assert before.waiting[step.node] == 0 and step.node in before.ready  # ready when it ran
+        assert not schedule.frame(k).early
+        total = stepper._total(before.arrived[step.node])
+        for slot, received in enumerate(step.buffer):
+            expected = total if len(step.buffer) == 1 else total[slot]
+            torch.testing.assert_close(torch.as_tensor(received), torch.as_tensor(expected))
+    last = schedule.frame(len(schedule.steps))
+    assert all(last.ran) and all(w == 0 for w in last.waiting) and last.ready == []
+
+
+def test_running_example_counts_queue_and_sums():
+    loss, names = running_example()
+    schedule = stepper.record(loss, names)
+    name = dict(enumerate(schedule.names))
+    assert [n.split(" = ")[0] for n in schedule.order] == ["L", "r", "q", "p", "x"]
+    assert {name[i].split(" = ")[0]: d for i, d in enumerate(schedule.dependencies)} == \
+        {"L": 0, "r": 1, "p": 2, "q": 1, "x": 2}
+    x = schedule.names.index("x")
+    after_q = schedule.frame(3)
+    assert after_q.waiting[x] == 1 and [v for _, _, v in after_q.arrived[x]] == [24.0]
+    assert [schedule.names[i].split(" = ")[0] for i in after_q.ready] == ["p"]
+    assert schedule.steps[-1].buffer == (39.0,)
+    assert "24 + 15" in schedule.describe(5) and "summed at this branch point" in schedule.describe(5)
+
+
+def test_a_node_used_twice_by_one_consumer_waits_for_two_sends():
+    x = torch.tensor(3.0, requires_grad=True)
+    schedule = stepper.record(x * x, {x: "x"})
+    assert schedule.dependencies == [0, 2]
+    assert [send.value for send in schedule.steps[0].sends] == [3.0, 3.0]
+    assert schedule.steps[1].buffer == (6.0,)
+
+
+def test_recording_leaves_grads_and_the_graph_as_they_were():
+    loss, names = running_example()
+    x = next(t for t, n in names.items() if n == "x")
+    stepper.record(loss, names)
+    assert x.grad is None
+    x.grad = torch.tensor(5.0)
+    stepper.record(loss, names)
+    assert x.grad.item() == 5.0
+    loss.backward()  # the graph was kept
+    assert x.grad.item() == 44.0
+
+
+def test_a_freed_graph_and_a_tensor_without_history_are_explained():
+    loss, names = running_example()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="already freed"):
+        stepper.record(loss, names)
+    with pytest.raises(ValueError, match="history"):
+        stepper.record(torch.tensor(1.0))
+
+
+# ------------------------------------------------------------------------------------------------ Value graphs
+
+class Value:
+    """Exercise 02's engine in brief: topological sort, then the rules in reverse."""
+
+    def __init__(self, data, children=(), op=""):
+        self.data, self.grad, self._prev, self._op = float(data), 0.0, set(children), op
+        self._backward = lambda: None
+
+    def __add__(self, other):
+        out = type(self)(self.data + other.data, (self, other), "+")
+
+        def _backward():
+            self.grad += out.grad
+            other.grad += out.grad
+        out._backward = _backward
+        return out
+
+    def __mul__(self, other):
+        out = type(self)(self.data * other.data, (self, other), "*")
+
+        def _backward():
+            self.grad += other.data * out.grad
+            other.grad += self.data * out.grad
+        out._backward = _backward
+        return out
+
+    def tanh(self):
+        out = type(self)(math.tanh(self.data), (self,), "tanh")
+
+        def _backward():
+            self.grad += (1 - out.data**2) * out.grad
+        out._backward = _backward
+        return out
+
+    def topological(self):
+        order, seen = [], set()
+
+        def visit(node):
+            if node not in seen:
+                seen.add(node)
+                for child in node._prev:
+                    visit(child)
+                order.append(node)
+        visit(self)
+        return order
+
+    def backward(self):
+        self.grad = 1.0
+        for node in reversed(self.topological()):
+            node._backward()
+
+
+class BreadthFirstValue(Value):
+    """A wrong engine: runs nodes in the order a breadth-first walk first meets them."""
+
+    def backward(self):
+        self.grad, queue, seen = 1.0, [self], {self}
+        while queue:
+            node = queue.pop(0)
+            node._backward()
+            for child in node._prev:
+                if child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+
+
+def value_expression(kind=Value):
+    """(tanh(tanh(p)) + p) · y with p = 3x: p reaches the output by a short and a long route."""
+    x, y = kind(0.5), kind(-1.5)
+    p = x * kind(3.0)
+    return ((p.tanh()).tanh() + p) * y, x, y
+
+
+def test_value_schedule_is_your_engines_order_and_gradients():
+    out, x, y = value_expression()
+    x.grad = 7.0
+    schedule = stepper.record_value(out, {x: "x", y: "y"})
+    assert x.grad == 7.0 and all(callable(n._backward) for n in out.topological())  # put back
+    assert len(schedule.steps) == len(out.topological())
+    x_index = schedule.names.index("x = leaf")
+    x_step = next(step for step in schedule.steps if step.node == x_index)
+    x.grad = 0.0
+    out.backward()
+    assert x_step.buffer[0] == pytest.approx(x.grad)
+    assert not any(schedule.frame(k).early for k in range(len(schedule.steps) + 1))
+
+
+def test_a_wrong_value_order_is_marked():
+    out, x, y = value_expression(BreadthFirstValue)
+    schedule = stepper.record_value(out, {x: "x", y: "y"})
+    early = [k for k in range(1, len(schedule.steps) + 1) if schedule.frame(k).early]
+    assert early and "a wrong order" in schedule.describe(early[0])
+
+
+def test_show_value_refuses_a_tensor():
+    with pytest.raises(TypeError, match="show\\(\\)"):
+        stepper.record_value(torch.tensor(1.0, requires_grad=True) * 2)
+
+
+# ---------------------------------------------------------------------------------------------------- the widget
+
+def test_three_clicks_follow_the_engine():
+    loss, names = running_example()
+    widget = stepper.Stepper(stepper.record(loss, names))
+    assert widget.buttons["◀ back"].disabled and "running: <span class=\"stepper-running\">nothing yet" in \
+        widget.status.value
+    pictures = {bytes(widget.image.value)}
+    for k, expected in enumerate(["L", "r", "q"], start=1):
+        widget.buttons["step ▶"].click()
+        assert widget.step == k
+        assert f'<span class="stepper-running">{expected} = ' in widget.status.value
+        pictures.add(bytes(widget.image.value))
+    assert len(pictures) == 4  # every frame is drawn differently
+    widget.buttons["◀ back"].click()
+    assert widget.step == 2
+    widget.buttons["run to end »"].click()
+    assert widget.step == 5 and widget.buttons["step ▶"].disabled
+    widget.buttons["« start"].click()
+    assert widget.step == 0
