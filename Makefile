@@ -62,5 +62,12 @@ grade-demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m autograder.grading.bench
 
+.PHONY: mutants
+
+# Mutation-test the graders (a report, not a test): writes mutation/REPORT.md. One exercise:
+# `make mutants EXERCISE=05-zero-grad` (several: EXERCISE="01-chain-rule 05-zero-grad"); `JOBS=1` for one worker.
+mutants: $(STAMP)
+	$(BIN)/python -m mutation $(foreach e,$(EXERCISE),--exercise $(e)) $(if $(JOBS),--jobs $(JOBS))
+
 clean:
 	rm -rf $(VENV) gradebook.db submitted autograded feedback .exchange .pytest_cache .hypothesis
