@@ -105,9 +105,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Rendered {report.REPORT}")
         return
     if args.command == "sample":
-        picked = sample.pick()
-        sample.write(picked)
-        print(f"{len(picked)} mutants written to {sample.SAMPLE}")
+        chosen = args.exercise or [p.stem for p in sorted(report.RESULTS.glob("*.json"))]
+        kept = [m for m in sample.load() if m.exercise not in chosen] if sample.SAMPLE.exists() else []
+        picked = sample.pick(chosen)
+        sample.write(sorted(kept + picked, key=lambda m: m.exercise))
+        print(f"{len(picked)} mutants of {', '.join(chosen)} written to {sample.SAMPLE} ({len(kept)} kept)")
         return
     known = course.assignments()
     unknown = [a for a in args.exercise if a not in known]

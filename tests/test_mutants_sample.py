@@ -1,0 +1,33 @@
+"""The checks keep killing a fixed sample of mutants of the reference solutions (mutation/sample.toml).
+
+The full measurement of grader strength is `make mutants` (mutation/REPORT.md), a report outside `make test`; this is
+its tripwire: each sample mutant is applied to the extracted reference solution and graded in this process by the
+notebook's own test cells, visible and hidden, at the grading seeds of mutation/config.toml. The cell that fails it
+must fail with the checks' GradingFailure (a crash is an error here) and must pass on the reference solution.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from mutation import cells, extract, sample
+
+MUTANTS = sample.load()
+
+
+@functools.cache
+def _exercise(assignment: str) -> extract.Exercise:
+    return extract.exercise(assignment)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.exercise}:{m.function}:{i}" for i, m in enumerate(MUTANTS)])
+def test_a_check_kills_the_sample_mutant(mutant: sample.SampleMutant):
+    exercise = _exercise(mutant.exercise)
+    failing = sample.first_failure(exercise, sample.mutant_module(exercise, sample.mutated_source(exercise, mutant)),
+                                   mutant.function)
+    assert failing, f"no test cell of {mutant.exercise} fails any more on the mutant {mutant}"
+    grade_id, _, seed = failing.partition("@")
+    source = next(cell.source for cell in exercise.tests if cell.grade_id == grade_id)
+    cells.run_test_cell(sample.mutant_module(exercise, exercise.source), grade_id, source, int(seed))
