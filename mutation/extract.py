@@ -42,6 +42,8 @@ class Exercise:
     assignment: str          # "01-chain-rule"
     module: str              # "ex01_chain_rule"
     source: str              # the module, with pragmas outside the solution regions
+    plain: str               # the same module without them
+    editable: frozenset[int]  # its lines (1-based) inside a solution region
     cells: dict[str, str]    # solution grade id -> the cell's code (as in the notebook)
     tests: list[TestCell]
 
@@ -96,7 +98,7 @@ def _set_up_cells(code_cells: list, needed: set[str]) -> set[int]:
     return chosen
 
 
-def _protect_scaffold(source: str, editable: set[int]) -> str:
+def protect_scaffold(source: str, editable: set[int] | frozenset[int]) -> str:
     """Append the no-mutate pragma to every code line (1-based) not in ``editable`` that can carry a comment."""
     lines = source.splitlines(keepends=True)
     ends: dict[int, int] = {}
@@ -129,4 +131,5 @@ def exercise(assignment: str, root: Path = course.ROOT) -> Exercise:
             editable.add(number)
         if line.strip() == BEGIN:
             inside = True
-    return Exercise(assignment, module_name(assignment), _protect_scaffold(source, editable), solution, tests)
+    return Exercise(assignment, module_name(assignment), protect_scaffold(source, editable), source,
+                    frozenset(editable), solution, tests)

@@ -12,7 +12,7 @@ import functools
 
 import pytest
 
-from mutation import cells, extract, sample
+from mutation import cells, extract, sample, workspace
 
 MUTANTS = sample.load()
 
@@ -31,3 +31,26 @@ def test_a_check_kills_the_sample_mutant(mutant: sample.SampleMutant):
     grade_id, _, seed = failing.partition("@")
     source = next(cell.source for cell in exercise.tests if cell.grade_id == grade_id)
     cells.run_test_cell(sample.mutant_module(exercise, exercise.source), grade_id, source, int(seed))
+
+
+def _mutmut_mutations(source: str, directory) -> int:
+    """How many mutants mutmut makes of ``source`` (its config is read from the working directory)."""
+    from mutmut.configuration import reset_config
+    from mutmut.mutation.file_mutation import create_mutations
+
+    (directory / "pyproject.toml").write_text(workspace.pyproject({}))
+    reset_config()
+    try:
+        return len(create_mutations("solution.py", source)[1])
+    finally:
+        reset_config()
+
+
+@pytest.mark.parametrize("assignment", sorted({m.exercise for m in MUTANTS}))
+def test_only_the_solution_regions_are_mutated(assignment, tmp_path, monkeypatch):
+    """With every line protected mutmut makes no mutant: the pragma reaches every kind of scaffold line, so in a
+    run (where only the lines between BEGIN and END SOLUTION are left unprotected) all mutants are learner code."""
+    monkeypatch.chdir(tmp_path)
+    exercise = _exercise(assignment)
+    assert _mutmut_mutations(extract.protect_scaffold(exercise.plain, set()), tmp_path) == 0
+    assert _mutmut_mutations(exercise.source, tmp_path) > 0
