@@ -63,9 +63,27 @@ def run_mutmut(project: Path, jobs: int, crash_log: Path) -> None:
         raise SystemExit(f"mutmut failed (exit {process.returncode}); its log: {log}")
 
 
-def run(assignments: list[str], jobs: int, keep: bool) -> None:
+def measurable(exercises: list[extract.Exercise]) -> list[extract.Exercise]:
+    """The exercises whose reference solution passes its own test cells; the others are named and left out (their
+    last results stay in the report), so that one chapter in the middle of an edit does not stop the run."""
+    kept = []
+    for exercise in exercises:
+        problem = sample.reference_problem(exercise)
+        if problem:
+            print(f"Skipping {exercise.assignment}: its reference solution fails its own test cell {problem}",
+                  file=sys.stderr)
+        else:
+            kept.append(exercise)
+    return kept
+
+
+def run(assignments: list[str], jobs: int, keep: bool) -> bool:
+    """Measure ``assignments``; False when one had to be left out."""
     seeds = workspace.settings()["seeds"]
-    exercises = [extract.exercise(a) for a in assignments]
+    exercises = measurable([extract.exercise(a) for a in assignments])
+    if not exercises:
+        return False
+    complete, assignments = len(exercises) == len(assignments), [e.assignment for e in exercises]
     scratch = Path(tempfile.mkdtemp(prefix="mutants-"))
     project = workspace.build(scratch / "project", exercises, seeds)
     crash_log = scratch / "crashes.jsonl"
@@ -73,6 +91,7 @@ def run(assignments: list[str], jobs: int, keep: bool) -> None:
     started = time.monotonic()
     print(f"Mutating {', '.join(assignments)} in {project} on {jobs} workers "
           f"(load average {load_before:.1f}) ...", flush=True)
+    failed = True
     try:
         run_mutmut(project, jobs, crash_log)
         seconds = time.monotonic() - started
@@ -82,14 +101,16 @@ def run(assignments: list[str], jobs: int, keep: bool) -> None:
         for exercise in exercises:
             report.save(exercise.assignment, results.collect(project, exercise, crash_log),
                         {"source": source_state(exercise.assignment), **run_info})
+        failed = False
     finally:
-        if keep:
+        if keep or failed:
             print(f"Workspace kept: {project} (cd there; mutmut show NAME, mutmut results)")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     summaries = report.write()
     print(f"\n{len(assignments)} exercise(s) in {seconds:.0f} s; report: {report.REPORT.relative_to(course.ROOT)}\n")
     print("\n".join(report.table([s for s in summaries if s.assignment in assignments])))
+    return complete
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [a for a in args.exercise if a not in known]
     if unknown:
         parser.error(f"unknown exercise(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    run(args.exercise or known, args.jobs or workspace.settings()["jobs"], args.keep)
+    if not run(args.exercise or known, args.jobs or workspace.settings()["jobs"], args.keep):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

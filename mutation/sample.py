@@ -79,6 +79,18 @@ def first_failure(exercise: extract.Exercise, solution: types.ModuleType, functi
     return None
 
 
+def reference_problem(exercise: extract.Exercise) -> str | None:
+    """Why the unmutated reference solution does not pass every test cell at every seed (None when it does)."""
+    solution = mutant_module(exercise, exercise.source)
+    for grade_id, seed in workspace.test_cases(exercise, workspace.settings()["seeds"]):
+        source = next(cell.source for cell in exercise.tests if cell.grade_id == grade_id)
+        try:
+            cells.run_test_cell(solution, grade_id, source, seed)
+        except Exception as error:  # a failure or a crash: either way nothing can be measured
+            return f"{grade_id}@{seed}: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    return None
+
+
 def pick(assignments: list[str], per_exercise: int = PER_EXERCISE) -> list[SampleMutant]:
     """Killed one-line mutants of ``assignments`` from mutation/results/, spread over each exercise's functions."""
     chosen = []
@@ -107,7 +119,7 @@ def _toml_string(text: str) -> str:
 def write(mutants: list[SampleMutant], path: Path = SAMPLE) -> None:
     lines = ["# Fixed mutants the checks must keep killing: tests/test_mutants_sample.py grades each in-process.",
              "# Picked by `python -m mutation sample` from mutation/results/ (killed one-line mutants, spread over",
-             "# functions). A stale entry (its line gone from the solution) fails the test: pick again with",
+             "# functions). A stale entry (its line gone from the solution) is skipped by the test: pick again with",
              "# `make mutants EXERCISE=NN-slug && .venv/bin/python -m mutation sample --exercise NN-slug`.", ""]
     for m in mutants:
         lines += ["[[mutant]]", f"exercise = {_toml_string(m.exercise)}", f"function = {_toml_string(m.function)}",

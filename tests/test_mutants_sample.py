@@ -3,7 +3,8 @@
 The full measurement of grader strength is `make mutants` (mutation/REPORT.md), a report outside `make test`; this is
 its tripwire: each sample mutant is applied to the extracted reference solution and graded in this process by the
 notebook's own test cells, visible and hidden, at the grading seeds of mutation/config.toml. The cell that fails it
-must fail with the checks' GradingFailure (a crash is an error here) and must pass on the reference solution.
+must fail with the checks' GradingFailure (a crash is an error here) and must pass on the reference solution. A
+sample whose line is gone from the rewritten solution is skipped, with the command that picks a new one.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ def _exercise(assignment: str) -> extract.Exercise:
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[f"{m.exercise}:{m.function}:{i}" for i, m in enumerate(MUTANTS)])
 def test_a_check_kills_the_sample_mutant(mutant: sample.SampleMutant):
     exercise = _exercise(mutant.exercise)
-    failing = sample.first_failure(exercise, sample.mutant_module(exercise, sample.mutated_source(exercise, mutant)),
-                                   mutant.function)
+    try:
+        mutated = sample.mutated_source(exercise, mutant)
+    except sample.StaleSample as stale:  # the solution was rewritten: nothing to say about the checks (-ra shows it)
+        pytest.skip(str(stale))
+    failing = sample.first_failure(exercise, sample.mutant_module(exercise, mutated), mutant.function)
     assert failing, f"no test cell of {mutant.exercise} fails any more on the mutant {mutant}"
     grade_id, _, seed = failing.partition("@")
     source = next(cell.source for cell in exercise.tests if cell.grade_id == grade_id)
