@@ -2,7 +2,8 @@
 
 Each ``check_*`` function is one test cell's whole body: without ``seed`` it runs the public cases, with
 ``seed=grading_seed()`` fresh random ones. Models are small float64 modules; the loss of Parts A and B is a mean
-over the examples.
+over the examples. Every case is a :func:`~autograder.checking.trial`, and each misconception below shows in at least
+two cases of the visible test and of the hidden test, so that it can be named.
 """
 
 from __future__ import annotations
@@ -15,7 +16,19 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, call_with_none_hint, expect_close
+from ..checking import (
+    CourseBug,
+    GradingFailure,
+    Misconception,
+    Routes,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    expect_no_alias,
+    trial,
+)
+from ..checking import proven_failure as _proven
 from ..seeding import choice, generator, uniform
 from .cases import mean_loss_gradients, random_mlp
 
@@ -47,17 +60,56 @@ def _layout(model: nn.Module) -> str:
     return ", ".join(f"{name} {tuple(param.shape)}" for name, param in model.named_parameters())
 
 
-def _numbers(answer, length: int, what: str) -> torch.Tensor:
-    """A list of ``length`` numbers (floats or one-element tensors) as a float64 vector."""
-    if isinstance(answer, torch.Tensor):
-        answer = list(answer.detach().reshape(-1))
+def _distinct(expected: torch.Tensor, candidates: list[tuple[Misconception, torch.Tensor]]):
+    """Symptoms for the candidates whose value differs from the right one and from every other candidate's: a value
+    two mistakes share (or the right answer shares) would name a mistake by coincidence."""
+    def close(a, b):
+        return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-3, atol=1e-6))
+
+    return [m.looks_like(value) for i, (m, value) in enumerate(candidates)
+            if not close(value, expected) and not any(close(value, other) for j, (_, other) in
+                                                       enumerate(candidates) if j != i)]
+
+
+LOSSES_AS_TENSORS = Misconception(
+    "losses kept as tensors instead of Python floats",
+    "Keep each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
+    "long as the list lives, and the part asks for floats.")
+
+
+def _losses(answer, length: int, what: str) -> torch.Tensor:
+    """The learner's losses: a list of ``length`` Python floats, as a float64 vector."""
+    __tracebackhide__ = True
     if type(answer) not in (list, tuple) or len(answer) != length:
-        raise GradingFailure(f"{what} returned {answer!r:.100}; expected a list of {length} numbers.")
-    return torch.stack([as_answer(value.reshape(()) if isinstance(value, torch.Tensor) and value.numel() == 1
-                                  else value, what=what, shape=()) for value in answer])
+        size = f" of length {len(answer)}" if type(answer) in (list, tuple) else ""
+        raise GradingFailure(f"{what} returned {type(answer).__name__}{size}; expected a list of {length} losses, "
+                             "one per step.")
+    tensors = [value for value in answer if isinstance(value, torch.Tensor)]
+    if tensors:
+        graph = " attached to a graph" if any(t.requires_grad for t in tensors) else ""
+        raise _proven(f"{what} returned losses that are tensors{graph}; expected Python floats.", LOSSES_AS_TENSORS)
+    if not all(isinstance(value, float) for value in answer):
+        kinds = sorted({type(value).__name__ for value in answer})
+        raise GradingFailure(f"{what} returned losses of type {', '.join(kinds)}; expected Python floats "
+                             "(loss.item()).")
+    return torch.tensor([float(value) for value in answer], dtype=torch.float64)
 
 
 # ---------------------------------------------------------------------------------------------- Part A
+
+ZERO_GRAD_BEFORE_STEP = Misconception(
+    "zero_grad between backward and step",
+    "The parameters never moved: zero_grad() after backward() throws the gradient away before step() can use it. "
+    "Reset at the start of the step, before backward().")
+NEVER_RESET = Misconception(
+    "gradient never reset (zero_grad missing, or called once before the loop)",
+    "Without a reset at every step, .grad holds the sum of all past gradients (momentum with no damping). Call "
+    "optimizer.zero_grad() inside the loop, before backward().")
+SUM_LOSS = Misconception(
+    "sum loss instead of mean",
+    "The loss is the MEAN squared error over the examples (F.mse_loss's default); a sum makes every step as many "
+    "times larger as there are elements.")
+
 
 @dataclass
 class TrainCase:
@@ -77,6 +129,8 @@ def _train_cases(seed: int | None):
         gen = generator("05/train/public", 0)
         yield TrainCase("a Linear(3, 1) layer and 6 examples", random_mlp(gen, (3, 1)), uniform(gen, (6, 3)),
                         uniform(gen, (6, 1)), 0.05, 8)
+        yield TrainCase("an MLP with layer sizes (2, 3, 2) and 4 examples", random_mlp(gen, (2, 3, 2)),
+                        uniform(gen, (4, 2)), uniform(gen, (4, 2)), 0.05, 6)
         return
     gen = generator("05/train", seed)
     for _ in range(2):
@@ -107,39 +161,60 @@ def reference_train(case: TrainCase, reset: str = "before backward", reduction: 
     return _flat(model), torch.tensor(losses, dtype=torch.float64)
 
 
-def _train_mistakes(case: TrainCase) -> list[Misconception]:
-    return [
-        Misconception("zero_grad between backward and step", "The parameters never moved: zero_grad() after "
-                      "backward() throws the gradient away before step() can use it. Reset at the start of the "
-                      "step, before backward().", value=_flat(case.model)),
-        Misconception("gradient never reset (zero_grad missing, or called once before the loop)", "Without a "
-                      "reset at every step, .grad holds the sum of all past gradients (momentum with no damping). "
-                      "Call optimizer.zero_grad() inside the loop, before backward().",
-                      value=reference_train(case, reset="never")[0]),
-        Misconception("sum loss instead of mean", "The loss is the MEAN squared error over the examples "
-                      "(F.mse_loss's default); a sum makes every step as many times larger as there are elements.",
-                      value=reference_train(case, reduction="sum")[0]),
-    ]
-
-
+@check
 def check_train(train_fn, seed: int | None = None) -> None:
-    """Part A: train(model, data, lr, steps) runs SGD on the mean squared error, resets .grad every step."""
+    """Part A: train(model, data, lr, steps) runs SGD on the mean squared error, resets .grad every step, trains
+    ``model`` in place (the only argument it changes) and returns the losses as Python floats."""
     __tracebackhide__ = True
     for case in _train_cases(seed):
-        model = copy.deepcopy(case.model)
-        what = f"train(model, data, lr={case.lr:g}, steps={case.steps}) for {case.description}"
-        losses = call_learner(train_fn, model, (case.inputs.clone(), case.targets.clone()), case.lr, case.steps,
-                              what=what, may_change=True)
-        expected, expected_losses = reference_train(case)
-        trained = _flat(model)
-        known = () if torch.allclose(trained, expected, rtol=1e-6, atol=1e-8) else _train_mistakes(case)
-        expect_close(trained, expected, what=f"{what}: the trained parameter vector", source="reference loop",
-                     extra=f"  parameters, flattened in this order: {_layout(model)}", misconceptions=known)
-        expect_close(_numbers(losses, case.steps, what), expected_losses, source="reference loop",
-                     what=f"{what}: the returned losses (one per step, computed before that step's update)")
+        with trial():
+            model = copy.deepcopy(case.model)
+            what = f"train(model, data, lr={case.lr:g}, steps={case.steps}) for {case.description}"
+            losses = call_learner(train_fn, model, (case.inputs, case.targets), case.lr, case.steps, what=what,
+                                  may_change=["model"])
+            expected, expected_losses = reference_train(case)
+            symptoms = _distinct(expected, [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
+                                            (NEVER_RESET, reference_train(case, reset="never")[0]),
+                                            (SUM_LOSS, reference_train(case, reduction="sum")[0])])
+            expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector",
+                         source="reference loop", extra=f"  parameters, flattened in this order: {_layout(model)}",
+                         symptoms=symptoms)
+            expect_close(_losses(losses, case.steps, what), expected_losses, source="reference loop",
+                         what=f"{what}: the returned losses (one per step, computed before that step's update)")
 
 
 # ---------------------------------------------------------------------------------------------- Part B
+
+NOT_DIVIDED = Misconception(
+    "did not divide by k",
+    "Each micro-batch loss is already a mean over its own n/k examples, so k backward calls add up to k times the "
+    "full-batch gradient: divide each micro-batch loss by k.")
+DIVIDED_BY_N = Misconception(
+    "divided by the wrong k: the batch size",
+    "Divide each micro-batch loss by the number of micro-batches k, not by the number of examples n.")
+DIVIDED_BY_SIZE = Misconception(
+    "divided by the wrong k: the micro-batch size",
+    "Divide each micro-batch loss by the number of micro-batches k, not by the micro-batch size n/k.")
+RESET_PER_MICRO_BATCH = Misconception(
+    "zero_grad inside the micro-batch loop",
+    "Your result is the last micro-batch's gradient alone: resetting before every micro-batch throws away the ones "
+    "before it. Reset once, before the loop.")
+STALE = Misconception(
+    "did not reset .grad before accumulating",
+    "The model arrived with stale gradients in .grad and your result includes them: call model.zero_grad() once, "
+    "before the first micro-batch.")
+ONE_BACKWARD = Misconception(
+    "one backward on the whole batch where micro-batches are asked for",
+    "The point of micro-batches is that only one of them is in memory at a time: run forward and backward once per "
+    "micro-batch and let .grad add them up.")
+PIECES_OF_K = Misconception(
+    "split into pieces of k examples instead of k pieces",
+    "inputs.split(k) cuts pieces of k examples each (n/k of them); the part asks for k micro-batches of n/k "
+    "examples: inputs.chunk(k), or inputs.split(n // k).")
+STEPPED = Misconception(
+    "took an optimizer step",
+    "This function only computes the gradient: leave the parameters as they are (no optimizer, no update).")
+
 
 @dataclass
 class AccumulationCase:
@@ -163,42 +238,26 @@ def _accumulation_case(gen, sizes, examples: int, k: int, classify: bool) -> Acc
     return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, sizes[0])), targets, k, stale)
 
 
+#: (k, n/k) pairs: n/k differs from k and from 1, so k, n/k and n are three different numbers, and pieces of k
+#: examples are never k pieces.
+_SPLITS = [(2, 3), (2, 5), (3, 2), (3, 5), (4, 3), (4, 5)]
+
+
 def _accumulation_cases(seed: int | None):
     if seed is None:
         gen = generator("05/accumulate/public", 0)
         yield _accumulation_case(gen, (3, 1), 12, 3, classify=False)
-        yield _accumulation_case(gen, (3, 4, 3), 6, 2, classify=True)
+        yield _accumulation_case(gen, (3, 4, 3), 10, 2, classify=True)
         return
     gen = generator("05/accumulate", seed)
     for classify in (False, True):
-        k = choice(gen, [2, 3, 4])
-        per_micro_batch = choice(gen, [m for m in (2, 3, 5) if m != k])  # k != n/k: every wrong divisor shows
+        k, per_micro_batch = choice(gen, _SPLITS)
         sizes = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [2, 3]))
         yield _accumulation_case(gen, sizes, k * per_micro_batch, k, classify)
 
 
-def _accumulation_mistakes(case: AccumulationCase, name: str, index: int, expected: torch.Tensor,
-                           last_micro_batch: torch.Tensor) -> list[Misconception]:
-    k, n = case.k, len(case.inputs)
-    return [
-        Misconception("did not divide by k", f"Each micro-batch loss is already a mean over its own {n // k} "
-                      f"examples, so the {k} backward calls add up to {k} times the full-batch gradient: divide "
-                      f"each micro-batch loss by k = {k}.", value=k * expected),
-        Misconception("divided by the wrong k: the batch size", f"Divide each micro-batch loss by the number of "
-                      f"micro-batches (k = {k}), not by the number of examples ({n}).", value=k * expected / n),
-        Misconception("divided by the wrong k: the micro-batch size", f"Divide each micro-batch loss by the "
-                      f"number of micro-batches (k = {k}), not by the micro-batch size ({n // k}).",
-                      value=k * expected / (n // k)),
-        Misconception("zero_grad inside the micro-batch loop", "Your result is the last micro-batch's gradient "
-                      "alone: resetting before every micro-batch throws away the ones before it. Reset once, "
-                      "before the loop.", value=last_micro_batch / k),
-        Misconception("did not reset .grad before accumulating", "The model arrived with stale gradients in "
-                      ".grad and your result includes them: call model.zero_grad() once, before the first "
-                      "micro-batch.", value=case.stale[index] + expected),
-    ]
-
-
 def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
+    __tracebackhide__ = True
     names = [name for name, _ in model.named_parameters()]
     if type(answer) is not dict or not all(type(key) is str for key in answer) or sorted(answer) != sorted(names):
         keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
@@ -207,30 +266,77 @@ def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
     return answer
 
 
+def _expect_backward_runs(routes: Routes, case: AccumulationCase, what: str) -> None:
+    __tracebackhide__ = True
+    runs, n = routes.backward_runs, len(case.inputs)
+    if runs == case.k:
+        return
+    message = f"{what} ran backward {runs} time(s); {case.k} micro-batches take {case.k} backward runs."
+    if runs == 1:
+        raise _proven(message, ONE_BACKWARD)
+    if runs == n // case.k:
+        raise _proven(message, PIECES_OF_K)
+    raise GradingFailure(message)
+
+
+def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
+    __tracebackhide__ = True
+    model = copy.deepcopy(case.model)
+    for param, stale in zip(model.parameters(), case.stale):
+        param.grad = stale.clone()
+    what = f"accumulated_gradient(model, loss_fn, inputs, targets, k={case.k}) for {case.description}"
+    routes = Routes()
+    answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs, case.targets, case.k,
+                          what=what, routes=routes, may_change=["model"])
+    for (name, param), original in zip(model.named_parameters(), case.model.parameters()):
+        if not torch.equal(param.detach(), original.detach()) or not param.requires_grad:
+            raise _proven(f"{what} changed the parameter {name} (only its .grad may change).", STEPPED)
+    _expect_backward_runs(routes, case, what)
+    answer = _as_gradient_dict(answer, model, what)
+    expect_no_alias(answer, {"model": model}, what=f"{what}: the returned dict")
+    expected, fd = mean_loss_gradients(case.model, case.loss_fn, case.inputs, case.targets)
+    size, k, n = len(case.inputs) // case.k, case.k, len(case.inputs)
+    last, _ = mean_loss_gradients(case.model, case.loss_fn, case.inputs[-size:], case.targets[-size:], fd=False)
+    for index, (name, param) in enumerate(model.named_parameters()):
+        right = expected[name]
+        symptoms = _distinct(right, [(NOT_DIVIDED, k * right), (DIVIDED_BY_N, k * right / n),
+                                     (DIVIDED_BY_SIZE, k * right / size), (RESET_PER_MICRO_BATCH, last[name] / k),
+                                     (STALE, case.stale[index] + right)])
+        expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), right,
+                     what=f"{what}: the gradient of {name}", fd=fd[name], symptoms=symptoms)
+
+
+@check
 def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None) -> None:
-    """Part B: accumulated_gradient over k equal micro-batches equals the full-batch mean-loss gradient."""
+    """Part B: accumulated_gradient over k equal micro-batches (k backward runs, no optimizer step, parameters and
+    data unchanged) returns copies of the full-batch mean-loss gradient."""
     __tracebackhide__ = True
     for case in _accumulation_cases(seed):
-        model = copy.deepcopy(case.model)
-        for param, stale in zip(model.parameters(), case.stale):
-            param.grad = stale.clone()
-        what = f"accumulated_gradient(model, loss_fn, inputs, targets, k={case.k}) for {case.description}"
-        answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs.clone(),
-                              case.targets.clone(), case.k, what=what, may_change=True)
-        if not torch.equal(_flat(model), _flat(case.model)):
-            raise GradingFailure(f"{what} changed the model's parameters. Likely misconception: took an optimizer "
-                                 "step. This function only computes the gradient; do not update the weights.")
-        answer = _as_gradient_dict(answer, model, what)
-        expected, fd = mean_loss_gradients(case.model, case.loss_fn, case.inputs, case.targets)
-        size = len(case.inputs) // case.k
-        last, _ = mean_loss_gradients(case.model, case.loss_fn, case.inputs[-size:], case.targets[-size:], fd=False)
-        for index, (name, param) in enumerate(model.named_parameters()):
-            expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), expected[name],
-                         what=f"{what}: the gradient of {name}", fd=fd[name],
-                         misconceptions=_accumulation_mistakes(case, name, index, expected[name], last[name]))
+        with trial():
+            _run_accumulation(accumulated_gradient_fn, case)
 
 
 # ---------------------------------------------------------------------------------------------- Part C
+
+NONE_NOT_EMPTY = Misconception(
+    "a None .grad not read as empty",
+    "zero_grad() sets .grad to None by default (set_to_none=True); a None at step time means zero_grad() ran "
+    "between backward() and step(), so the step had nothing to apply. Test `grad is None` first, before any "
+    "tensor operation, and label the step 'empty'.")
+ZEROS_NOT_EMPTY = Misconception(
+    "an all-zero .grad not read as empty",
+    "zero_grad(set_to_none=False) leaves zeros instead of None: an all-zero .grad also means the step had nothing "
+    "to apply. Label it 'empty' too.")
+EXACT_COMPARISON = Misconception(
+    "compared gradients with == instead of a tolerance",
+    "Logged gradients carry round-off: the same sum computed in another order differs in the last bits. Compare "
+    "with torch.allclose, never with == or torch.equal.")
+BY_SIZE = Misconception(
+    "judged by the size of the gradient",
+    "A fresh gradient can be larger than the last one (a diverging run) and an accumulated one smaller (the new "
+    "gradient points back). Compare with the fresh gradient instead: .grad == fresh means reset; .grad == previous "
+    ".grad + fresh means not reset.")
+
 
 def _is_empty(grad) -> bool:
     return grad is None or not bool(grad.any())
@@ -244,9 +350,10 @@ def reference_labels(grads: list, fresh: list[torch.Tensor]) -> list[str]:
             labels.append(EMPTY)
         elif torch.allclose(grad, new):
             labels.append(FRESH)
-        else:
-            assert t > 0 and not _is_empty(grads[t - 1]) and torch.allclose(grad, grads[t - 1] + new)
+        elif t > 0 and not _is_empty(grads[t - 1]) and torch.allclose(grad, grads[t - 1] + new):
             labels.append(ACCUMULATED)
+        else:
+            raise CourseBug(f"step {t} of a history fits no label.")
     return labels
 
 
@@ -254,14 +361,41 @@ def _signs(gen, shape) -> torch.Tensor:
     return torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
 
 
-def _history(gen, labels: list[str], shape: tuple[int, ...], trap: str = "", empty_as_zeros: bool = False):
-    """(grad_history, fresh_history) that follows ``labels``.
+@dataclass
+class History:
+    """A logged run: what .grad held before each step() (``grads``) and each step's fresh gradient (``fresh``).
+
+    ``exact`` is the same history without the round-off a log carries (the recorded sums differ from previous +
+    fresh in their last bits, as a sum taken in another order does).
+    """
+
+    grads: list
+    fresh: list[torch.Tensor]
+    exact: list
+
+    def with_empties(self, as_zeros: bool) -> History | None:
+        """The same history with every empty .grad written as zeros (or None); None if that changes nothing."""
+        def swap(grad, new):
+            if not _is_empty(grad):
+                return grad
+            return torch.zeros_like(new) if as_zeros else None
+
+        grads = [swap(g, f) for g, f in zip(self.grads, self.fresh)]
+        if all((a is None) == (b is None) for a, b in zip(grads, self.grads)):
+            return None
+        return History(grads, self.fresh, [swap(g, f) for g, f in zip(self.exact, self.fresh)])
+
+
+def _history(gen, labels: list[str], shape: tuple[int, ...], trap: str = "", empty_as_zeros: bool = False,
+             noise: bool = True) -> History:
+    """A history that follows ``labels``.
 
     trap="growing": the fresh gradients grow elementwise (a diverging run, reset every step);
     trap="shrinking": every accumulated .grad is smaller than the one before (the fresh gradient points back).
-    Either defeats telling a reset from the size of .grad.
+    Either defeats telling a reset from the size of .grad. ``noise`` adds round-off (relative 1e-10) to what the
+    log recorded, well inside torch.allclose's tolerance.
     """
-    grads, fresh, previous = [], [], None
+    grads, exact, fresh, previous = [], [], [], None
     for label in labels:
         new = uniform(gen, shape, 0.2, 2.0) * _signs(gen, shape)
         if trap == "growing" and fresh:
@@ -275,15 +409,19 @@ def _history(gen, labels: list[str], shape: tuple[int, ...], trap: str = "", emp
             grad = previous + new
         else:
             grad = torch.zeros(shape, dtype=torch.float64) if empty_as_zeros else None
+        exact.append(grad)
+        if grad is not None and noise and label != EMPTY:
+            grad = grad * (1 + 1e-10 * uniform(gen, shape, 0.5, 1.0) * _signs(gen, shape))
         grads.append(grad)
         previous = grad
-    assert reference_labels(grads, fresh) == labels
-    return grads, fresh
+    if reference_labels(grads, fresh) != labels or reference_labels(exact, fresh) != labels:
+        raise CourseBug("a generated .grad history does not follow its labels.")
+    return History(grads, fresh, exact)
 
 
 def _random_labels(gen, length: int) -> list[str]:
-    """A random reset schedule with at least one accumulated and one empty step."""
-    labels = [FRESH, ACCUMULATED] + [choice(gen, list(LABELS)) for _ in range(length - 3)] + [EMPTY]
+    """A random reset schedule with at least one accumulated and two empty steps."""
+    labels = [FRESH, ACCUMULATED, EMPTY] + [choice(gen, list(LABELS)) for _ in range(length - 4)] + [EMPTY]
     for t in range(1, length):
         if labels[t] == ACCUMULATED and labels[t - 1] == EMPTY:  # nothing to accumulate onto: it is fresh
             labels[t] = FRESH
@@ -291,42 +429,28 @@ def _random_labels(gen, length: int) -> list[str]:
 
 
 def _history_cases(seed: int | None):
+    """Growing and shrinking traps (size), two histories with None and two with zeros (empty .grad), every one but
+    the lesson's with round-off (==): each mistake shows in two histories."""
     if seed is None:
         six = torch.tensor(6.0, dtype=torch.float64)
-        yield [six * 1, six * 2, six * 3], [six, six, six]  # the lesson: x.grad = 6, 12, 18
+        lesson = [six * 1, six * 2, six * 3]
+        yield History(lesson, [six, six, six], lesson)  # the lesson: x.grad = 6, 12, 18
         gen = generator("05/grad_history/public", 0)
         yield _history(gen, [FRESH] * 5, (3,), trap="growing")
         yield _history(gen, [FRESH] + [ACCUMULATED] * 4, (2, 2), trap="shrinking")
         yield _history(gen, [EMPTY] * 4, (3,))
+        yield _history(gen, [FRESH, ACCUMULATED, EMPTY, FRESH, EMPTY], (2,))
         yield _history(gen, [FRESH, ACCUMULATED, FRESH, ACCUMULATED, EMPTY, FRESH], (3,), empty_as_zeros=True)
+        yield _history(gen, [EMPTY, FRESH, EMPTY], (2, 2), empty_as_zeros=True)
         return
     gen = generator("05/grad_history", seed)
     yield _history(gen, [FRESH] * int(torch.randint(4, 7, (), generator=gen)), (choice(gen, [2, 3, 4]),),
                    trap="growing")
     yield _history(gen, [FRESH] + [ACCUMULATED] * int(torch.randint(3, 6, (), generator=gen)),
                    (choice(gen, [2, 3, 4]),), trap="shrinking")
-    for zeros in (False, True):
+    for zeros in (False, False, True, True):
         yield _history(gen, _random_labels(gen, int(torch.randint(5, 9, (), generator=gen))),
                        choice(gen, [(3,), (2, 3)]), empty_as_zeros=zeros)
-
-
-def _label_mistake(grads: list, t: int, got: str, expected: str) -> str:
-    """A likely-misconception line for the first wrong label, or ''."""
-    grad, previous = grads[t], grads[t - 1] if t else None
-    if expected == EMPTY and got == FRESH:
-        return ("Likely misconception: took an empty .grad for a reset. .grad is None (or zeros) when step() "
-                "runs only if zero_grad() ran between backward() and step(): the optimizer had nothing to apply.")
-    if expected == EMPTY:
-        return ("Likely misconception: missed an empty .grad. None and an all-zero tensor (what "
-                "zero_grad(set_to_none=False) leaves) both mean that step() had nothing to apply.")
-    if not _is_empty(previous) and not _is_empty(grad):
-        grew = bool(grad.norm() > previous.norm())
-        if (expected, got, grew) in ((ACCUMULATED, FRESH, False), (FRESH, ACCUMULATED, True)):
-            return ("Likely misconception: judged by the size of the gradient. A fresh gradient can be larger than "
-                    "the last one (a diverging run) and an accumulated one smaller (the new gradient points back). "
-                    "Compare with the fresh gradient instead: .grad == fresh means reset; .grad == previous .grad "
-                    "+ fresh means not reset.")
-    return ""
 
 
 def _short(value) -> str:
@@ -346,27 +470,104 @@ def _history_table(grads: list, fresh: list, got: list[str], expected: list[str]
                      for row in rows)
 
 
-EMPTY_HINT = ("\nLikely misconception: did not handle an empty .grad. When zero_grad() runs between backward() and "
-              "step(), .grad is None at step time: label such a step 'empty' before comparing tensors.")
+CHANGED_LISTS = Misconception(
+    "changed the history it was reading",
+    "A diagnosis reads the log; it must not write into it. Leave grad_history and fresh_history as they are.")
 
 
-def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
-    """Part C: diagnose_grad_history(grad_history, fresh_history) labels every step fresh/accumulated/empty."""
+def _labels(diagnose_fn, grads: list, fresh: list, what: str) -> list[str]:
+    """The learner's labels for one history; the history's lists and tensors must come back unchanged."""
     __tracebackhide__ = True
-    for number, (grads, fresh) in enumerate(_history_cases(seed), start=1):
-        what = f"diagnose_grad_history(grad_history, fresh_history) for history #{number} ({len(grads)} steps)"
-        answer = call_with_none_hint(diagnose_fn, [None if g is None else g.clone() for g in grads],
-                                     [f.clone() for f in fresh], hint=EMPTY_HINT, what=what)
-        # Exact types only: a str subclass could declare itself equal to every expected label.
-        if type(answer) not in (list, tuple) or len(answer) != len(grads) or \
-                not all(type(label) is str and label in LABELS for label in answer):
-            raise GradingFailure(f"{what} returned {answer!r:.120}; expected a list of {len(grads)} labels, each "
-                                 f"one of {', '.join(map(repr, LABELS))}.")
-        expected = reference_labels(grads, fresh)
-        wrong = [t for t in range(len(grads)) if answer[t] != expected[t]]
-        if wrong:
-            t = wrong[0]
-            lines = [f"{what} is wrong at step {t}: you said {answer[t]!r}, expected {expected[t]!r}.",
-                     _history_table(grads, fresh, list(answer), expected),
-                     _label_mistake(grads, t, answer[t], expected[t])]
-            raise GradingFailure("\n".join(line for line in lines if line))
+    held = [list(grads), list(fresh)]
+    answer = call_learner(diagnose_fn, grads, fresh, what=what)
+    if [len(grads), len(fresh)] != [len(held[0]), len(held[1])] or any(
+            a is not b for a, b in zip(held[0] + held[1], grads + fresh)):
+        raise _proven(f"{what} replaced entries of the history lists it was given.", CHANGED_LISTS)
+    # Exact types only: a str subclass could declare itself equal to every expected label.
+    if type(answer) not in (list, tuple) or len(answer) != len(grads) or \
+            not all(type(label) is str and label in LABELS for label in answer):
+        raise GradingFailure(f"{what} returned {answer!r:.120}; expected a list of {len(grads)} labels, each "
+                             f"one of {', '.join(map(repr, LABELS))}.")
+    return list(answer)
+
+
+def _behaviour(diagnose_fn, history: History, what: str) -> str:
+    """"right", "wrong" or "raised": how the learner does on a variant of a history (to isolate one difference)."""
+    try:
+        labels = _labels(diagnose_fn, history.grads, history.fresh, what)
+    except GradingFailure as failure:
+        if failure.proven is not None:
+            raise
+        return "raised"
+    return "right" if labels == reference_labels(history.grads, history.fresh) else "wrong"
+
+
+def _by_size(grads: list, t: int, got: str, expected: str) -> bool:
+    previous = grads[t - 1] if t else None
+    if _is_empty(previous) or _is_empty(grads[t]):
+        return False
+    grew = bool(grads[t].norm() > previous.norm())
+    return (expected, got, grew) in ((ACCUMULATED, FRESH, False), (FRESH, ACCUMULATED, True))
+
+
+_VARIANTS = {NONE_NOT_EMPTY: "with zeros where .grad was None", ZEROS_NOT_EMPTY: "with None where .grad was zeros",
+             EXACT_COMPARISON: "without round-off"}
+
+
+def _isolated(diagnose_fn, history: History, answer: list[str] | None, what: str) -> tuple[Misconception, str] | None:
+    """The one difference that makes the learner right (or stops it raising), if there is one, and what the learner
+    did on that variant. Observed, so named at once. The variants: None written as zeros (when the learner raised,
+    or mislabelled a None step), zeros written as None (when it mislabelled an all-zero step), the history without
+    round-off."""
+    def mislabelled(empty) -> bool:
+        return answer is not None and any(empty(g) and a != EMPTY for g, a in zip(history.grads, answer))
+
+    exact = History(history.exact, history.fresh, history.exact)
+    variants = [(NONE_NOT_EMPTY, history.with_empties(as_zeros=True), answer is None or mislabelled(
+                    lambda g: g is None)),
+                (ZEROS_NOT_EMPTY, history.with_empties(as_zeros=False), mislabelled(
+                    lambda g: g is not None and _is_empty(g))),
+                (EXACT_COMPARISON, exact, any(g is not e for g, e in zip(history.grads, history.exact)))]
+    for misconception, variant, relevant in variants:
+        if variant is None or not relevant:
+            continue
+        behaviour = _behaviour(diagnose_fn, variant, what)
+        if behaviour == "right" or (answer is None and behaviour == "wrong" and misconception is NONE_NOT_EMPTY):
+            done = "labels it right" if behaviour == "right" else "no longer raises"
+            return misconception, f"  The same history {_VARIANTS[misconception]}: your function {done}."
+    return None
+
+
+def _run_history(diagnose_fn, number: int, history: History) -> None:
+    __tracebackhide__ = True
+    grads, fresh = history.grads, history.fresh
+    what = f"diagnose_grad_history(grad_history, fresh_history) for history #{number} ({len(grads)} steps)"
+    expected = reference_labels(grads, fresh)
+    try:
+        answer = _labels(diagnose_fn, grads, fresh, what)
+    except GradingFailure as failure:
+        if failure.proven is not None:
+            raise
+        isolated = _isolated(diagnose_fn, history, None, what)
+        if isolated is None:
+            raise
+        raise _proven(f"{failure.message}\n{isolated[1]}", isolated[0]) from None
+    if answer == expected:
+        return
+    t = next(t for t in range(len(grads)) if answer[t] != expected[t])
+    message = "\n".join([f"{what} is wrong at step {t}: you said {answer[t]!r}, expected {expected[t]!r}.",
+                         _history_table(grads, fresh, answer, expected)])
+    isolated = _isolated(diagnose_fn, history, answer, what)
+    if isolated is not None:
+        raise _proven(f"{message}\n{isolated[1]}", isolated[0])
+    raise GradingFailure(message, suspects=(BY_SIZE,) if _by_size(grads, t, answer[t], expected[t]) else ())
+
+
+@check
+def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
+    """Part C: diagnose_grad_history(grad_history, fresh_history) labels every step fresh/accumulated/empty,
+    comparing with a tolerance and leaving the histories unchanged."""
+    __tracebackhide__ = True
+    for number, history in enumerate(_history_cases(seed), start=1):
+        with trial():
+            _run_history(diagnose_fn, number, history)

@@ -14,6 +14,7 @@ Two decisions the exercise states to learners:
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,47 +22,24 @@ from dataclasses import dataclass
 import torch
 from torch.optim.sgd import sgd
 
-from ..checking import GradingFailure, Misconception, call_learner, expect_close, fmt
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Routes,
+    call_learner,
+    check,
+    expect_close,
+    fmt,
+    trial,
+)
+from ..checking import proven_failure as _proven
+from ..contracts import Snapshot
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
 VERDICTS = ("raises", "silently wrong", "fine")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Calling learner code: an exception's message is matched against known mistakes.
-
-NO_GRAD_HINT = ("While autograd records, PyTorch refuses an in-place write into a leaf that requires grad. Do the "
-                "update inside `with torch.no_grad():`, where nothing is recorded.")
-
-STEP_ERRORS = {
-    "leaf Variable that requires grad": Misconception("in-place update outside torch.no_grad()", NO_GRAD_HINT),
-    "NoneType": Misconception("a parameter without a gradient", "A parameter that took no part in the loss has "
-                              ".grad None. Skip it (`if p.grad is None: continue`), as torch.optim.SGD does."),
-}
-LOOP_ERRORS = {
-    **STEP_ERRORS,
-    "second time": Misconception("the loss computed once, outside the loop", "backward() frees the graph it "
-                                 "walks, and the weights change every step: call loss_fn() anew in every step."),
-    "modified by an inplace operation": Misconception("the loss computed once, outside the loop", "The graph of an "
-                                                      "old loss saved the weights you have since updated: call "
-                                                      "loss_fn() anew in every step."),
-}
-
-
-def _call(fn: Callable, *args, what: str, errors: dict[str, Misconception]):
-    """call_learner, naming the mistake when the learner's exception message matches a known one."""
-    __tracebackhide__ = True
-    try:
-        return call_learner(fn, *args, what=what, may_change=True)
-    except GradingFailure as failure:
-        message = str(failure)
-        for fragment, mistake in errors.items():
-            if fragment in message:
-                message += f"\nLikely misconception: {mistake.name}. {mistake.hint}"
-                break
-        raise GradingFailure(message) from None
 
 
 def _plain(value) -> bool:
@@ -79,6 +57,33 @@ def _describe(names: Sequence[str], tensors: Sequence[Tensor]) -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part A: sgd_step(params, lr)
+
+OUTSIDE_NO_GRAD = Misconception(
+    "in-place update outside torch.no_grad()",
+    "While autograd records, PyTorch refuses an in-place write into a leaf that requires grad. Do the update inside "
+    "`with torch.no_grad():`, where nothing is recorded.")
+NO_GRADIENT = Misconception(
+    "a parameter without a gradient",
+    "A parameter that took no part in the loss has .grad None. Skip it (`if p.grad is None: continue`), as "
+    "torch.optim.SGD does.")
+RESET_FIRST = Misconception(
+    "gradient reset before the update",
+    "You cleared .grad first and then stepped by a zero gradient. Update with the gradient, then reset it.")
+REBINDING = Misconception(
+    "rebinding (w = w - lr * w.grad)",
+    "`p = p - lr * p.grad` builds a new tensor and binds it to a local name: the caller's parameter never changes. "
+    "Update in place: `with torch.no_grad(): p -= lr * p.grad`.")
+UPHILL = Misconception("moved uphill", "Gradient descent subtracts lr * grad.")
+NO_LR = Misconception("learning rate ignored", "Scale the gradient by lr.")
+NOT_A_LEAF = Misconception(
+    "w stops being a leaf",
+    "`params[i] = p - lr * p.grad` replaces the parameter by the output of a subtraction, and the model still uses "
+    "the old one; update the same tensor in place instead.")
+NOT_RESET = Misconception(
+    "gradient not reset",
+    "backward() adds into .grad, so the next step would use the sum of both gradients. Set p.grad = None (or "
+    "p.grad.zero_()) after the update.")
+
 
 @dataclass
 class StepCase:
@@ -100,40 +105,73 @@ def _linear_case(gen: torch.Generator, n: int, d_in: int, d_out: int, lr: float)
 
 
 def _step_cases(seed: int | None) -> list[StepCase]:
+    """Two cases with a parameter whose .grad is None (so that skipping it is seen twice)."""
     if seed is None:
         lesson = StepCase("loss = (2w - 10)**2 (lesson 05's loop)", ["w"], [torch.tensor(0.5, dtype=torch.float64)],
-                          lambda w: (2 * w - 10.0) ** 2, 0.01)
+                          lambda w: (2 * w - 10.0) ** 2, 0.01, frozen=torch.tensor(1.5, dtype=torch.float64))
         return [lesson, _linear_case(torch.Generator().manual_seed(6), 4, 3, 2, 0.1)]
     gen = generator("06/sgd_step", seed)
     return [_linear_case(gen, choice(gen, [3, 4, 5]), choice(gen, [2, 3, 4]), choice(gen, [1, 2, 3]),
                          round(float(uniform(gen, (), 0.05, 0.3)), 3)) for _ in range(2)]
 
 
-def _step_mistakes(before: Tensor, grad: Tensor, lr: float, p: Tensor) -> list[Misconception]:
-    return [
-        Misconception("gradient reset before the update", "You cleared .grad first and then stepped by a zero "
-                      "gradient. Update with the gradient, then reset it.",
-                      legacy_when=lambda got: _grad_is_reset(p) and torch.equal(got, before)),
-        Misconception("rebinding (w = w - lr * w.grad)", "`p = p - lr * p.grad` builds a new tensor and binds it to "
-                      "a local name: the caller's parameter never changes. Update in place: "
-                      "`with torch.no_grad(): p -= lr * p.grad`.", value=before),
-        Misconception("moved uphill", "Gradient descent subtracts lr * grad.", value=before + lr * grad),
-        Misconception("learning rate ignored", "Scale the gradient by lr.", value=before - grad),
-    ]
+def _step_symptoms(before: Tensor, grad: Tensor, lr: float, p: Tensor) -> list:
+    return [RESET_FIRST.when(lambda got: _grad_is_reset(p) and torch.equal(got, before)),
+            REBINDING.when(lambda got: not _grad_is_reset(p) and torch.equal(got, before)),
+            UPHILL.looks_like(before + lr * grad), NO_LR.looks_like(before - grad)]
 
 
-def _expect_parameters(params: list[Tensor], originals: list[Tensor], names: list[str], what: str) -> None:
+def _expect_parameters(params: list, originals: list[Tensor], names: list[str], what: str) -> None:
     """The caller's list still holds the same leaf tensors, each still requiring grad."""
     __tracebackhide__ = True
     for name, held, original in zip(names, params, originals):
         if held is not original:
-            raise GradingFailure(
-                f"{what}: params now holds a different {type(held).__name__} for {name}. The model still "
-                f"uses the old one.\nLikely misconception: w stops being a leaf. `params[i] = p - lr * p.grad` "
-                "replaces the parameter by the output of a subtraction; update the same tensor in place instead.")
+            raise _proven(f"{what}: params now holds a different {type(held).__name__} for {name}. The model still "
+                          "uses the old one.", NOT_A_LEAF)
         if not (original.is_leaf and original.requires_grad):
             raise GradingFailure(f"{what}: afterwards {name} has is_leaf={original.is_leaf}, requires_grad="
                                  f"{original.requires_grad}; a parameter must stay a leaf that requires grad.")
+
+
+def _replica(case: StepCase, frozen: bool) -> tuple[list[Tensor], list[Tensor], list[str]]:
+    """(params as passed, the parameters the loss uses, names): fresh leaves with their gradients computed."""
+    used = [t.clone().requires_grad_(True) for t in case.start]
+    extra = [case.frozen.clone().requires_grad_(True)] if frozen and case.frozen is not None else []
+    params = used[:1] + extra + used[1:]  # a parameter without gradient in the middle of the list
+    names = case.names[:1] + ["frozen"] * len(extra) + case.names[1:]
+    case.loss(*used).backward()
+    return params, used, names
+
+
+def _works_when(sgd_step, case: StepCase, *, frozen: bool, no_grad: bool) -> bool:
+    """Whether the learner's step is right on a fresh replica of the case with one thing changed: without the
+    parameter whose .grad is None, or called inside torch.no_grad(). It isolates why a step raised."""
+    params, used, _ = _replica(case, frozen)
+    point = [t.clone() for t in case.start]
+    try:
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            call_learner(sgd_step, params, case.lr, what="sgd_step", may_change=["params"])
+    except GradingFailure:
+        return False
+    grads = autograd_gradient(case.loss, *point)
+    return all(torch.allclose(p.detach(), before - case.lr * g) for p, before, g in zip(used, point, grads))
+
+
+def _call_step(sgd_step, case: StepCase, params: list[Tensor], what: str) -> None:
+    __tracebackhide__ = True
+    try:
+        call_learner(sgd_step, params, case.lr, what=what, forbid=[Route.OPTIMIZER, Route.AUTOGRAD],
+                     may_change=["params"])
+    except GradingFailure as failure:
+        if failure.proven is not None:
+            raise
+        if case.frozen is not None and _works_when(sgd_step, case, frozen=False, no_grad=False):
+            raise _proven(f"{failure.message}\n  Without the parameter whose .grad is None, your step works.",
+                          NO_GRADIENT) from None
+        if _works_when(sgd_step, case, frozen=True, no_grad=True):
+            raise _proven(f"{failure.message}\n  Called inside torch.no_grad(), your step works.",
+                          OUTSIDE_NO_GRAD) from None
+        raise
 
 
 def _step_and_compare(sgd_step, case: StepCase, params: list[Tensor], names: list[str], used: list[Tensor],
@@ -143,11 +181,11 @@ def _step_and_compare(sgd_step, case: StepCase, params: list[Tensor], names: lis
     grads = autograd_gradient(case.loss, *point)
     fd_grads = central_difference(case.loss, *point)
     arg = list(params)
-    _call(sgd_step, arg, case.lr, what=what, errors=STEP_ERRORS)
+    _call_step(sgd_step, case, arg, what)
     _expect_parameters(arg, params, names, what)
     for name, p, before, grad, fd in zip(case.names, used, point, grads, fd_grads):
         expect_close(p.detach(), before - case.lr * grad, what=f"{what}: new {name}", fd=before - case.lr * fd,
-                     misconceptions=_step_mistakes(before, grad, case.lr, p),
+                     symptoms=_step_symptoms(before, grad, case.lr, p),
                      extra=f"  {name} before the step: {fmt(before)}; its gradient: {fmt(grad)}")
     return [p.detach().clone() for p in used]
 
@@ -156,41 +194,59 @@ def _expect_reset(case: StepCase, used: list[Tensor], what: str) -> None:
     __tracebackhide__ = True
     for name, p in zip(case.names, used):
         if not _grad_is_reset(p):
-            raise GradingFailure(
-                f"{what}: afterwards {name}.grad still holds {fmt(p.grad)}.\nLikely misconception: gradient not "
-                "reset. backward() adds into .grad, so the next step would use the sum of both gradients. Set "
-                "p.grad = None (or p.grad.zero_()) after the update.")
+            raise _proven(f"{what}: afterwards {name}.grad still holds {fmt(p.grad)}.", NOT_RESET)
 
 
 def _run_sgd_step(sgd_step, case: StepCase) -> None:
     __tracebackhide__ = True
-    used = [t.clone().requires_grad_(True) for t in case.start]
-    frozen = [case.frozen.clone().requires_grad_(True)] if case.frozen is not None else []
-    params = used[:1] + frozen + used[1:]  # a parameter without gradient in the middle of the list
-    names = case.names[:1] + ["frozen"] * len(frozen) + case.names[1:]
+    params, used, names = _replica(case, frozen=True)
+    frozen = [p for p, name in zip(params, names) if name == "frozen"]
     what = f"sgd_step(params={_describe(names, params)}, lr={case.lr:g}) after backward of {case.description}"
-    case.loss(*used).backward()
     point = _step_and_compare(sgd_step, case, params, names, used, [t.clone() for t in case.start], what)
     for f in frozen:
-        if not (_grad_is_reset(f) and torch.equal(f.detach(), case.frozen)):
+        if not (f.grad is None and torch.equal(f.detach(), case.frozen) and f.requires_grad):
             raise GradingFailure(f"{what}: the parameter whose .grad was None changed (to {fmt(f)}, .grad "
                                  f"{fmt(f.grad) if f.grad is not None else None}); leave it alone.")
     _expect_reset(case, used, what)
     # The next iteration of a training loop must work on the same parameters.
     what_next = f"a second sgd_step after a fresh forward and backward ({case.description})"
-    _call(lambda: case.loss(*used).backward(), what="After your sgd_step, the next forward/backward", errors={})
+    call_learner(lambda: case.loss(*used).backward(), what="After your sgd_step, the next forward/backward",
+                 may_change=True)
     _step_and_compare(sgd_step, case, params, names, used, point, what_next)
 
 
+@check
 def check_sgd_step(sgd_step, seed: int | None = None) -> None:
-    """Part A: sgd_step(params, lr) updates every parameter with a gradient in place and resets its gradient."""
+    """Part A: sgd_step(params, lr) updates every parameter with a gradient in place (no torch.optim, no autograd),
+    resets its gradient, leaves the others and the list alone."""
     __tracebackhide__ = True
     for case in _step_cases(seed):
-        _run_sgd_step(sgd_step, case)
+        with trial():
+            _run_sgd_step(sgd_step, case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part B: train_manually(params, loss_fn, lr, steps)
+
+LOSS_ONCE = Misconception(
+    "the loss computed once, outside the loop",
+    "backward() frees the graph it walks, and the weights change every step: call loss_fn() anew in every step.")
+ACCUMULATED = Misconception(
+    "gradients accumulated across steps",
+    "backward() adds into .grad; reset it after every update, or each step uses the sum of all gradients so far.")
+NEVER_MOVED = Misconception(
+    "the parameters never moved",
+    "The loss stayed at its first value: your updates never reached the tensors loss_fn() uses. Typical causes: "
+    "rebinding (`w = w - lr * w.grad` builds a new tensor) or clearing .grad before the update. Update in place "
+    "under torch.no_grad(), then reset .grad.")
+LOSS_AFTER = Misconception(
+    "loss recorded after the step",
+    "Record each step's loss before updating, as an optimizer loop does (the loss that backward() differentiated).")
+LOSS_TENSORS = Misconception(
+    "losses kept as tensors instead of Python floats",
+    "Store each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
+    "long as the list lives, and the part asks for floats.")
+
 
 @dataclass
 class Regression:
@@ -204,17 +260,20 @@ class Regression:
         return ((self.x @ w + b - self.y) ** 2).mean()
 
 
-def _regression(seed: int | None) -> Regression:
-    if seed is None:
-        gen = torch.Generator().manual_seed(6)
-        n, d, lr, steps = 6, 2, 0.1, 5
-    else:
-        gen = generator("06/train_manually", seed)
-        n, d = choice(gen, [5, 6, 7, 8]), choice(gen, [1, 2, 3])
-        lr, steps = round(float(uniform(gen, (), 0.05, 0.15)), 3), choice(gen, [3, 4, 5])
+def _regression(gen: torch.Generator, n: int, d: int, lr: float, steps: int) -> Regression:
     x = uniform(gen, (n, d), -1.0, 1.0)
     y = x @ uniform(gen, (d,), -2.0, 2.0) + 0.5 + 0.1 * uniform(gen, (n,))
     return Regression(x, y, (0.1 * uniform(gen, (d,)), 0.1 * uniform(gen, (1,))), lr, steps)
+
+
+def _regressions(seed: int | None) -> list[Regression]:
+    """Two problems, so that every mistake shows twice."""
+    if seed is None:
+        gen = torch.Generator().manual_seed(6)
+        return [_regression(gen, 6, 2, 0.1, 5), _regression(gen, 5, 1, 0.15, 4)]
+    gen = generator("06/train_manually", seed)
+    return [_regression(gen, choice(gen, [5, 6, 7, 8]), choice(gen, [1, 2, 3]),
+                        round(float(uniform(gen, (), 0.05, 0.15)), 3), choice(gen, [3, 4, 5])) for _ in range(2)]
 
 
 def _trajectory(problem: Regression, gradient: Callable, reset: bool = True) -> tuple[list[float], list[Tensor]]:
@@ -249,63 +308,70 @@ def _optimizer_trajectory(problem: Regression) -> tuple[list[float], list[Tensor
 
 
 def _read_losses(losses, steps: int, what: str) -> list[float]:
-    """The learner's losses as floats: a list of ``steps`` Python numbers (one-element detached tensors pass too)."""
+    """The learner's losses: a list of ``steps`` Python floats."""
     __tracebackhide__ = True
     if type(losses) not in (list, tuple) or len(losses) != steps:
         size = f" of length {len(losses)}" if type(losses) in (list, tuple) else ""
         raise GradingFailure(f"{what} returned {type(losses).__name__}{size}; expected a list of {steps} losses, "
                              "one per step.")
-    for value in losses:
-        if _plain(value) and value.requires_grad:
-            raise GradingFailure(
-                f"{what} returned losses that are tensors attached to a graph "
-                f"(grad_fn={type(value.grad_fn).__name__}).\nLikely misconception: kept the graph. Each stored loss "
-                "tensor keeps its whole computation graph alive for as long as the list lives; store the number: "
-                "losses.append(loss.item()).")
-        if not (type(value) in (int, float) or (_plain(value) and value.numel() == 1)):
-            raise GradingFailure(f"{what} returned a loss of type {type(value).__name__}; expected Python floats "
-                                 "(loss.item()).")
+    tensors = [value for value in losses if isinstance(value, torch.Tensor)]
+    if tensors:
+        graph = " attached to a graph" if any(t.requires_grad for t in tensors) else ""
+        raise _proven(f"{what} returned losses that are tensors{graph}; expected Python floats.", LOSS_TENSORS)
+    if not all(isinstance(value, float) for value in losses):
+        kinds = sorted({type(value).__name__ for value in losses})
+        raise GradingFailure(f"{what} returned losses of type {', '.join(kinds)}; expected Python floats "
+                             "(loss.item()).")
     return [float(v) for v in losses]
 
 
-def _loop_mistakes(problem: Regression, ref_losses: list[float], ref_params: list[Tensor]) -> dict[str, list]:
-    """The known wrong loops, as the losses and final parameters each produces."""
-    acc_losses, acc_params = _trajectory(problem, autograd_gradient, reset=False)
-    accumulated = ("gradients accumulated across steps", "backward() adds into .grad; reset it after every update, "
-                   "or each step uses the sum of all gradients so far.")
-    rebound = ("the parameters never moved", "The loss stayed at its first value: your updates never reached the "
-               "tensors loss_fn() uses. Typical causes: rebinding (`w = w - lr * w.grad` builds a new tensor) or "
-               "clearing .grad before the update. Update in place under torch.no_grad(), then reset .grad.")
-    after = ("loss recorded after the step", "Record each step's loss before updating, as an optimizer loop does "
-             "(the loss that backward() differentiated).")
-    unchanged = [float(problem.loss(*problem.start))] * problem.steps
-    return {
-        "losses": [Misconception(*rebound, value=unchanged), Misconception(*accumulated, value=acc_losses),
-                   Misconception(*after, value=ref_losses[1:] + [float(problem.loss(*ref_params))])],
-        **{name: [Misconception(*accumulated, value=acc), Misconception(*rebound, value=start)]
-           for name, acc, start in zip("wb", acc_params, problem.start)},
-    }
-
-
-def check_train_manually(train_manually, seed: int | None = None) -> None:
-    """Part B: train_manually(params, loss_fn, lr, steps) reproduces torch.optim.SGD's losses and final weights."""
+def _run_training(train_manually, problem: Regression) -> None:
     __tracebackhide__ = True
-    problem = _regression(seed)
     w, b = (t.clone().requires_grad_(True) for t in problem.start)
     what = (f"train_manually([w, b], loss_fn, lr={problem.lr:g}, steps={problem.steps}) for loss_fn() = "
             f"mean((x @ w + b - y)**2), x of shape {tuple(problem.x.shape)}, starting at w = {fmt(w)}, b = {fmt(b)}")
-    returned = _call(train_manually, [w, b], lambda: problem.loss(w, b), problem.lr, problem.steps, what=what,
-                     errors=LOOP_ERRORS)
+    calls = []
+
+    def loss_fn():
+        calls.append(None)
+        return problem.loss(w, b)
+
+    data, routes = Snapshot({"x": problem.x, "y": problem.y}), Routes()
+    try:
+        returned = call_learner(train_manually, [w, b], loss_fn, problem.lr, problem.steps, what=what,
+                                forbid=[Route.OPTIMIZER], routes=routes, may_change=["params"])
+    except GradingFailure as failure:
+        # Observed: more backward passes than losses, so some loss was backpropagated twice.
+        if failure.proven is None and routes.backward_runs > len(calls):
+            raise _proven(f"{failure.message}\n  loss_fn() was called {len(calls)} time(s), backward ran "
+                          f"{routes.backward_runs} time(s).", LOSS_ONCE) from None
+        raise
+    changed = data.changes()
+    if changed:
+        raise GradingFailure(f"{what} changed the data loss_fn() reads: {'; '.join(changed)}.")
     losses = torch.tensor(_read_losses(returned, problem.steps, what), dtype=torch.float64)
     ref_losses, ref_params = _optimizer_trajectory(problem)
     fd_losses, fd_params = _trajectory(problem, central_difference)
-    mistakes = _loop_mistakes(problem, ref_losses, ref_params)
+    acc_losses, acc_params = _trajectory(problem, autograd_gradient, reset=False)
+    unchanged = [float(problem.loss(*problem.start))] * problem.steps
+    after = ref_losses[1:] + [float(problem.loss(*ref_params))]
     expect_close(losses, ref_losses, what=f"{what}: the returned list of losses", fd=fd_losses,
-                 source="torch.optim.SGD", misconceptions=mistakes["losses"])
+                 source="torch.optim.SGD", symptoms=[NEVER_MOVED.looks_like(unchanged),
+                                                     ACCUMULATED.looks_like(acc_losses), LOSS_AFTER.looks_like(after)])
     _expect_parameters([w, b], [w, b], ["w", "b"], what)
-    for name, got, ref, fd in zip("wb", (w, b), ref_params, fd_params):
+    for name, got, ref, fd, acc, start in zip("wb", (w, b), ref_params, fd_params, acc_params, problem.start):
         expect_close(got.detach(), ref, what=f"{what}: the final {name}", fd=fd, source="torch.optim.SGD",
-                     misconceptions=mistakes[name])
+                     symptoms=[ACCUMULATED.looks_like(acc), NEVER_MOVED.looks_like(start)])
+
+
+@check
+def check_train_manually(train_manually, seed: int | None = None) -> None:
+    """Part B: train_manually(params, loss_fn, lr, steps), without torch.optim, reproduces torch.optim.SGD's losses
+    (as Python floats) and final weights."""
+    __tracebackhide__ = True
+    for problem in _regressions(seed):
+        with trial():
+            _run_training(train_manually, problem)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -341,7 +407,7 @@ SNIPPETS = _bank(
                                  "        w -= lr * w.grad\n    w.grad = None"),
     ("leaf", "gradient", "x[0] = 5.0\nloss = (x ** 2).sum()"),
     ("detach_write", "gradient", "y = torch.sigmoid(x)\ny.detach().mul_(2)\nloss = y.sum()"),
-    ("rebind_once", "update", "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
+    ("rebinding", "update", "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
     ("clone", "gradient", "y = torch.sigmoid(x)\nz = y.clone()\nz.mul_(2)\nloss = (y * z).sum()"),
     ("no_reset", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
                            "        w -= lr * w.grad"),
@@ -349,13 +415,16 @@ SNIPPETS = _bank(
                               "    w.grad = None"),
     ("leaf", "update", "loss_of(w).backward()\nw -= lr * w.grad"),
     ("saved", "gradient", "y = torch.tanh(x)\ny += 1\nloss = y.sum()"),
-    ("rebind_loop", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    w = w - lr * w.grad"),
+    ("rebinding", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    w = w - lr * w.grad"),
     ("harmless", "gradient", "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
     ("data_intermediate", "gradient", "y = x.exp()\ny.data /= y.data.sum()\nloss = -y[0].log()"),
     ("clone", "gradient", "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
     ("no_grad_update", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
                                  "        w.sub_(lr * w.grad)\n        w.grad.zero_()"),
     ("detach_write", "gradient", "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
+    ("no_reset", "update", "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
+                           "    with torch.no_grad():\n        w -= lr * w.grad"),
+    ("data_update", "update", "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
 )
 
 #: What a wrong verdict on a snippet of each group most likely means.
@@ -387,12 +456,10 @@ GROUP_MISTAKES = {
         "a weight update through .data gives wrong numbers", "For a plain step, w.data -= lr * w.grad writes the "
         "same memory as a no_grad update, so the numbers are right. Its danger is elsewhere: it hides the write "
         "from the version counter, so a graph that saved w would silently use the new value."),
-    "rebind_once": Misconception(
-        "w = w - lr * w.grad updates the parameter", "It builds a new tensor and binds the name w to it; the "
-        "parameter that was passed in never changes, and nothing tells you."),
-    "rebind_loop": Misconception(
-        "rebinding w works step after step", "After w = w - lr * w.grad, w is no longer a leaf: the next backward "
-        "leaves w.grad as None, and lr * None raises TypeError."),
+    "rebinding": Misconception(
+        "w = w - lr * w.grad updates the parameter", "It builds a new tensor and binds the name w to it: the "
+        "parameter that was passed in never changes, and nothing tells you. In a loop the new w is no leaf, so the "
+        "next backward leaves w.grad as None and lr * None raises TypeError."),
     "no_reset": Misconception(
         "backward() overwrites .grad", "backward() adds into .grad. Without a reset, the second step uses the sum "
         "of both gradients: no error, wrong weights."),
@@ -470,16 +537,16 @@ def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
                          uniform(gen, (n,)), round(float(uniform(gen, (), 0.05, 0.2)), 3), choice(gen, [2, 3]))
 
 
-def _drawn_snippets(seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
-    """Visible: the first snippet of every group. Hidden: a random snippet of every group, on random inputs."""
-    groups: dict[str, list[Snippet]] = {}
-    for snippet in SNIPPETS:
-        groups.setdefault(snippet.group, []).append(snippet)
+def _snippets_to_check(seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
+    """Visible: the first snippet of every group, on the fixed inputs. Hidden: every snippet, each on its own random
+    inputs (a wrong verdict on any snippet loses the points at every seed)."""
     if seed is None:
-        return [(members[0], _snippet_inputs(None)) for members in groups.values()]
+        groups: dict[str, Snippet] = {}
+        for snippet in SNIPPETS:
+            groups.setdefault(snippet.group, snippet)
+        return [(snippet, _snippet_inputs(None)) for snippet in groups.values()]
     gen = generator("06/classify_snippets", seed)
-    drawn = [(choice(gen, members), _snippet_inputs(gen)) for members in groups.values()]
-    return sorted(drawn, key=lambda pair: pair[0].id)
+    return [(snippet, _snippet_inputs(gen)) for snippet in SNIPPETS]
 
 
 def _normalise(verdict) -> str | None:
@@ -506,25 +573,22 @@ def _read_verdicts(answer, what: str) -> dict[str, str]:
     return verdicts
 
 
+@check
 def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
-    """Part C: classify_snippets() returns {snippet id: verdict}; each drawn snippet is run to find the truth."""
+    """Part C: classify_snippets() returns {snippet id: verdict}; each snippet checked is run to find the truth, and
+    a wrong verdict is named after its group's misconception when two snippets of the group agree."""
     __tracebackhide__ = True
     what = "classify_snippets()"
     verdicts = _read_verdicts(call_learner(classify_snippets, what=what), what)
-    drawn = _drawn_snippets(seed)
-    wrong = []
-    for snippet, inputs in drawn:
-        truth, evidence = measure(snippet, inputs)
-        if verdicts[snippet.id] != truth:
-            mistake = GROUP_MISTAKES[snippet.group]
-            code = "\n".join("      " + line for line in snippet.source.splitlines())
-            wrong.append(f"{snippet.id} ({snippet.kind} snippet, run with {inputs.describe(snippet.kind)}):\n{code}\n"
-                         f"    you said {verdicts[snippet.id]!r}; running it: {truth!r} ({evidence}).\n"
-                         f"    Likely misconception: {mistake.name}. {mistake.hint}")
-    if wrong:
-        verb = "has" if len(wrong) == 1 else "have"
-        raise GradingFailure(f"{what}: {len(wrong)} of the {len(drawn)} snippets checked {verb} the wrong verdict.\n\n"
-                             + "\n\n".join(wrong))
+    for snippet, inputs in _snippets_to_check(seed):
+        with trial():
+            truth, evidence = measure(snippet, inputs)
+            if verdicts[snippet.id] != truth:
+                code = "\n".join("      " + line for line in snippet.source.splitlines())
+                raise GradingFailure(f"{what}: {snippet.id} ({snippet.kind} snippet, run with "
+                                     f"{inputs.describe(snippet.kind)}):\n{code}\n    you said "
+                                     f"{verdicts[snippet.id]!r}; running it: {truth!r} ({evidence}).",
+                                     suspects=(GROUP_MISTAKES[snippet.group],))
 
 
 def show_snippets() -> None:
