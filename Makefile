@@ -55,12 +55,13 @@ bench-lessons: $(STAMP)
 .PHONY: grade-demo bench
 
 # Grade a synthetic demo class (correct, wrong, blank and hostile submissions); print the summary and the report path.
+# The grading tooling lives in tools/ (it reads tests/), run from the repository root.
 grade-demo: $(STAMP)
-	$(BIN)/python -m autograder.grading.demo
+	$(BIN)/python -m tools.grade_demo
 
-# 40 submissions: `python -m autograder grade` against serial `nbgrader autograde` (a report, not a test).
+# 40 submissions: `python -m autograder grade` (sandboxed) against serial `nbgrader autograde` (a report, not a test).
 bench: $(STAMP)
-	$(BIN)/python -m autograder.grading.bench
+	$(BIN)/python -m tools.bench
 
 .PHONY: mutants
 

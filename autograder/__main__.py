@@ -53,7 +53,7 @@ def reading_time(_: argparse.Namespace) -> int:
 
 
 def grade(args: argparse.Namespace) -> int:
-    from .grading.command import main as grade_main
+    from .grading.cli import main as grade_main
 
     return grade_main(args)
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         .set_defaults(run=reading_time)
     grade_parser = commands.add_parser("grade", help="grade every submission of an assignment (parallel, sandboxed)")
     grade_parser.set_defaults(run=grade)
-    from .grading.command import add_arguments
+    from .grading.cli import add_arguments
 
     add_arguments(grade_parser)
     args = parser.parse_args(argv)

@@ -1,14 +1,72 @@
-"""Shared fixtures: scratch copies of the course, one per assignment, so assignments can be graded in parallel."""
+"""Shared fixtures: scratch copies of the course, one per assignment, so assignments can be graded in parallel.
+
+Every scratch course lives in a private folder (mode 0700, as a course in root's home or a `mktemp -d` CI checkout
+would): a grader that only works when the course is world-readable fails here too.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from autograder import course
+
+# tools/ (synthetic classes, the bench, the demo) sits beside tests/ in the repository, outside the installed package.
+if str(course.ROOT) not in sys.path:
+    sys.path.insert(0, str(course.ROOT))
+
+
+@functools.cache
+def sandbox_missing() -> str | None:
+    """None when the grader's sandbox (bubblewrap) works here, else why not (probed once, as the grader probes)."""
+    import tempfile
+
+    from autograder.grading import executor, sandbox
+
+    with tempfile.TemporaryDirectory() as scratch:
+        uid = sandbox.free_ids(1)[0] if os.geteuid() == 0 else os.getuid()
+        try:
+            view = sandbox.build_view(Path(scratch), [], Path(scratch), uid, uid)
+            sandbox.probe(view, executor.server_environment(sandbox.WORKSPACE), uid if os.geteuid() == 0 else None)
+        except sandbox.SandboxUnavailable as error:
+            return str(error)
+    return None
+
+
+def require_sandbox() -> None:
+    """Skip or fail a test that needs the sandbox, by the browser tests' rules: with COURSE_NO_SANDBOX (.ci/run
+    could not install bubblewrap and says why) it skips with that reason; in CI otherwise it fails; elsewhere it
+    skips with the reason."""
+    reason = sandbox_missing()
+    if reason is None:
+        return
+    if os.environ.get("COURSE_NO_SANDBOX"):
+        pytest.skip(f"{reason}; {os.environ['COURSE_NO_SANDBOX']}")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; in CI the grader's sandbox must work")
+    pytest.skip(reason)
+
+
+def grader_sandbox_flags() -> list[str]:
+    """Flags for the grade command in tests that judge grades, not isolation: none where the sandbox works; where it
+    cannot (and that is allowed, see :func:`require_sandbox`) ``--no-sandbox``, so the catalogue is still graded."""
+    if sandbox_missing() is None:
+        return []
+    if os.environ.get("CI") == "true" and not os.environ.get("COURSE_NO_SANDBOX"):
+        pytest.fail(f"{sandbox_missing()}; in CI the grader's sandbox must work")
+    return ["--no-sandbox"]
+
+
+def private_folder(folder: Path) -> Path:
+    """``folder``, made private to its owner (0700)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
 
 # In CI the random cases are the same on every run (a red build is reproducible); elsewhere hypothesis explores.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -26,7 +84,7 @@ def released_course(tmp_path_factory: pytest.TempPathFactory):
 
     def release(assignment: str) -> Path:
         if assignment not in made:
-            root = course.copy_course(tmp_path_factory.mktemp(assignment) / "course")
+            root = course.copy_course(private_folder(tmp_path_factory.mktemp(assignment)) / "course")
             course.generate_release(root, [assignment])
             made[assignment] = root
         return made[assignment]

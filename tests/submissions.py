@@ -2,7 +2,7 @@
 
 A submission is the student release with some solution cells filled in: from the reference solution, from an entry
 of the wrong-answer catalogue (``tests/wrong_answers/NN-slug.yaml``), or left blank. Building them is
-:mod:`autograder.grading.synthetic`'s job (the demo and the benchmark build theirs the same way); this module gives
+:mod:`tools.synthetic`'s job (the demo and the benchmark build theirs the same way); this module gives
 the tests typed catalogue entries and reads the results back.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
-from autograder.grading import synthetic
-from autograder.grading.synthetic import grade_id
+from tools import synthetic
+from tools.synthetic import grade_id
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """`python -m autograder grade`: the class-scale grader, on small scratch classes of exercise 01.
 
 One batch holds normal submissions (reference, blank, catalogued wrong answers) and every hostile case of
-tests/hostile/01-chain-rule.yaml; it is graded by one run of the command. Each hostile case gets its grade and its
-reason, the normal ones the scores plain `nbgrader autograde` gives them, and no integrity attack gains a point.
+tests/hostile/01-chain-rule.yaml; it is graded by one run of the command, as root and as an unprivileged user (when
+the suite runs as root; otherwise as you). The course lives in a private folder, the grader has a home directory with
+a secret in it, and the test listens on a port of 127.0.0.1. Each hostile case gets its grade and its reason, the
+normal ones the scores the catalogue states, no integrity attack gains a point, and nothing leaves the sandbox.
 A second, tiny class proves re-runs: unchanged submissions are skipped, --force regrades to identical scores.
 """
 
@@ -12,57 +14,92 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
+import unprivileged
+from conftest import require_sandbox
 from submissions import catalogue, graded_cells, scores
 
 from autograder import course
-from autograder.grading import synthetic
+from tools import synthetic
 
 ASSIGNMENT = "01-chain-rule"
 CASES = synthetic.hostile_cases(ASSIGNMENT)
 WRONG = catalogue(ASSIGNMENT)[:3]
 TIMEOUT = 8  # seconds per cell in these tests (the course's own limit is 60)
+SECRET = "INSTRUCTOR-SECRET-7d1f"
+IDENTITIES = ["root", "unprivileged"] if os.geteuid() == 0 else ["unprivileged"]
 
 pytestmark = pytest.mark.xdist_group("grade-command")
 
 
 def make_course(root: Path) -> Path:
-    """A released scratch course with exercise 01 only, in a folder every user may traverse (so the isolation
-    tests mean something: only file permissions and the sandbox stand between a submission and the gradebook)."""
+    """A released scratch course with exercise 01 only."""
     course.copy_course(root, assignment_ids=[ASSIGNMENT])
     course.generate_release(root, [ASSIGNMENT])
     return root
 
 
+def grade_command(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, "--jobs", "2", "--timeout", str(TIMEOUT),
+            "--memory-mb", "512", "--course", str(root), "--quiet", *extra]
+
+
 def run_grade(root: Path, *extra: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, "--jobs", "2", "--timeout", str(TIMEOUT),
-               "--memory-mb", "512", "--course", str(root), "--quiet", *extra]
-    return subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(grade_command(root, *extra), cwd=root, env=course.tool_environment(), capture_output=True,
+                          text=True, timeout=900)
 
 
 def outcomes(root: Path) -> dict[str, dict]:
     return json.loads((root / "grading" / ASSIGNMENT / "state.json").read_text())["students"]
 
 
+def printed(root: Path, student: str) -> str:
+    """Everything a graded submission printed, from its autograded notebook."""
+    notebook = nbformat.read(root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def student(name_start: str) -> str:
+    return synthetic.student_name(next(c for c in CASES if c["name"].startswith(name_start)))
+
+
 @pytest.fixture(scope="module")
 def scratch():
-    folder = Path(tempfile.mkdtemp(prefix="autograder-grade-test-"))
-    os.chmod(folder, 0o755)
+    folder = Path(tempfile.mkdtemp(prefix="autograder-grade-test-"))  # 0700: private, as a CI checkout's folder
+    assert os.stat(folder).st_mode & 0o777 == 0o700
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def batch(scratch):
-    """The mixed class, graded once: (course root, the command's finished process)."""
-    root = make_course(scratch / "batch")
+@dataclass
+class Batch:
+    root: Path
+    home: Path
+    done: subprocess.CompletedProcess
+    connections: int  # connections the listener on 127.0.0.1 received while grading
+
+
+@pytest.fixture(scope="module", params=IDENTITIES)
+def batch(request, scratch) -> Batch:
+    """The mixed class, graded once by the identity of the parameter."""
+    require_sandbox()
+    folder = scratch / f"batch-{request.param}"
+    folder.mkdir(mode=0o700)
+    root = make_course(folder / "course")
+    home = folder / "home"
+    home.mkdir()
+    (home / "secret.txt").write_text(SECRET)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    places = {"{PORT}": str(listener.getsockname()[1]), "{HOME}": str(home)}
     reference = synthetic.reference_answers(root, ASSIGNMENT)
     synthetic.write_submission(root, ASSIGNMENT, "reference", reference)
     synthetic.write_submission(root, ASSIGNMENT, "blank", {})
@@ -70,84 +107,121 @@ def batch(scratch):
         synthetic.write_submission(root, ASSIGNMENT, f"wrong{number:02d}", {**reference, **wrong.replace})
     for case in CASES:
         synthetic.write_submission(root, ASSIGNMENT, synthetic.student_name(case),
-                                   synthetic.case_answers(root, ASSIGNMENT, case), case)
-    return root, run_grade(root)
+                                   synthetic.case_answers(root, ASSIGNMENT, case), case, places)
+    argv = grade_command(root)
+    if request.param == "unprivileged":
+        if unprivileged.available():
+            pytest.skip(unprivileged.available())
+        argv = unprivileged.command(argv, folder)
+    done = subprocess.run(argv, cwd=root, env=course.tool_environment(HOME=str(home)), capture_output=True,
+                          text=True, timeout=900)
+    connections = 0
+    while True:
+        try:
+            listener.accept()[0].close()
+            connections += 1
+        except BlockingIOError:
+            break
+    listener.close()
+    return Batch(root, home, done, connections)
 
 
 def test_the_command_names_what_it_could_not_grade(batch):
-    root, done = batch
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert batch.done.returncode == 1, batch.done.stdout + batch.done.stderr
     failed = [synthetic.student_name(c) for c in CASES if c.get("status") == "failed"]
-    section = done.stdout.split("could not be graded (recorded as 0):")[1]
-    for student in failed:
-        assert student in section
-    assert re.search(rf"\d+ graded, {len(failed)} could not be graded", done.stdout)
-    assert "mean" in done.stdout and "median" in done.stdout
-    assert "re-executed 0" in done.stdout, "phase 2 must find every notebook's phase-1 outputs"
+    section = batch.done.stdout.split("could not be graded (recorded as 0):")[1]
+    for name in failed:
+        assert name in section
+    assert re.search(rf"\d+ graded, {len(failed)} could not be graded", batch.done.stdout)
+    assert "mean" in batch.done.stdout and "median" in batch.done.stdout
+    graded = 2 + len(WRONG) + sum(c.get("status") != "failed" for c in CASES)
+    assert f"replayed {graded} notebooks from their sandboxed execution" in batch.done.stdout
+    assert "WITHOUT THE SANDBOX" not in batch.done.stdout
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_hostile_case_gets_a_grade_and_a_reason(batch, case):
-    root, _ = batch
-    student = synthetic.student_name(case)
-    outcome = outcomes(root)[student]
+    name = synthetic.student_name(case)
+    outcome = outcomes(batch.root)[name]
     assert outcome["status"] == case.get("status", "graded"), outcome
     expected = {cell: 0.0 for cell in graded_cells(ASSIGNMENT)} if case.get("status") == "failed" else \
         {**graded_cells(ASSIGNMENT), **{cell: float(s) for cell, s in case["scores"].items()}}
-    assert scores(root, student, ASSIGNMENT) == expected, outcome["reasons"]
+    assert scores(batch.root, name, ASSIGNMENT) == expected, outcome["reasons"]
     assert outcome["score"] == sum(expected.values())
     assert case["reason"] in "; ".join(outcome["reasons"]), outcome["reasons"]
-    assert (root / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").exists()
+    assert (batch.root / "feedback" / name / ASSIGNMENT / f"{ASSIGNMENT}.html").exists()
 
 
 def test_normal_submissions_are_still_graded_right(batch):
-    root, _ = batch
     points = graded_cells(ASSIGNMENT)
-    assert scores(root, "reference", ASSIGNMENT) == points
-    assert scores(root, "blank", ASSIGNMENT) == {cell: 0.0 for cell in points}
+    assert scores(batch.root, "reference", ASSIGNMENT) == points
+    assert scores(batch.root, "blank", ASSIGNMENT) == {cell: 0.0 for cell in points}
     for number, wrong in enumerate(WRONG):
         expected = {**points, **{cell: float(s) for cell, s in wrong.scores.items()}}
-        assert scores(root, f"wrong{number:02d}", ASSIGNMENT) == expected, wrong.name
-
-
-def test_scores_are_identical_to_plain_nbgrader(batch, scratch):
-    root, _ = batch
-    plain = make_course(scratch / "plain")
-    # (the reference solution of every assignment is graded by plain nbgrader in tests/test_grading_pipeline.py)
-    students = ["blank"] + [f"wrong{n:02d}" for n in range(len(WRONG))]
-    for student in students:
-        shutil.copytree(root / "submitted" / student, plain / "submitted" / student)
-    course.nbgrader("autograde", ASSIGNMENT, "--force", "--log-level=WARN", course=plain)
-    for student in students:
-        assert scores(plain, student, ASSIGNMENT) == scores(root, student, ASSIGNMENT), student
+        assert scores(batch.root, f"wrong{number:02d}", ASSIGNMENT) == expected, wrong.name
 
 
 def test_submissions_cannot_read_the_gradebook_or_other_students(batch):
-    if os.geteuid() != 0:
-        pytest.skip("isolation by user needs a grader running as root (see the README)")
-    root, _ = batch
-    student = synthetic.student_name(next(c for c in CASES if c["name"].startswith("reads the gradebook")))
-    notebook = nbformat.read(root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    text = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+    text = printed(batch.root, student("reads the gradebook"))
     assert "STOLEN" not in text and "SQLite" not in text
     assert text.count("DENIED") == 6, text
     assert "LISTED []" in text
 
 
+def test_submissions_cannot_reach_the_network(batch):
+    text = printed(batch.root, student("connects to a port"))
+    assert "NO NETWORK" in text and "CONNECTED" not in text, text
+    assert batch.connections == 0
+
+
+def test_submissions_cannot_read_the_instructors_home(batch):
+    text = printed(batch.root, student("reads the instructor's home"))
+    assert text.count("HOME DENIED") == 2 and SECRET not in text, text
+
+
+def test_submissions_cannot_write_outside_their_copy(batch):
+    text = printed(batch.root, student("writes outside its copy"))
+    for refused in ("/PWNED", "/PWNED.py", "PWNED.pth"):
+        assert re.search(rf"REFUSED \S*{re.escape(refused)} ", text), text
+    planted = [batch.root / "PWNED", batch.root / "solutions" / ASSIGNMENT / "PWNED",
+               Path(course.__file__).parent / "PWNED.py", batch.home / "PWNED", Path(sys.prefix) / "PWNED.pth",
+               Path("/PWNED")]
+    assert not [p for p in planted if p.exists()]
+    assert "WROTE /tmp/PWNED" in text  # the sandbox's own /tmp, gone with it
+    assert not Path("/tmp/PWNED").exists()
+
+
+def test_a_fork_bomb_is_held_by_the_limits(batch):
+    text = printed(batch.root, student("fork bomb"))
+    assert "FORK REFUSED PermissionError" in text, text
+    held = re.search(r"THREADS HELD AT (\d+)", text)
+    assert held and int(held.group(1)) < 64, text
+
+
 def test_feedback_csv_and_class_report(batch):
-    root, _ = batch
-    folder = root / "grading" / ASSIGNMENT
+    folder = batch.root / "grading" / ASSIGNMENT
     rows = (folder / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 + len(WRONG) + len(CASES)
     report = (folder / "report.md").read_text()
     assert "| `test_central_difference` | 2 |" in report
     assert "| forward difference | 1 |" in report  # wrong00 is the forward-difference entry of the catalogue
     assert (folder / "report.png").read_bytes()[:4] == b"\x89PNG"
-    feedback = (root / "feedback" / "wrong00" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    feedback = (batch.root / "feedback" / "wrong00" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "Likely misconception: forward difference" in re.sub(r"<[^>]+>", "", feedback)
 
 
+def test_answers_that_import_what_no_reference_imports_are_graded_as_nbgrader_grades_them(batch, scratch):
+    if batch.root.parent.name != f"batch-{IDENTITIES[0]}":
+        pytest.skip("compared once, for the first identity")
+    name = student("imports modules no reference imports")
+    plain = make_course(scratch / "plain" / "course")
+    shutil.copytree(batch.root / "submitted" / name, plain / "submitted" / name)
+    course.nbgrader("autograde", ASSIGNMENT, "--force", "--log-level=WARN", course=plain)
+    assert scores(plain, name, ASSIGNMENT) == scores(batch.root, name, ASSIGNMENT) == graded_cells(ASSIGNMENT)
+
+
 def test_regrading_is_incremental_and_reproducible(scratch):
+    require_sandbox()
     root = make_course(scratch / "regrade")
     reference = synthetic.reference_answers(root, ASSIGNMENT)
     synthetic.write_submission(root, ASSIGNMENT, "ada", {**reference, **WRONG[0].replace})

@@ -2,12 +2,14 @@
 
 One run of ``python -m autograder grade`` per assignment grades a whole class: the reference solution, the untouched
 release, and every catalogued wrong answer. It is nbgrader's own pipeline (sanitizing, Autograde's grading rules, the
-gradebook, feedback), with each notebook executed in a process forked from a server that has imported torch: five
-times cheaper than a kernel per notebook, which is what keeps this suite short. The reference must get full marks,
-the blank release 0 (without stopping the batch), and each wrong answer exactly the scores its catalogue entry states,
-with its diagnosis in the feedback. Plain ``nbgrader autograde``, with a Jupyter kernel per notebook, must give every
-reference solution full marks, and no cell of it may raise in that kernel (tests/test_grade_command.py compares the
-two graders on wrong answers and a blank release; tests/test_exchange_flow.py grades a class with plain nbgrader).
+gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that has imported
+torch. The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer
+exactly the scores its catalogue entry states, with its diagnosis in the feedback.
+
+The same class is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook, nothing of this
+package's grader), in parallel shards of their own course copy and gradebook, and every submission (reference, blank,
+each catalogued wrong answer) must get identical scores from both graders; no cell of the reference may raise in a
+kernel.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import sys
 
 import nbformat
 import pytest
-from conftest import by_assignment
+from conftest import by_assignment, grader_sandbox_flags, private_folder
 from submissions import catalogue, feedback_text, graded_cells, scores, solution_sources, write_submission
 
 from autograder import course
 
 ASSIGNMENTS = course.assignments()
+#: nbgrader processes grading one assignment's class at once, each on its own copy of the course.
+PLAIN_SHARDS = 2
 
 
 def write_class(root, assignment: str) -> None:
@@ -36,15 +40,19 @@ def write_class(root, assignment: str) -> None:
 
 @pytest.fixture(scope="session")
 def graded_class(released_course):
-    """graded_class(assignment) -> course directory where the whole class has been graded, with feedback."""
+    """graded_class(assignment) -> course directory where the whole class has been graded, with feedback.
+
+    The released gradebook (the assignment, no submissions) is kept as ``gradebook-released.db`` for the plain
+    nbgrader shards."""
     done = {}
 
     def grade(assignment: str):
         if assignment not in done:
             root = released_course(assignment)
+            shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
             write_class(root, assignment)
             command = [sys.executable, "-m", "autograder", "grade", assignment, "--jobs", "2", "--quiet",
-                       "--course", str(root)]
+                       "--course", str(root), *grader_sandbox_flags()]
             run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
             assert run.returncode == 0, f"grading {assignment} failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
             done[assignment] = root
@@ -54,23 +62,39 @@ def graded_class(released_course):
 
 
 @pytest.fixture(scope="session")
-def plain_nbgrader_class(released_course, tmp_path_factory):
-    """plain_nbgrader_class(assignment) -> a copy of the released course where `nbgrader autograde` graded the
-    reference solution in a fresh Jupyter kernel. (Plain nbgrader grading a blank release and wrong answers is
-    tested by tests/test_exchange_flow.py and tests/test_grade_command.py.)"""
+def plain_nbgrader_class(graded_class, tmp_path_factory):
+    """plain_nbgrader_class(assignment) -> {student: (course copy where plain `nbgrader autograde` graded them, what
+    nbgrader printed)}, for the very submissions graded_class graded, in PLAIN_SHARDS nbgrader processes at once."""
     done = {}
 
     def grade(assignment: str):
         if assignment not in done:
-            root = tmp_path_factory.mktemp(f"plain-{assignment}") / "course"
-            shutil.copytree(released_course(assignment), root, ignore=shutil.ignore_patterns(
-                "submitted", "autograded", "feedback", "grading"))
-            write_submission(root, "reference", assignment, solution_sources(assignment))
-            course.nbgrader("autograde", assignment, "--force", "--log-level=WARN", course=root)
-            done[assignment] = root
+            source = graded_class(assignment)
+            everyone = sorted(p.name for p in (source / "submitted").iterdir())
+            shards = []
+            for number in range(PLAIN_SHARDS):
+                root = private_folder(tmp_path_factory.mktemp(f"plain-{assignment}-")) / "course"
+                shutil.copytree(source, root, ignore=shutil.ignore_patterns(
+                    "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
+                shutil.copy2(source / "gradebook-released.db", root / "gradebook.db")
+                for student in everyone[number::PLAIN_SHARDS]:
+                    shutil.copytree(source / "submitted" / student, root / "submitted" / student)
+                command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"]
+                shards.append((root, subprocess.Popen(command, cwd=root, env=course.tool_environment(),
+                                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+            done[assignment] = {}
+            for root, process in shards:
+                output = process.communicate(timeout=3600)[0]
+                done[assignment].update({p.name: (root, output) for p in (root / "submitted").iterdir()})
         return done[assignment]
 
     return grade
+
+
+def class_members(assignment: str) -> list[tuple[str, str]]:
+    """(student, what they submitted) for the whole class of an assignment."""
+    return [("reference", "the reference solution"), ("blank", "the untouched release")] + [
+        (f"wrong{n:02d}", w.name) for n, w in enumerate(catalogue(assignment))]
 
 
 @pytest.mark.parametrize("assignment", [by_assignment(a) for a in ASSIGNMENTS])
@@ -87,12 +111,20 @@ def test_blank_release_gets_zero_and_the_batch_goes_on(graded_class, assignment)
 
 @pytest.mark.parametrize("assignment", [by_assignment(a) for a in ASSIGNMENTS])
 def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, assignment):
-    root = plain_nbgrader_class(assignment)
+    root, _ = plain_nbgrader_class(assignment)["reference"]
     graded = nbformat.read(root / "autograded" / "reference" / assignment / f"{assignment}.ipynb", as_version=4)
     errors = [(number, output.ename, output.evalue) for number, cell in enumerate(graded.cells)
               if cell.cell_type == "code" for output in cell.outputs if output.output_type == "error"]
     assert not errors, f"the reference solution raises in a kernel (cell, error, message): {errors}"
     assert scores(root, "reference", assignment) == graded_cells(assignment)
+
+
+@pytest.mark.parametrize("assignment, student", [
+    by_assignment(a, s, id=f"{a}:{what}") for a in ASSIGNMENTS for s, what in class_members(a)])
+def test_class_grader_and_plain_nbgrader_agree(graded_class, plain_nbgrader_class, assignment, student):
+    plain, printed = plain_nbgrader_class(assignment)[student]
+    assert (plain / "autograded" / student / assignment).is_dir(), f"nbgrader could not grade it:\n{printed[-3000:]}"
+    assert scores(graded_class(assignment), student, assignment) == scores(plain, student, assignment)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

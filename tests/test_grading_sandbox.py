@@ -1,23 +1,24 @@
 """The grader's building blocks, without nbgrader: outputs in nbclient's form, and the pristine world put back.
 
-tests/test_grade_command.py proves the whole command; these are the two properties everything there rests on.
+tests/test_grade_command.py proves the whole command; these are two properties everything there rests on
+(tests/test_sandbox_isolation.py proves the sandbox, tests/test_grader_core.py the protocol and the replays).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 
 import nbformat
 import pytest
 import torch
+from conftest import grader_sandbox_flags
 from nbclient import NotebookClient
 
 from autograder import course
 from autograder.grading import pristine
-from autograder.grading.executor import Executor, Job
+from autograder.grading.executor import Executor, Job, Settings
 from autograder.grading.replay import apply_outputs, code_cells
 
 pytestmark = pytest.mark.xdist_group("grade-command")
@@ -49,9 +50,10 @@ def _shape(notebook) -> list[list[tuple]]:
 
 def test_outputs_have_the_form_nbclient_gives_them(tmp_path):
     ours = _notebook()
-    result = Executor(jobs=1, timeout=30).run_one(Job("format", code_cells(ours), [tmp_path]))
-    assert result.problem is None
-    apply_outputs(ours, result.cells)
+    with Executor(Settings(timeout=30, sandboxed=not grader_sandbox_flags()), jobs=1) as executor:
+        [(_, result)] = list(executor.run([Job(("format", "notebook"), code_cells(ours), [tmp_path])]))
+    assert result.stop is None
+    apply_outputs(ours, result)
     theirs = _notebook()
     NotebookClient(theirs, timeout=60, kernel_name="python3", allow_errors=True).execute(
         env=course.tool_environment())
@@ -83,13 +85,3 @@ def test_restore_puts_back_what_a_submission_patched():
         torch.all, torch.Tensor.__le__, math.isclose, sys.modules["autograder.checking"] = original
         vars(torch.Tensor).get("__eq__") and delattr(torch.Tensor, "__eq__")
         checking.expect_close = expect_close
-
-
-def test_the_warm_up_list_is_set_not_inherited(monkeypatch, tmp_path):
-    """A parent's leftover (empty) list once skipped the warm-up: exercise 05's optimizer then imported torch._dynamo
-    lazily in a sandboxed child that could not read the Python installation, and the reference solution got 8/12."""
-    from autograder.grading.executor import WARMUP_VARIABLE
-
-    monkeypatch.setenv(WARMUP_VARIABLE, "")
-    Executor(jobs=1, warmup=[tmp_path / "reference.ipynb"])
-    assert os.environ[WARMUP_VARIABLE] == str(tmp_path / "reference.ipynb")

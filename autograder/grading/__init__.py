@@ -1,12 +1,12 @@
 """``python -m autograder grade``: grade a whole class in parallel, safely, through nbgrader's own pipeline.
 
-Two phases per run (see :mod:`autograder.grading.command`):
-
-1. **Execute** (parallel): each submission is sanitized exactly as nbgrader would (:mod:`.nbgrader_app`) and run in
-   a fresh process forked from a server that has already imported torch (:mod:`.executor`, :mod:`.preload`). The
-   process is confined (:mod:`.sandbox`), runs the cells in an IPython shell (:mod:`.kernel`) and puts the checks'
-   world back before every instructor cell (:mod:`.pristine`).
-2. **Grade** (serial, in this process): nbgrader's Autograde converter with its Execute preprocessor replaced by one
-   that returns the phase-1 outputs (:mod:`.replay`), so nbgrader's grading rules and gradebook records are its own;
-   then feedback, a grades CSV and a class report (:mod:`.report`).
+* :mod:`.cli` the command line and the summary; :mod:`.run` one run, from ``submitted/`` to the report;
+  :mod:`.notes` what happened to a submission, in words; :mod:`.report` grades CSV and class report;
+  :mod:`.batch` what changed since the last run.
+* :mod:`.nbgrader_app` nbgrader driven in-process (its sanitizing, Autograde, gradebook, feedback);
+  :mod:`.replay` its sanitize and Execute steps answered from the sandboxed run.
+* :mod:`.executor` (in the grader) starts one :mod:`.server` per worker inside :mod:`.sandbox` (bubblewrap) and
+  talks to it in :mod:`.protocol`'s typed messages; the server forks a child per notebook, which confines itself
+  (:mod:`.confine`), runs the cells in :mod:`.kernel` and puts the checks' world back before every instructor cell
+  (:mod:`.pristine`).
 """

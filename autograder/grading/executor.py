@@ -1,110 +1,79 @@
-"""Run many notebooks at once, each in a fresh confined process forked from a server that has imported torch.
+"""Run many notebooks at once: one worker server per slot, each alone in its sandbox, one forked child per notebook.
 
-The server is the standard library's multiprocessing *forkserver*, preloaded with :mod:`autograder.grading.preload`
-(torch, numpy, matplotlib, IPython, the course package, the pristine snapshot). Forking it costs milliseconds, where a
-new Jupyter kernel costs seconds, and every submission still gets a process of its own.
+A :class:`Worker` is a server process (:mod:`autograder.grading.server`) started in bubblewrap
+(:mod:`autograder.grading.sandbox`), or directly with ``sandbox=None`` (``--no-sandbox``), with a workspace folder
+of its own. It imports torch once and forks a child per notebook in milliseconds, where a new Jupyter kernel costs
+seconds, and every submission still gets a process of its own.
 
-The parent never trusts the child: it reads newline-delimited JSON from a pipe, without blocking, checks that each
-message is the next cell's, and enforces a hard deadline per cell (the child's own SIGALRM timeout plus a grace
-period) by killing the child's whole process group. When the child dies, the cells it finished keep their outputs;
-the cell that was running gets an error output saying why; the ones after it are marked as not run.
+:class:`Executor` hands out jobs and never trusts a child: it reads the child's messages
+(:mod:`autograder.grading.protocol`) from a pipe without blocking, checks that each is the next cell's, and enforces
+a hard deadline per cell (the child's own SIGALRM timeout plus a grace period) by asking the server to kill it. When
+a child dies, the cells it finished keep their outputs; the cell that was running gets an error output saying why;
+the ones after it are marked as not run.
 """
 
 from __future__ import annotations
 
-import grp
-import json
-import multiprocessing
 import os
-import pwd
 import selectors
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import protocol, sandbox
 from .kernel import DEFAULT_OUTPUT_LIMIT
+from .protocol import CellRun, CellStatus, Ending, NotebookRun, Stop, StopKind
+from .server import receive, send
 
 #: Extra seconds after the per-cell timeout before a child that ignores it is killed.
 GRACE_SECONDS = 5.0
-#: A message longer than this is a protocol violation (the kernel caps outputs far below it).
-MAX_MESSAGE = 64 << 20
-#: Notebooks (os.pathsep-separated) the fork server runs once before its snapshot (see preload._warm_up).
-WARMUP_VARIABLE = "AUTOGRADER_GRADING_WARMUP"
-#: First uid/gid tried for the unprivileged users that run submissions when the grader runs as root.
-FIRST_SANDBOX_ID = 61000
+#: Seconds a worker may take to import torch and warm up before the run gives up on it.
+BOOT_SECONDS = 300.0
+#: What every child's environment holds (plus the run's own variables): nothing of the grader's.
+CHILD_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "student", "LOGNAME": "student",
+                     "LANG": "C.UTF-8", "MPLBACKEND": "agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                     "NBGRADER_EXECUTION": "autograde"}
 
 
 @dataclass
 class Job:
     """One notebook to execute: its code cells (index in the notebook, source, instructor cell or not)."""
 
-    name: str
+    key: tuple[str, str]  # (student, notebook)
     cells: list[dict]
-    folders: list[Path] = field(default_factory=list)  # copied, in order, into the private working folder
+    folders: list[Path] = field(default_factory=list)  # copied, in order, into the job's private folder
 
 
-@dataclass
-class Result:
-    """Per executed cell index: ``{"execution_count", "outputs"}``; ``problem`` says why execution stopped early."""
+@dataclass(frozen=True)
+class Settings:
+    """How every notebook runs."""
 
-    cells: dict[int, dict]
-    problem: str | None
-    seconds: float
-    notes: list[str] = field(default_factory=list)
-
-
-_STARTED = False
-
-
-def _context():
-    global _STARTED
-    context = multiprocessing.get_context("forkserver")
-    if not _STARTED:
-        context.set_forkserver_preload(["autograder.grading.preload"])
-        _STARTED = True
-    return context
+    timeout: float = 60.0  # seconds per cell
+    memory_mb: int = 1024
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    grace: float = GRACE_SECONDS
+    environment: dict[str, str] = field(default_factory=dict)  # extra variables (the grading seed)
+    sandboxed: bool = True
+    private: tuple[Path, ...] = ()  # folders a sandbox must hide (the course, the grader's home)
 
 
-def _free_ids(count: int, number: int = FIRST_SANDBOX_ID) -> list[int]:
-    """``count`` numbers unused as uid and gid (one sandbox user per worker slot)."""
-    found = []
-    while len(found) < count:
-        try:
-            pwd.getpwuid(number)
-        except KeyError:
-            try:
-                grp.getgrgid(number)
-            except KeyError:
-                found.append(number)
-        number += 1
-    return found
+def server_environment(home: str, tmp: str = "/tmp") -> dict[str, str]:
+    """The whole environment of a worker server (sandboxed or not): nothing of the grader's."""
+    library = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
+    return {"PATH": CHILD_ENVIRONMENT["PATH"], "HOME": home, "LANG": "C.UTF-8", "TMPDIR": tmp,
+            "PYTHONPATH": str(sandbox.package_path().parent), "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "agg", **library}
 
 
-def _chown_tree(root: str, uid: int) -> None:
-    os.chown(root, uid, uid, follow_symlinks=False)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
-
-
-def _valid_output(output) -> bool:
-    if not isinstance(output, dict):
-        return False
-    kind = output.get("output_type")
-    if kind == "stream":
-        return output.get("name") in ("stdout", "stderr") and isinstance(output.get("text"), str)
-    if kind in ("display_data", "execute_result"):
-        return isinstance(output.get("data"), dict) and isinstance(output.get("metadata", {}), dict)
-    if kind == "error":
-        return (isinstance(output.get("ename"), str) and isinstance(output.get("evalue"), str)
-                and isinstance(output.get("traceback"), list) and all(isinstance(x, str) for x in output["traceback"]))
-    return False
+class WorkerFailed(RuntimeError):
+    """A worker server could not start (the message says why, with the end of its log)."""
 
 
 def error_output(ename: str, evalue: str) -> dict:
@@ -113,209 +82,346 @@ def error_output(ename: str, evalue: str) -> dict:
 
 
 class _Running:
-    def __init__(self, job: Job, process, reader, workdir: str, deadline: float):
+    """The job a worker is running, as the parent follows it."""
+
+    def __init__(self, job: Job, name: str, reader: int, folder: Path, deadline: float):
         self.job = job
-        self.process = process
+        self.name = name
         self.reader = reader
-        self.workdir = workdir
+        self.folder = folder
         self.deadline = deadline
         self.buffer = b""
-        self.cells: dict[int, dict] = {}
         self.expected = [cell["index"] for cell in job.cells]
-        self.done = False
-        self.problem: str | None = None
-        self.killed_for: str | None = None
+        self.cells: dict[int, CellRun] = {}
+        self.all_done = False
+        self.setup_failed: str | None = None
+        self.killed_for: Stop | None = None
+        self.kill_sent_at: float | None = None
+        self.pipe_open = True
+        self.exited: protocol.Exited | None = None
         self.started = time.perf_counter()
 
 
-class Executor:
-    """``Executor(jobs=2).run(jobs)`` yields ``(job, result)`` as each notebook finishes."""
+class Worker:
+    """One server process (sandboxed or not) with a workspace of its own, running one job at a time."""
 
-    def __init__(self, *, jobs: int | None = None, timeout: float = 60, memory_mb: int = 1024,
-                 output_limit: int = DEFAULT_OUTPUT_LIMIT, environment: dict[str, str] | None = None,
-                 grace: float = GRACE_SECONDS, warmup: Iterable[Path] = (), first_id: int = FIRST_SANDBOX_ID):
-        self.jobs = max(1, jobs or os.cpu_count() or 1)
-        self.timeout = timeout
-        self.memory_mb = memory_mb
-        self.output_limit = output_limit
-        self.environment = environment or {}
-        self.grace = grace
-        self.as_root = os.geteuid() == 0
-        self.ids = _free_ids(self.jobs, first_id) if self.as_root else [os.getuid()] * self.jobs
-        # Read by the fork server when it starts (the first run of this process): the reference solutions to warm up.
-        # Always set, never inherited: a value left by another Executor in a parent process (even an empty one) would
-        # skip the warm-up, and then a child that cannot read the Python installation fails on a lazy import.
-        os.environ[WARMUP_VARIABLE] = os.pathsep.join(str(p) for p in warmup)
+    def __init__(self, slot: int, scratch: Path, settings: Settings, warmup: list[list[dict]], uid: int | None):
+        self.slot = slot
+        self.settings = settings
+        self.uid = uid  # the unprivileged user of a sandbox started as root
+        self.workspace = scratch / f"worker-{slot}"
+        self.workspace.mkdir(mode=0o700)
+        self.log = scratch / f"worker-{slot}.log"
+        self.jobs_done = 0
+        self.ready = False
+        self.running: _Running | None = None
+        self.view: sandbox.View | None = None
+        if settings.sandboxed:
+            if uid is not None:
+                os.chmod(self.workspace, 0o755)
+            self.view = sandbox.build_view(self.workspace, [*settings.private, scratch], scratch,
+                                           uid if uid is not None else os.getuid(),
+                                           uid if uid is not None else os.getgid())
+        self._start(warmup)
 
-    # -- one child --------------------------------------------------------------------------------------------------
-
-    def _workdir(self, job: Job, uid: int) -> str:
-        workdir = tempfile.mkdtemp(prefix="autograder-run-")
-        for folder in job.folders:
-            if folder.is_dir():  # symlinks are copied as links, never followed as root
-                shutil.copytree(folder, workdir, symlinks=True, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        if self.as_root:
-            _chown_tree(workdir, uid)
-        return workdir
-
-    def _environment(self, workdir: str) -> dict[str, str]:
-        environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
-                       "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8", "MPLBACKEND": "agg",
-                       "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NBGRADER_EXECUTION": "autograde",
-                       "MPLCONFIGDIR": workdir, "IPYTHONDIR": os.path.join(workdir, ".ipython")}
-        environment.update(self.environment)
-        return environment
-
-    def _start(self, job: Job, slot: int) -> _Running:
-        uid = self.ids[slot]
-        workdir = self._workdir(job, uid)
-        payload = {"cells": job.cells, "workdir": workdir, "uid": uid, "gid": uid, "memory_mb": self.memory_mb,
-                   "environment": self._environment(workdir), "timeout": self.timeout,
-                   "output_limit": self.output_limit}
-        from .kernel import child_main
-
-        context = _context()
-        reader, writer = context.Pipe(duplex=False)
-        process = context.Process(target=child_main, args=(writer, payload), daemon=True,
-                                  name=f"autograder-{job.name}")
-        main = sys.modules["__main__"]
-        sys.modules["__main__"] = types.ModuleType("__main__")  # children must not re-import the caller's script
-        try:
-            process.start()
-        finally:
-            sys.modules["__main__"] = main
-        writer.close()
-        os.set_blocking(reader.fileno(), False)
-        return _Running(job, process, reader, workdir, time.monotonic() + self.timeout + self.grace + 10)
-
-    def _messages(self, state: _Running) -> bool:
-        """Read what is available; handle complete messages. False at end of file."""
-        try:
-            chunk = os.read(state.reader.fileno(), 1 << 20)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return False
-        state.buffer += chunk
-        while b"\n" in state.buffer:
-            line, state.buffer = state.buffer.split(b"\n", 1)
-            self._handle(state, line)
-        if len(state.buffer) > MAX_MESSAGE:
-            self._kill(state, "it sent an oversized message to the grader")
-        return True
-
-    def _handle(self, state: _Running, line: bytes) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return self._kill(state, "it wrote something that is not a grader message to the grader's channel")
-        if not isinstance(message, dict):
-            return self._kill(state, "it sent a malformed message")
-        if message.get("done") is True and not state.expected:
-            state.done = True
-        elif "fatal" in message:
-            state.problem = f"the grader could not prepare the submission's process: {message['fatal']}"
-        elif state.expected and message.get("cell") == state.expected[0]:
-            outputs = message.get("outputs")
-            if not isinstance(outputs, list) or not all(_valid_output(o) for o in outputs):
-                return self._kill(state, "it sent malformed outputs")
-            count = message.get("execution_count")
-            state.cells[state.expected.pop(0)] = {
-                "execution_count": count if isinstance(count, int) else None, "outputs": outputs}
-            state.deadline = time.monotonic() + self.timeout + self.grace
+    def _start(self, warmup: list[list[dict]]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", "autograder.grading.server", "--control-fd", str(theirs.fileno())]
+        if self.view is not None:
+            if self.uid is not None:
+                argv += ["--user", str(self.uid)]
+            command = sandbox.command(self.view, argv, environment=server_environment(sandbox.WORKSPACE))
+            environment = None
         else:
-            self._kill(state, "it sent a message out of order")
+            command, environment = argv, server_environment(str(self.workspace), str(self.workspace))
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(command, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=log, env=environment, cwd=self.workspace,
+                                            start_new_session=True)
+        theirs.close()
+        self.channel = ours
+        self.boot_deadline = time.monotonic() + BOOT_SECONDS
+        send(ours, protocol.Configure(warmup=warmup, memory_mb=self.settings.memory_mb,
+                                      output_limit=self.settings.output_limit,
+                                      sandboxed=self.view is not None))
 
-    def _kill(self, state: _Running, why: str) -> None:
-        if state.killed_for is None:
-            state.killed_for = why
+    def log_tail(self, lines: int = 15) -> str:
         try:
-            os.killpg(state.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            state.process.kill()
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
-    def _finish(self, state: _Running) -> Result:
-        state.process.join(10)
-        if state.process.exitcode is None:
-            self._kill(state, "it did not exit")
-            state.process.join(5)
-        state.reader.close()
-        shutil.rmtree(state.workdir, ignore_errors=True)
-        problem = state.problem
-        if state.killed_for:
-            problem = f"the grader stopped the process: {state.killed_for}"
-        elif not state.done and problem is None:
-            code = state.process.exitcode
-            if code is not None and code < 0:
-                name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-                problem = f"the process was killed by {name}" + (
-                    " (most likely out of memory)" if -code == signal.SIGKILL else "")
+    def inside(self, folder: Path) -> str:
+        """A workspace folder as the server sees it."""
+        relative = folder.relative_to(self.workspace)
+        return str(Path(sandbox.WORKSPACE) / relative) if self.view is not None else str(folder)
+
+    def prepare(self, job: Job) -> Path:
+        """The job's private folder in the workspace: copies of its folders (symlinks copied as links)."""
+        self.jobs_done += 1
+        folder = self.workspace / f"job-{self.jobs_done}"
+        folder.mkdir(mode=0o700)
+        for source in job.folders:
+            if source.is_dir():
+                shutil.copytree(source, folder, symlinks=True, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if self.uid is not None:
+            for path in [folder, *folder.rglob("*")]:
+                os.chown(path, self.uid, self.uid, follow_symlinks=False)
+        return folder
+
+    def clean(self) -> None:
+        """Empty the workspace (the job's child is gone, and the server swept what it left)."""
+        for entry in self.workspace.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
             else:
-                problem = f"the process exited with status {code} in the middle of the cell (os._exit or similar)"
-        cells = dict(state.cells)
-        if state.expected:
-            first, *rest = state.expected
-            cells[first] = {"execution_count": None,
-                            "outputs": [error_output("DeadKernelError", f"The kernel died while running this cell: "
-                                                                        f"{problem}.")]}
-            for index in rest:
-                cells[index] = {"execution_count": None, "outputs": [error_output(
-                    "DeadKernelError", "Not run: the kernel died in an earlier cell.")]}
-        return Result(cells, problem if state.expected or not state.done else None,
-                      time.perf_counter() - state.started)
+                entry.unlink(missing_ok=True)
 
-    # -- many children ----------------------------------------------------------------------------------------------
+    def restart(self, warmup: list[list[dict]]) -> None:
+        self.stop()
+        self.clean()
+        self.running, self.ready = None, False
+        self._start(warmup)
 
-    def run(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, Result]]:
-        jobs = iter(jobs)  # consumed lazily: the caller may prepare the next job while children run
-        pending: list[Job] = []
-        free_slots = list(range(self.jobs))
-        running: dict[int, tuple[_Running, int]] = {}
-        selector = selectors.DefaultSelector()
+    def stop(self) -> None:
         try:
-            exhausted = False
-            while not exhausted or pending or running:
-                while free_slots and not (exhausted and not pending):
-                    if not pending:
+            self.channel.close()
+        except OSError:
+            pass
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait(10)
+
+
+class Executor:
+    """``Executor(settings, jobs=2, warmup=[cells...])``: start the workers now (they boot while the caller prepares
+    jobs); ``run(jobs)`` yields ``(job, NotebookRun)`` as each notebook finishes; ``close()`` stops the workers."""
+
+    def __init__(self, settings: Settings, *, jobs: int | None = None, warmup: list[list[dict]] = ()):
+        self.settings = settings
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.warmup = list(warmup)
+        self.scratch = Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+        as_root = os.geteuid() == 0 and settings.sandboxed
+        self.uids = sandbox.free_ids(self.jobs) if as_root else [None] * self.jobs
+        self.workers: list[Worker] = []
+        self.restarts = 0
+        try:
+            if settings.sandboxed:
+                first = sandbox.build_view(self.scratch, [*settings.private, self.scratch], self.scratch,
+                                           self.uids[0] if as_root else os.getuid(),
+                                           self.uids[0] if as_root else os.getgid())
+                sandbox.probe(first, server_environment(sandbox.WORKSPACE), self.uids[0])
+            self.workers = [Worker(slot, self.scratch, settings, self.warmup, self.uids[slot])
+                            for slot in range(self.jobs)]
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers = []
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, NotebookRun]]:
+        jobs = iter(jobs)  # consumed lazily
+        selector = selectors.DefaultSelector()
+        for worker in self.workers:
+            selector.register(worker.channel, selectors.EVENT_READ, ("control", worker))
+        exhausted = False
+        try:
+            while True:
+                for worker in self.workers:
+                    if not exhausted and worker.ready and worker.running is None:
                         job = next(jobs, None)
                         if job is None:
                             exhausted = True
-                            break
-                        pending.append(job)
-                    slot = free_slots.pop(0)
-                    state = self._start(pending.pop(0), slot)
-                    running[state.reader.fileno()] = (state, slot)
-                    selector.register(state.reader.fileno(), selectors.EVENT_READ)
-                if not running:
-                    continue
-                now = time.monotonic()
-                wait = max(0.0, min(s.deadline for s, _ in running.values()) - now)
-                for key, _ in selector.select(timeout=min(wait, 1.0)):
-                    state, slot = running[key.fd]
-                    if not self._messages(state):
-                        selector.unregister(key.fd)
-                        del running[key.fd]
-                        free_slots.append(slot)
-                        yield state.job, self._finish(state)
-                now = time.monotonic()
-                for state, _slot in list(running.values()):
-                    if now > state.deadline and state.killed_for is None:
-                        index = state.expected[0] if state.expected else None
-                        self._kill(state, f"the cell (index {index}) was still running "
-                                          f"{self.timeout + self.grace:g} s after it started and did not stop "
-                                          "when interrupted")
+                        else:
+                            self._begin(worker, job, selector)
+                if exhausted and not any(w.running for w in self.workers):
+                    return
+                for key, _ in selector.select(timeout=self._wait()):
+                    kind, worker = key.data
+                    if kind == "control":
+                        self._control(worker, selector)
+                    else:
+                        self._read(worker, selector)
+                for worker in self.workers:
+                    done = self._check(worker, selector)
+                    if done is not None:
+                        yield done
         finally:
-            for fd, (state, _) in running.items():
-                self._kill(state, "the grader stopped")
-                selector.unregister(fd)
-                state.process.join(5)
-                shutil.rmtree(state.workdir, ignore_errors=True)
             selector.close()
 
-    def run_one(self, job: Job) -> Result:
-        return next(iter(self.run([job])))[1]
+    def _wait(self) -> float:
+        deadlines = [w.boot_deadline for w in self.workers if not w.ready]
+        deadlines += [w.running.deadline for w in self.workers if w.running and w.running.killed_for is None]
+        deadlines += [w.running.kill_sent_at + 10 for w in self.workers if w.running and w.running.kill_sent_at]
+        return max(0.0, min([time.monotonic() + 1.0, *deadlines]) - time.monotonic())
+
+    def _begin(self, worker: Worker, job: Job, selector) -> None:
+        folder = worker.prepare(job)
+        reader, writer = os.pipe()
+        os.set_blocking(reader, False)
+        environment = {**CHILD_ENVIRONMENT, **self.settings.environment}
+        workdir = worker.inside(folder)
+        environment.update({"HOME": workdir, "TMPDIR": workdir, "MPLCONFIGDIR": workdir,
+                            "IPYTHONDIR": os.path.join(workdir, ".ipython")})
+        run = protocol.Run(job=f"{job.key[0]}/{job.key[1]}#{worker.jobs_done}", cells=job.cells, workdir=workdir,
+                           timeout=self.settings.timeout, environment=environment)
+        try:
+            send(worker.channel, run, [writer])
+        finally:
+            os.close(writer)
+        worker.running = _Running(job, run.job, reader, folder,
+                                  time.monotonic() + self.settings.timeout + self.settings.grace + 10)
+        selector.register(reader, selectors.EVENT_READ, ("pipe", worker))
+
+    def _control(self, worker: Worker, selector) -> None:
+        try:
+            message, _ = receive(worker.channel, protocol.SERVER_TO_PARENT)
+        except (OSError, protocol.ProtocolError):
+            message = None
+        if message is None or isinstance(message, protocol.Failed):
+            reason = message.reason if message else f"the worker exited ({worker.process.poll()})"
+            if not worker.ready:
+                raise WorkerFailed(f"worker {worker.slot} could not start: {reason}\n{worker.log_tail()}")
+            self._replace(worker, selector, Stop(StopKind.WORKER, f"the grader's worker failed: {reason}"))
+        elif isinstance(message, protocol.Ready):
+            worker.ready = True
+        elif isinstance(message, protocol.Exited) and worker.running and message.job == worker.running.name:
+            worker.running.exited = message
+
+    def _read(self, worker: Worker, selector) -> None:
+        state = worker.running
+        try:
+            chunk = os.read(state.reader, 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:
+            state.pipe_open = False
+            selector.unregister(state.reader)
+            os.close(state.reader)
+            return
+        state.buffer += chunk
+        while b"\n" in state.buffer and state.killed_for is None:
+            line, state.buffer = state.buffer.split(b"\n", 1)
+            self._handle(worker, line)
+        if len(state.buffer) > protocol.MAX_LINE:
+            self._kill(worker, Stop(StopKind.PROTOCOL, "it sent an oversized message to the grader"))
+
+    def _handle(self, worker: Worker, line: bytes) -> None:
+        state = worker.running
+        try:
+            message = protocol.child_message(line)
+        except protocol.ProtocolError as error:
+            return self._kill(worker, Stop(StopKind.PROTOCOL, "it wrote something that is not a grader message "
+                                                              f"to the grader's channel ({error})"))
+        if isinstance(message, protocol.CellDone) and state.expected and message.index == state.expected[0]:
+            state.expected.pop(0)
+            state.cells[message.index] = CellRun(
+                message.execution_count, message.outputs,
+                CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN, message.truncated)
+            state.deadline = time.monotonic() + self.settings.timeout + self.settings.grace
+        elif isinstance(message, protocol.AllDone) and not state.expected:
+            state.all_done = True
+        elif isinstance(message, protocol.SetupFailed) and not state.cells:
+            state.setup_failed = message.reason
+        else:
+            self._kill(worker, Stop(StopKind.PROTOCOL, "it sent a message out of order"))
+
+    def _kill(self, worker: Worker, why: Stop) -> None:
+        state = worker.running
+        if state.killed_for is None:
+            state.killed_for = why
+            state.kill_sent_at = time.monotonic()
+            try:
+                send(worker.channel, protocol.Kill(state.name))
+            except OSError:
+                pass
+
+    def _check(self, worker: Worker, selector) -> tuple[Job, NotebookRun] | None:
+        """Deadlines, and the finished job of ``worker`` if there is one."""
+        now = time.monotonic()
+        if not worker.ready:
+            if now > worker.boot_deadline:
+                raise WorkerFailed(f"worker {worker.slot} did not start within {BOOT_SECONDS:g} s\n"
+                                   f"{worker.log_tail()}")
+            return None
+        state = worker.running
+        if state is None:
+            return None
+        if state.killed_for is None and now > state.deadline:
+            index = state.expected[0] if state.expected else None
+            self._kill(worker, Stop(StopKind.UNRESPONSIVE, f"the cell (index {index}) was still running "
+                                    f"{self.settings.timeout + self.settings.grace:g} s after it started and did "
+                                    "not stop when interrupted"))
+        elif state.kill_sent_at is not None and now > state.kill_sent_at + 10 and state.exited is None:
+            return self._replace(worker, selector, Stop(StopKind.WORKER, "the grader's worker did not stop the "
+                                                                         "process"))
+        if state.exited is None or state.pipe_open:
+            return None
+        worker.running = None
+        worker.clean()
+        return state.job, self._result(state)
+
+    def _replace(self, worker: Worker, selector, why: Stop) -> tuple[Job, NotebookRun] | None:
+        """Stop a failed worker and start another in its slot; the job it was running ends with ``why``."""
+        state = worker.running
+        try:
+            selector.unregister(worker.channel)
+        except (KeyError, ValueError):
+            pass
+        if state is not None and state.pipe_open:
+            selector.unregister(state.reader)
+            os.close(state.reader)
+        worker.restart(self.warmup)
+        self.restarts += 1
+        selector.register(worker.channel, selectors.EVENT_READ, ("control", worker))
+        if state is None:
+            return None
+        state.killed_for = state.killed_for or why
+        return state.job, self._result(state)
+
+    def _result(self, state: _Running) -> NotebookRun:
+        stop = state.killed_for
+        if stop is None and state.setup_failed is not None:
+            stop = Stop(StopKind.SETUP, f"the grader could not prepare the submission's process: "
+                                        f"{state.setup_failed}")
+        if stop is None and state.expected:
+            exited = state.exited
+            if exited is None:
+                stop = Stop(StopKind.WORKER, "the grader's worker failed")
+            elif exited.ending is Ending.SIGNALLED:
+                name = signal.Signals(exited.code).name if exited.code in signal.Signals._value2member_map_ \
+                    else str(exited.code)
+                stop = Stop(StopKind.SIGNAL, f"the process was killed by {name}"
+                            + (" (most likely out of memory)" if exited.code == signal.SIGKILL else ""))
+            else:
+                stop = Stop(StopKind.EXIT, f"the process exited with status {exited.code} in the middle of the "
+                                           "cell (os._exit or similar)")
+        cells = dict(state.cells)
+        if state.expected:
+            first, *rest = state.expected
+            cells[first] = CellRun(None, [error_output("DeadKernelError", "The kernel died while running this "
+                                                                          f"cell: {stop.detail}.")],
+                                   CellStatus.STOPPED)
+            for index in rest:
+                cells[index] = CellRun(None, [error_output("DeadKernelError", "Not run: the kernel died in an "
+                                                                              "earlier cell.")], CellStatus.NOT_RUN)
+        elif stop is not None and stop.kind is not StopKind.PROTOCOL:
+            stop = None  # every cell had finished: nothing was lost
+        return NotebookRun(cells, stop, round(time.perf_counter() - state.started, 3))

@@ -1,7 +1,7 @@
 """Run a sanitized notebook's code cells in an IPython shell and record outputs the way nbclient does.
 
-This runs inside the confined child process (:mod:`autograder.grading.executor` starts it). Each finished cell is
-sent to the parent at once as one JSON line ``{"cell": i, "execution_count": n, "outputs": [...]}``, so a crash loses
+This runs inside the confined child process that the worker server forks (:mod:`autograder.grading.server`). Each
+finished cell becomes a :class:`~autograder.grading.protocol.CellDone`, sent to the parent at once, so a crash loses
 only the cell that was running. Outputs have nbclient's form: ``stream`` (stdout/stderr, also what C code writes to
 file descriptors 1 and 2), ``display_data``, ``execute_result`` and ``error`` (ename, evalue, an IPython traceback).
 
@@ -21,11 +21,12 @@ from __future__ import annotations
 import ast
 import builtins
 import io
-import json
 import os
 import signal
 import sys
 import time
+
+from .protocol import CellDone
 
 #: Characters of stream output kept per cell; the rest is counted and dropped.
 DEFAULT_OUTPUT_LIMIT = 100_000
@@ -64,6 +65,7 @@ class Outputs:
         self.size = 0
         self.dropped = 0
         self.display_size = 0
+        self.truncated = False  # a display output was dropped (stream text beyond the limit counts in ``dropped``)
 
     def stream(self, name: str, text: str) -> None:
         if not text:
@@ -96,6 +98,7 @@ class Outputs:
         size = sum(len(str(v)) for v in data.values())
         if self.display_size + size > DISPLAY_LIMIT:
             self.stream("stdout", f"[display output of {size} characters dropped by the grader]\n")
+            self.truncated = True
             return
         self.display_size += size
         self.items.append({"output_type": kind, "data": data, "metadata": metadata or {}})
@@ -163,6 +166,10 @@ class _FileDescriptorCapture:
                 if size > len(data):
                     outputs.dropped += size - len(data)
 
+    def close(self) -> None:
+        for fd in self.files.values():
+            os.close(fd)
+
 
 def _plain_outputs(items: list[dict], instructor: bool, own_result: dict | None) -> list[dict]:
     """Copies of ``items`` made only of exact str/dict/list values (a submission may have tampered with them)."""
@@ -216,6 +223,7 @@ class Kernel:
         self.instructor_names: dict[str, object] = {}
         self.environment = dict(os.environ)
         self.armed = False
+        self.timed_out = False  # the last cell's time limit fired
         self.stdout, self.stderr = _Stream(self, "stdout"), _Stream(self, "stderr")
         self.fds = _FileDescriptorCapture(capture_folder)
         self.threads = len(os.listdir("/proc/self/task"))
@@ -255,6 +263,7 @@ class Kernel:
     def _on_alarm(self, signum, frame):
         if self.armed:
             self.armed = False
+            self.timed_out = True
             raise CellTimeoutError(f"the cell did not finish within {self.timeout:g} s")
 
     # -- the pristine world -----------------------------------------------------------------------------------------
@@ -280,8 +289,9 @@ class Kernel:
 
     # -- running one cell -------------------------------------------------------------------------------------------
 
-    def run(self, source: str, *, instructor: bool) -> dict:
-        """Execute one cell; return ``{"execution_count": n, "outputs": [...]}``."""
+    def run(self, index: int, source: str, *, instructor: bool) -> CellDone:
+        """Execute the code cell at ``index`` of the notebook; return its result."""
+        started = time.perf_counter()
         self.count += 1
         self.outputs = outputs = Outputs(self.output_limit)
         sys.stdout, sys.stderr, sys.displayhook = self.stdout, self.stderr, self.displayhook
@@ -289,6 +299,7 @@ class Kernel:
         before = {}
         error = None
         own_result = None
+        timed_out = False
         if instructor:
             self.reset_world()
             before = {k: v for k, v in list(self.namespace.items()) if type(k) is str}
@@ -297,6 +308,7 @@ class Kernel:
                                "tests do not run beside it", [])
         if error is None:
             error, value, has_value = self._execute(source)
+            timed_out = self.timed_out
             if error is None and has_value and value is not None:
                 try:
                     own_result = {"output_type": "execute_result", "data": self._format(value), "metadata": {},
@@ -308,10 +320,12 @@ class Kernel:
         if instructor and error is None and len(before):
             self.instructor_names.update({k: v for k, v in list(self.namespace.items())
                                           if type(k) is str and not k.startswith("_") and before.get(k) is not v})
+        truncated = bool(outputs.dropped) or outputs.truncated
         items = _plain_outputs(outputs.finish(), instructor, own_result)
         if error is not None:
             items.append(error)
-        return {"execution_count": self.count, "outputs": items}
+        return CellDone(index, self.count, items, timed_out=timed_out, truncated=truncated,
+                        seconds=round(time.perf_counter() - started, 4))
 
     def _execute(self, source: str):
         """(error output or None, value of the last expression, whether there was one)."""
@@ -330,6 +344,7 @@ class Kernel:
         except BaseException as exc:  # noqa: BLE001
             return self._error_output(exc, syntax=True), None, False
         value = None
+        self.timed_out = False
         self.armed = True
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
         try:
@@ -371,37 +386,3 @@ class Kernel:
 
 def _error(name: str, value: str, traceback: list[str]) -> dict:
     return {"output_type": "error", "ename": str(name), "evalue": str(value), "traceback": list(traceback)}
-
-
-def child_main(connection, job: dict) -> None:
-    """Entry point of the forked child: confine, run every cell, send each result, exit without cleanup."""
-    fd = connection.fileno()
-    write = os.write
-    dumps = json.JSONEncoder(ensure_ascii=True, check_circular=False, allow_nan=True).encode
-    exit_now = os._exit
-
-    def send(message: dict) -> None:
-        data = (dumps(message) + "\n").encode()
-        while data:
-            data = data[write(fd, data):]
-
-    try:
-        from . import preload, sandbox
-        from .pristine import LEARNER_RETURNED
-
-        sandbox.confine(job["workdir"], uid=job["uid"], gid=job["gid"], memory_mb=job["memory_mb"],
-                        environment=job["environment"])
-        kernel = Kernel(preload.SHELL, preload.RESTORE, timeout=job["timeout"], output_limit=job["output_limit"],
-                        capture_folder=job["workdir"])
-        sandbox.install_audit_hook(kernel.after_learner, LEARNER_RETURNED, preload.RESTORE.functions)
-    except BaseException as exc:  # noqa: BLE001 - report why the sandbox could not be set up
-        send({"fatal": f"{type(exc).__name__}: {exc}"})
-        exit_now(3)
-    for cell in job["cells"]:
-        started = time.perf_counter()
-        result = kernel.run(cell["source"], instructor=cell["instructor"])
-        result["cell"] = cell["index"]
-        result["seconds"] = round(time.perf_counter() - started, 4)
-        send(result)
-    send({"done": True})
-    exit_now(0)

@@ -1,7 +1,10 @@
 """nbgrader, driven in-process: its configuration, its sanitizing, its Autograde converter, its gradebook.
 
-Everything here is nbgrader's own code with one substitution (the Execute preprocessor, :mod:`.replay`), so scores,
-gradebook records, formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are exactly nbgrader's.
+Everything here is nbgrader's own code, reached through its public API and configuration, with one substitution
+(its sanitize and Execute steps answered from the sandboxed run, :mod:`.replay`), so scores, gradebook records,
+formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are exactly nbgrader's. One nbgrader bug is fixed
+(:class:`DropDuplicateIds`); ``tests/test_grader_nbgrader.py`` pins it so that an nbgrader upgrade that fixes or
+changes it fails loudly. Used from one thread only.
 """
 
 from __future__ import annotations
@@ -12,17 +15,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps import AutogradeApp
-from nbgrader.converters import Autograde, GenerateFeedback, NbGraderException
-from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import CheckCellMetadata, DeduplicateIds, Execute
+from nbgrader.converters import GenerateFeedback, NbGraderException
+from nbgrader.preprocessors import DeduplicateIds
 
-from .replay import ReplayExecute, ReplaySanitize
+from . import replay
 
 try:  # nbgrader 0.9 + SQLAlchemy 2 warn about their own session handling on every autograde
     import warnings
@@ -58,8 +60,7 @@ def _fixed(preprocessors: list) -> list:
 
 
 class _Collect(logging.Handler):
-    """Keeps the warnings and errors nbgrader logs while one submission is processed, per thread (phase 1 sanitizes
-    in the main thread while phase 2 grades in another)."""
+    """Keeps the warnings and errors nbgrader logs while one submission is processed."""
 
     def __init__(self):
         super().__init__(logging.WARNING)
@@ -69,12 +70,10 @@ class _Collect(logging.Handler):
         self.records.append(record)
 
     def clear(self) -> None:
-        me = threading.get_ident()
-        self.records = [r for r in self.records if r.thread != me]
+        self.records = []
 
     def take(self, level: int) -> list[str]:
-        me = threading.get_ident()
-        return [r.getMessage() for r in self.records if r.levelno == level and r.thread == me]
+        return [r.getMessage() for r in self.records if r.levelno == level]
 
 
 class Course:
@@ -112,6 +111,12 @@ class Course:
     def notebook_ids(self) -> list[str]:
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
             return [notebook.name for notebook in gradebook.find_assignment(self.assignment).notebooks]
+
+    def submitted_folder(self) -> Path:
+        return Path(self.coursedir.format_path(self.coursedir.submitted_directory, ".", ".")).resolve()
+
+    def release_folder(self) -> Path:
+        return Path(self.coursedir.format_path(self.coursedir.release_directory, ".", self.assignment))
 
     def source_folder(self) -> Path:
         return Path(self.coursedir.format_path(self.coursedir.source_directory, ".", self.assignment))
@@ -184,43 +189,34 @@ class Course:
 
     # -- nbgrader's converters ------------------------------------------------------------------------------------
 
-    def _converter(self, kind, student: str, coursedir=None):
-        coursedir = coursedir or self.coursedir
-        coursedir.student_id = student
-        converter = kind(coursedir=coursedir, parent=self.app)
+    def _converter(self, kind, student: str):
+        self.coursedir.student_id = student
+        converter = kind(coursedir=self.coursedir, parent=self.app)
         converter.force = True
-        if kind is Autograde:
-            converter.sanitize_preprocessors = _fixed(converter.sanitize_preprocessors)
         return converter
 
     def sanitizer(self):
-        """``sanitize(path) -> notebook``: nbgrader's own sanitize preprocessors, in memory, for one submission."""
-        coursedir = CourseDirectory(parent=self.app)  # its own: autograde() changes student_id meanwhile
-        coursedir.assignment_id = self.assignment
-        converter = self._converter(Autograde, "*", coursedir)
-        converter.exporter = converter.exporter_class(parent=converter, config=converter.config)
-        converter._sanitizing = True
-        converter._init_preprocessors()
+        """``sanitize(path) -> (notebook, warnings)``: nbgrader's own sanitize preprocessors (as configured for
+        Autograde), run in memory on one submitted notebook."""
+        converter = self._converter(replay.ReplayAutograde, "*")
+        exporter = NotebookExporter(parent=converter, config=converter.config)
+        for preprocessor in _fixed(converter.sanitize_preprocessors):
+            exporter.register_preprocessor(preprocessor)  # as nbgrader registers them
+        self.coursedir.student_id = "*"
 
         def sanitize(path: Path):
             """(sanitized notebook, what nbgrader warned about while sanitizing it)"""
             self.collector.clear()
             resources = converter.init_single_notebook_resources(str(path))
-            output, _ = converter.exporter.from_filename(str(path), resources=resources)
+            output, _ = exporter.from_filename(str(path), resources=resources)
             return nbformat.reads(output, as_version=4), self.collector.take(logging.WARNING)
 
         return sanitize
 
-    def autograde(self, student: str) -> tuple[str | None, list[str]]:
-        """nbgrader's Autograde for one student, Execute replaced by ReplayExecute: (error or None, warnings)."""
-        converter = self._converter(Autograde, student)
-        ReplaySanitize.fallback = list(converter.sanitize_preprocessors)
-        converter.sanitize_preprocessors = [ReplaySanitize]
-        # Execute answers from phase 1. CheckCellMetadata is dropped here only: it validated this very metadata in
-        # the sanitize step, and nothing in between changes nbgrader metadata.
-        converter.autograde_preprocessors = [
-            ReplayExecute if p is Execute else p for p in converter.autograde_preprocessors
-            if p is not CheckCellMetadata]
+    def autograde(self, student: str, replays: replay.Replays) -> tuple[str | None, list[str]]:
+        """nbgrader's Autograde for one student, answered from ``replays``: (error or None, warnings)."""
+        converter = self._converter(replay.ReplayAutograde, student)
+        replay.install(converter, replays)
         self.collector.clear()
         try:
             converter.start()

@@ -1,27 +1,46 @@
-"""nbgrader's Execute preprocessor, replaced by one that returns the outputs phase 1 already computed.
-
-(And its sanitize step, replaced by one that returns the notebook phase 1 sanitized with nbgrader's own sanitize
-preprocessors, from the same file: :class:`ReplaySanitize`.)
+"""nbgrader's Autograde with its sanitize and Execute steps answered from this run's sandboxed execution.
 
 nbgrader's Autograde converter sanitizes a submission, then runs its autograde preprocessors; the first of them,
-Execute, starts a kernel. :class:`ReplayExecute` takes its place: it finds the phase-1 outputs of this very notebook
-by :func:`cell_key` (a hash of the sanitized code cells and of which of them are the instructor's) and writes them into
-the cells, exactly where nbclient would. On a miss (the notebook changed in between) it executes the notebook itself
-through :attr:`ReplayExecute.fallback`. Everything after it (IgnorePattern, LimitOutput, SaveAutoGrades...) is
-nbgrader's own.
+Execute, starts a Jupyter kernel. Here both steps are replaced through nbgrader's own configuration
+(``Autograde.sanitize_preprocessors`` and ``Autograde.autograde_preprocessors``):
+
+* :class:`ReplaySanitize` returns the notebook that phase 1 sanitized with nbgrader's own sanitize preprocessors,
+  from the same file;
+* :class:`ReplayExecute` writes the outputs the sandboxed worker produced into the cells, exactly where nbclient
+  would. It never executes anything: without outputs for the notebook it raises :class:`ReplayMissing`.
+
+The per-run state is a :class:`Replays` (one :class:`Replay` per (student, notebook)), which
+:class:`ReplayAutograde` hands to the preprocessors in nbgrader's ``resources``. :func:`check_replaced` refuses a
+converter whose configuration would still execute code (an ``Execute`` of its own, a kernel preprocessor), and
+:meth:`Replays.unreplayed` names any notebook graded without its replay, so that a run that executes student code
+outside the sandbox is impossible and visible in tests. Everything after Execute (IgnorePattern, LimitOutput,
+SaveAutoGrades...) is nbgrader's own.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-from collections.abc import Callable
-from typing import ClassVar
+from dataclasses import dataclass
 
 import nbformat
+from nbconvert.preprocessors import ExecutePreprocessor
 from nbgrader import utils
+from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Instance
+
+from .protocol import NotebookRun
+
+#: The key of the run's :class:`Replays` in nbgrader's ``resources``.
+RESOURCE = "autograder_replays"
+
+
+class ReplayMissing(RuntimeError):
+    """nbgrader asked for a notebook this run did not execute in the sandbox (a bug: nothing is run instead)."""
+
+
+class ReplayNotInstalled(RuntimeError):
+    """nbgrader's configuration would execute notebooks itself (a custom Execute or kernel preprocessor)."""
 
 
 def is_instructor_cell(cell) -> bool:
@@ -36,23 +55,15 @@ def code_cells(notebook) -> list[dict]:
             for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
 
 
-def cell_key(notebook) -> str:
-    """Identifies a sanitized notebook's code for execution purposes."""
-    digest = hashlib.sha256()
-    for cell in code_cells(notebook):
-        digest.update(json.dumps([cell["index"], cell["source"], cell["instructor"]]).encode())
-    return digest.hexdigest()
-
-
-def apply_outputs(notebook, cells: dict[int, dict]) -> None:
+def apply_outputs(notebook, run: NotebookRun) -> None:
     """Put executed outputs (by cell index) into ``notebook``'s code cells, as nbclient would."""
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        result = cells.get(index, {"execution_count": None, "outputs": []})
-        cell.execution_count = result.get("execution_count")
+        result = run.cells.get(index)
+        cell.execution_count = result.execution_count if result else None
         outputs = []
-        for output in result.get("outputs", []):
+        for output in result.outputs if result else []:
             output = dict(output)
             if output["output_type"] == "execute_result":
                 output.setdefault("execution_count", cell.execution_count)
@@ -60,41 +71,97 @@ def apply_outputs(notebook, cells: dict[int, dict]) -> None:
         cell.outputs = outputs
 
 
-class ReplaySanitize(NbGraderPreprocessor):
-    """nbgrader's sanitize step for a notebook phase 1 already sanitized (``sanitized[(student, notebook)]``);
-    any other notebook goes through nbgrader's sanitize preprocessors (``fallback``) as usual."""
+@dataclass
+class Replay:
+    """One notebook of one student in this run."""
 
-    sanitized: ClassVar[dict[tuple[str, str], object]] = {}
-    fallback: ClassVar[list] = []
+    sanitized: object  # the notebook as nbgrader's sanitize preprocessors left it
+    run: NotebookRun | None = None  # what the sandboxed worker gave
+    sanitize_replayed: bool = False
+    execute_replayed: bool = False
+
+
+class Replays(dict):
+    """``{(student, notebook): Replay}`` for one run of the grader.
+
+    One object for the whole run, shared, never copied: nbconvert deep-copies ``resources`` before preprocessing.
+    """
+
+    def __deepcopy__(self, memo) -> Replays:
+        return self
+
+    def take(self, resources, step: str) -> Replay:
+        key = (resources["nbgrader"]["student"], resources["nbgrader"]["notebook"])
+        replay = self.get(key)
+        if replay is None or (step == "execute" and replay.run is None):
+            raise ReplayMissing(f"no sandboxed {step} of {key[0]}/{key[1]} in this run; nothing was executed")
+        return replay
+
+    def unreplayed(self, students) -> list[tuple[str, str]]:
+        """The notebooks of ``students`` that nbgrader graded without their sandboxed execution."""
+        return sorted(key for key, replay in self.items()
+                      if key[0] in students and replay.run is not None and not replay.execute_replayed)
+
+
+def _replays(resources) -> Replays:
+    replays = resources.get(RESOURCE)
+    if not isinstance(replays, Replays):
+        raise ReplayMissing("nbgrader's resources carry no replays: the converter is not ReplayAutograde")
+    return replays
+
+
+class ReplaySanitize(NbGraderPreprocessor):
+    """nbgrader's sanitize step, answered with the notebook phase 1 sanitized (with nbgrader's own preprocessors)."""
 
     def preprocess(self, nb, resources):
-        key = (resources["nbgrader"]["student"], resources["nbgrader"]["notebook"])
-        done = type(self).sanitized.get(key)
-        if done is not None:
-            return copy.deepcopy(done), resources
-        for preprocessor in type(self).fallback:
-            nb, resources = preprocessor(parent=self.parent, config=self.config)(nb, resources)
-        return nb, resources
+        replay = _replays(resources).take(resources, "sanitize")
+        replay.sanitize_replayed = True
+        return copy.deepcopy(replay.sanitized), resources
 
 
 class ReplayExecute(Execute):
-    """Execute, answered from phase 1: ``outputs`` maps :func:`cell_key` to per-cell results."""
-
-    outputs: ClassVar[dict[str, dict[int, dict]]] = {}
-    #: fallback(notebook, resources) -> per-cell results, used when phase 1 has nothing for this notebook
-    fallback: ClassVar[Callable | None] = None
-    hits: ClassVar[int] = 0
-    misses: ClassVar[int] = 0
+    """nbgrader's Execute, answered with the outputs of the sandboxed execution; it never starts a kernel."""
 
     def preprocess(self, nb, resources, km=None):
-        key = cell_key(nb)
-        cells = type(self).outputs.get(key)
-        if cells is None:
-            if type(self).fallback is None:
-                raise RuntimeError("no phase-1 outputs for this notebook and no fallback executor")
-            type(self).misses += 1
-            cells = type(self).fallback(nb, resources)
-        else:
-            type(self).hits += 1
-        apply_outputs(nb, cells)
+        replay = _replays(resources).take(resources, "execute")
+        apply_outputs(nb, replay.run)
+        replay.execute_replayed = True
         return nb, resources
+
+
+class ReplayAutograde(Autograde):
+    """nbgrader's Autograde, carrying the run's :class:`Replays` in every notebook's ``resources``."""
+
+    replays = Instance(Replays, allow_none=True)
+
+    def init_single_notebook_resources(self, notebook_filename: str) -> dict:
+        resources = super().init_single_notebook_resources(notebook_filename)
+        resources[RESOURCE] = self.replays
+        return resources
+
+
+def _executes(preprocessor) -> bool:
+    return isinstance(preprocessor, type) and issubclass(preprocessor, ExecutePreprocessor) \
+        and preprocessor is not ReplayExecute
+
+
+def install(converter: ReplayAutograde, replays: Replays) -> None:
+    """Replace the converter's sanitize and Execute steps by the replays; :func:`check_replaced` then holds."""
+    converter.replays = replays
+    converter.sanitize_preprocessors = [ReplaySanitize]
+    converter.autograde_preprocessors = [ReplayExecute if p is Execute else p
+                                         for p in converter.autograde_preprocessors]
+    check_replaced(converter)
+
+
+def check_replaced(converter) -> None:
+    """:class:`ReplayNotInstalled` unless the converter replays and cannot execute anything itself."""
+    steps = list(converter.sanitize_preprocessors) + list(converter.autograde_preprocessors)
+    executing = [p for p in steps if _executes(p) or not isinstance(p, type)]
+    if not isinstance(converter, ReplayAutograde) or converter.replays is None or executing \
+            or list(converter.autograde_preprocessors).count(ReplayExecute) != 1 \
+            or list(converter.sanitize_preprocessors) != [ReplaySanitize]:
+        raise ReplayNotInstalled(
+            "nbgrader would execute the submissions itself (outside the sandbox): its Autograde preprocessors are "
+            f"{[getattr(p, '__name__', p) for p in converter.autograde_preprocessors]}; the grader needs nbgrader's "
+            "Execute there (configure Autograde.autograde_preprocessors without another executor)")

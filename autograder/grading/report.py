@@ -71,9 +71,15 @@ def write_failure_feedback(path: Path, student: str, assignment: str, outcome: O
                     "</body></html>\n")
 
 
+def cell_text(text: str) -> str:
+    """``text`` as the content of one Markdown table cell: its pipes escaped, its lines joined."""
+    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").split())
+
+
 def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
                  cell_scores: dict[str, dict[str, float]], max_scores: dict[str, float],
-                 diagnosed: dict[str, dict[str, set[str]]]) -> Path:
+                 diagnosed: dict[str, dict[str, set[str]]], *, sandboxed: bool = True,
+                 course_bugs: dict[str, list[str]] | None = None) -> Path:
     """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path."""
     graded = [s for s, o in outcomes.items() if o.status == GRADED]
     cells = list(max_scores)
@@ -93,7 +99,11 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
     lines = [f"# Class report: {assignment}", "",
              f"{len(outcomes)} submissions: {numbers['graded']} graded, {numbers['failed']} could not be graded. "
              f"Score over the graded ones: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} "
-             f"(out of {total:g}).", "", "![pass rates and misconceptions](report.png)", "",
+             f"(out of {total:g}).", ""]
+    if not sandboxed:
+        lines += ["**Graded without the sandbox** (`--no-sandbox`): the submissions ran with the grader's own "
+                  "permissions, with no isolation from the machine, the course or each other.", ""]
+    lines += ["![pass rates and misconceptions](report.png)", "",
              "## Pass rate per test", "", "| test cell | points | passed | pass rate |", "|---|---:|---:|---:|"]
     for cell in cells:
         passed = round(pass_rate[cell] * len(graded))
@@ -103,9 +113,12 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
         lines += ["| misconception | students | in tests |", "|---|---:|---|"]
         for name, count in counts.most_common():
             tests = ", ".join(f"`{c}`" for c, _ in where[name].most_common())
-            lines.append(f"| {name} | {count} | {tests} |")
+            lines.append(f"| {cell_text(name)} | {count} | {tests} |")
     else:
         lines.append("None.")
+    if course_bugs:
+        lines += ["", "## Course bugs (the exercise's fault, not the students': fix the checks and regrade)", ""]
+        lines += [f"- **{s}**: {'; '.join(bugs)}" for s, bugs in sorted(course_bugs.items())]
     failed = {s: o for s, o in outcomes.items() if o.status == FAILED}
     if failed:
         lines += ["", "## Could not be graded (recorded as 0)", ""]

@@ -1,6 +1,6 @@
 """``make grade-demo``: build a demo class and grade it with ``python -m autograder grade``.
 
-The class is synthetic (:mod:`autograder.grading.synthetic`): for each assignment that has a wrong-answer catalogue
+The class is synthetic (:mod:`tools.synthetic`): for each assignment that has a wrong-answer catalogue
 (up to two), the reference solution, a blank submission, the catalogued mistakes and the hostile cases of
 ``tests/hostile/``. It lives in ``artifacts/grade-demo/course`` (git-ignored) and is rebuilt on every run.
 """
@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import course
-from . import synthetic
+from autograder import course
+from tools import synthetic
 
 DEMO_HOSTILE = ["raises", "infinite loop", "os._exit", "prints megabytes", "allocates beyond the memory limit",
                 "edits the test cells", "invalid JSON", "missing notebook",

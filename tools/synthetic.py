@@ -1,7 +1,8 @@
 """Synthetic classes: submissions made from the reference solution, the release, the wrong-answer catalogues
 (``tests/wrong_answers/NN-slug.yaml``) and the hostile cases (``tests/hostile/NN-slug.yaml``).
 
-Used by ``make grade-demo``, ``make bench`` and the tests (through tests/submissions.py). A hostile case is a dict
+Used by ``make grade-demo``, ``make bench`` and the tests (through tests/submissions.py); it reads the repository's
+tests/, so it lives beside them in ``tools/``, outside the installed package. A hostile case is a dict
 (see tests/hostile/01-chain-rule.yaml): ``base`` answers (reference or blank), ``replace`` (solution cells by grade id),
 and an optional ``transform`` of the whole file (:data:`TRANSFORMS`).
 """
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 
-from .. import course as course_module
+from autograder import course as course_module
 
-REPOSITORY = Path(__file__).resolve().parent.parent.parent
+REPOSITORY = Path(__file__).resolve().parent.parent
 CATALOGUES = REPOSITORY / "tests" / "wrong_answers"
 HOSTILE = REPOSITORY / "tests" / "hostile"
 
@@ -89,9 +90,10 @@ TRANSFORMS = {"duplicate_test_cell": _duplicate_test_cell, "delete_test_cell": _
 
 
 def write_submission(course: Path, assignment: str, student: str, answers: dict[str, str],
-                     case: dict | None = None) -> Path:
+                     case: dict | None = None, places: dict[str, str] | None = None) -> Path:
     """``submitted/STUDENT/ASSIGNMENT/ASSIGNMENT.ipynb``: the release with ``answers`` in its solution cells, then the
-    hostile ``case`` (its ``replace`` and ``transform``; ``{COURSE}`` in its code becomes the course path)."""
+    hostile ``case`` (its ``replace`` and ``transform``; in its code ``{COURSE}`` becomes the course path, ``{HOME}``
+    the grader's home directory, ``{PACKAGE}`` the course package's folder, and any other ``places``)."""
     case = case or {}
     release = course_module.release_notebook(assignment, course)
     folder = course / "submitted" / student / assignment
@@ -112,7 +114,13 @@ def write_submission(course: Path, assignment: str, student: str, answers: dict[
         (folder / "notes.txt").write_text("I could not get the notebook to save, sorry\n")
         return folder
     notebook = nbformat.read(release, as_version=4)
-    replace = {k: v.replace("{COURSE}", str(course)) for k, v in (case.get("replace") or {}).items()}
+    places = {"{COURSE}": str(course), "{HOME}": str(Path.home()),
+              "{PACKAGE}": str(Path(course_module.__file__).parent), **(places or {})}
+    replace = {}
+    for key, value in (case.get("replace") or {}).items():
+        for name, path in places.items():
+            value = value.replace(name, path)
+        replace[key] = value
     for cell in notebook.cells:
         if grade_id(cell) in answers and cell.metadata["nbgrader"].get("solution"):
             cell.source = answers[grade_id(cell)]

@@ -1,0 +1,120 @@
+"""``python -m autograder grade ASSIGNMENT``: the command line, the progress bar and the summary.
+
+The run itself is :func:`autograder.grading.run.grade`. Without a working sandbox the command stops with an error
+that names what is missing and how to proceed (exit status 2); ``--no-sandbox`` grades anyway and says so in the
+summary and the class report. Exit status 1 when a submission could not be graded, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import report
+from .batch import FAILED, GRADED
+from .executor import WorkerFailed
+from .run import DEFAULT_MEMORY_MB, Options, Result, grade
+from .sandbox import SandboxUnavailable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("assignment", help="assignment id, e.g. 01-chain-rule")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        help="submissions executed at once (default: all cores)")
+    parser.add_argument("--force", action="store_true", help="grade every submission, changed or not")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per cell (default: Execute.timeout from nbgrader_config.py)")
+    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB,
+                        help=f"memory a submission may allocate, in MB (default {DEFAULT_MEMORY_MB})")
+    parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
+    parser.add_argument("--no-feedback", action="store_true", help="skip feedback HTML (faster)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="grade without the sandbox (bubblewrap): only for submissions you trust")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, label: str, quiet: bool):
+        self.label, self.total, self.done, self.quiet = label, 0, 0, quiet
+        self.tty = sys.stderr.isatty()
+        self.started = time.perf_counter()
+
+    def start(self, total: int) -> None:
+        self.total = total
+        self.quiet = self.quiet or total == 0
+        self._draw()
+
+    def step(self, note: str = "") -> None:
+        self.done += 1
+        self._draw(note)
+
+    def _draw(self, note: str = "") -> None:
+        if self.quiet:
+            return
+        width = 30
+        filled = int(width * self.done / self.total)
+        line = (f"{self.label:9s} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                f"{time.perf_counter() - self.started:5.1f} s {note[:40]}")
+        if self.tty:
+            sys.stderr.write("\r" + line.ljust(100) + ("\n" if self.done == self.total else ""))
+        elif self.done in (0, self.total) or self.done % max(1, self.total // 10) == 0:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def summary(assignment: str, result: Result) -> str:
+    """What the instructor reads at the end of a run."""
+    numbers = report.summary_numbers(result.outcomes)
+    total = next(iter(result.outcomes.values())).max_score if result.outcomes else 0
+    lines = [f"\n{assignment}: {numbers['graded']} graded, {numbers['failed']} could not be graded "
+             f"({len(result.todo)} processed this run in {result.seconds:.1f} s; execution "
+             f"{result.execution_seconds:.1f} s; replayed {result.replayed} notebooks from their sandboxed "
+             f"execution" + (f"; {result.restarts} worker restarts" if result.restarts else "") + ")"]
+    if not result.sandboxed:
+        lines.append("  WITHOUT THE SANDBOX (--no-sandbox): submissions ran with your own permissions, with no "
+                     "isolation from this machine, the course or each other")
+    if numbers["graded"]:
+        lines.append(f"  score: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} (out of {total:g})")
+    if result.course_bugs:
+        lines.append("  course bugs (the exercise's fault, not the students'; fix the checks and regrade --force):")
+        lines += [f"    {s}: {'; '.join(bugs)[:300]}" for s, bugs in sorted(result.course_bugs.items())]
+    noted = {s: o for s, o in result.outcomes.items() if o.status == GRADED and o.reasons and s in result.todo}
+    if noted:
+        lines.append("  graded, with notes:")
+        lines += [f"    {s} ({o.score:g}): {'; '.join(o.reasons)[:300]}" for s, o in sorted(noted.items())]
+    failed = {s: o for s, o in result.outcomes.items() if o.status == FAILED}
+    if failed:
+        lines.append("  could not be graded (recorded as 0):")
+        lines += [f"    {s}: {'; '.join(o.reasons)[:300]}" for s, o in sorted(failed.items())]
+    lines.append(f"  class report: {result.report_path}")
+    lines.append(f"  grades: {result.state_dir / 'grades.csv'}; feedback: feedback/<student>/{assignment}/")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    options = Options(assignment=args.assignment, course=args.course, jobs=args.jobs, force=args.force,
+                      timeout=args.timeout, memory_mb=args.memory_mb, feedback=not args.no_feedback,
+                      sandbox=not args.no_sandbox)
+    progress = Progress("grade", args.quiet)
+
+    def started(total: int, skipped: int) -> None:
+        print(f"{args.assignment}: {total + skipped} submissions, {total} to grade"
+              + (f" ({skipped} unchanged since the last run; --force regrades them)" if skipped else ""),
+              flush=True)
+        progress.start(total)
+
+    try:
+        result = grade(options, on_graded=progress.step, on_start=started)
+    except SandboxUnavailable as error:
+        print(f"autograder grade: cannot grade safely here: {error}", file=sys.stderr)
+        return 2
+    except WorkerFailed as error:
+        print(f"autograder grade: {error}", file=sys.stderr)
+        return 2
+    print(summary(args.assignment, result))
+    return 1 if any(o.status == FAILED for o in result.outcomes.values()) else 0

@@ -1,0 +1,244 @@
+"""One run of the class grader: from ``submitted/`` to the gradebook, feedback, grades CSV and class report.
+
+1. **Sanitize** (this thread): each submission with nbgrader's own sanitize preprocessors (:mod:`.nbgrader_app`),
+   while the worker servers start in their sandboxes (:mod:`.executor`).
+2. **Execute** (a thread that only moves bytes): every sanitized notebook in a child of a worker server.
+3. **Grade** (this thread, as each student's notebooks finish): nbgrader's Autograde with its sanitize and Execute
+   steps answered from 1 and 2 (:mod:`.replay`), then nbgrader's feedback.
+
+nbgrader is driven from this one thread only. A run refuses to start without the sandbox unless ``sandbox=False``
+(``--no-sandbox``), and it fails loudly if nbgrader graded any notebook without replaying its sandboxed execution.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import notes, report
+from .batch import FAILED, GRADED, Outcome, State, context_hash, folder_hash, students
+from .executor import Executor, Job, Settings
+from .replay import Replay, ReplayMissing, Replays, code_cells
+
+#: Limits that apply when neither the command line nor nbgrader_config.py says otherwise.
+DEFAULT_MEMORY_MB = 1024
+
+
+@dataclass(frozen=True)
+class Options:
+    assignment: str
+    course: Path
+    jobs: int
+    force: bool = False
+    timeout: float | None = None  # seconds per cell; None: Execute.timeout from nbgrader_config.py
+    memory_mb: int = DEFAULT_MEMORY_MB
+    feedback: bool = True
+    sandbox: bool = True
+
+
+@dataclass
+class Result:
+    """What a run did, for the summary."""
+
+    outcomes: dict[str, Outcome]  # every student with a submission (this run's or the previous run's outcome)
+    todo: list[str]  # the students graded this run
+    state_dir: Path
+    report_path: Path
+    sandboxed: bool
+    seconds: float = 0.0
+    execution_seconds: float = 0.0
+    replayed: int = 0
+    restarts: int = 0
+    course_bugs: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _worker_settings(options: Options, course, timeout: float, seed: str) -> Settings:
+    private = (course.root, Path.home()) + ((Path(os.environ["HOME"]),) if os.environ.get("HOME") else ())
+    return Settings(timeout=timeout, memory_mb=options.memory_mb, sandboxed=options.sandbox,
+                    environment={"AUTOGRADER_SEED": seed} if seed else {}, private=private)
+
+
+def grade(options: Options, on_graded: Callable[[str], None] = lambda student: None,
+          on_start: Callable[[int, int], None] = lambda total, skipped: None) -> Result:
+    from .nbgrader_app import Course
+
+    started = time.perf_counter()
+    course = Course(options.course, options.assignment)
+    timeout = options.timeout or float(course.app.config.Execute.get("timeout", 30) or 30)
+    course.ensure_in_gradebook()
+    notebook_ids = course.notebook_ids()
+    max_scores = course.max_scores()
+    total_points = sum(sum(cells.values()) for cells in max_scores.values())
+    state_dir = course.root / "grading" / options.assignment
+    state = State(state_dir / "state.json")
+    seed = os.environ.get("AUTOGRADER_SEED", "")
+    sources = course.source_notebooks()
+    context = context_hash(seed, timeout, options.memory_mb, options.sandbox, [p.read_bytes() for p in sources])
+    everyone = students(course.submitted_folder(), options.assignment)
+    hashes = {s: folder_hash(course.path("submitted", s)) for s in everyone}
+    todo = [s for s in everyone if options.force or not state.unchanged(s, hashes[s], context)]
+    on_start(len(todo), len(everyone) - len(todo))
+    outcomes = {s: Outcome(hash=hashes[s], max_score=total_points) for s in todo}
+    result = Result({}, todo, state_dir, state_dir / "report.md", options.sandbox)
+
+    import nbformat
+
+    # the reference solutions and the blank release: the checks' paths to a pass and to a failure, tracebacks included
+    releases = [course.release_folder() / f"{notebook_id}.ipynb" for notebook_id in notebook_ids]
+    warmup = [code_cells(nbformat.read(path, as_version=4)) for path in sources + releases if path.exists()]
+    executor = Executor(_worker_settings(options, course, timeout, seed), jobs=options.jobs, warmup=warmup) \
+        if todo else None
+    extra = course.extra_files_folder()
+    try:
+        replays, jobs = _sanitize(course, todo, notebook_ids, outcomes, extra)
+        if executor is not None:
+            result.execution_seconds, result.restarts = _execute_and_grade(
+                course, executor, jobs, replays, outcomes, options, timeout, result, on_graded)
+    finally:
+        if executor is not None:
+            executor.close()
+        if extra:
+            shutil.rmtree(extra, ignore_errors=True)
+    graded = [s for s in todo if outcomes[s].status == GRADED]
+    missing = replays.unreplayed(set(graded))
+    if missing:
+        raise ReplayMissing(f"nbgrader graded {missing} without their sandboxed execution")
+    result.replayed = sum(r.execute_replayed for r in replays.values())
+
+    cell_scores: dict[str, dict[str, float]] = {}
+    diagnosed: dict[str, dict[str, set[str]]] = {}
+    for student in everyone:
+        outcome = outcomes.get(student) or state.outcomes.get(student) or Outcome(status=FAILED)
+        outcome.max_score = total_points
+        outcome.reasons = list(dict.fromkeys(outcome.reasons))
+        try:
+            per_notebook = course.scores(student)
+        except Exception:  # noqa: BLE001 - not in the gradebook (cannot happen after a run, but stay robust)
+            per_notebook = {}
+        cell_scores[student] = {cell: score for cells in per_notebook.values() for cell, score in cells.items()}
+        outcome.score = sum(cell_scores[student].values())
+        diagnosed[student] = {}
+        for notebook_id in notebook_ids:
+            diagnosed[student].update(report.misconceptions(course.path("autograded", student)
+                                                            / f"{notebook_id}.ipynb"))
+        state.outcomes[student] = outcome
+    for gone in set(state.outcomes) - set(everyone):
+        del state.outcomes[gone]
+    state.context = context
+    state.save()
+    flat_max = {cell: points for cells in max_scores.values() for cell, points in cells.items()}
+    report.write_csv(state_dir / "grades.csv", state.outcomes, cell_scores, list(flat_max))
+    report.class_report(state_dir, options.assignment, state.outcomes, cell_scores, flat_max, diagnosed,
+                        sandboxed=options.sandbox, course_bugs=result.course_bugs)
+    result.outcomes = state.outcomes
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _sanitize(course, todo: list[str], notebook_ids: list[str], outcomes: dict[str, Outcome],
+              extra: Path | None) -> tuple[Replays, list[Job]]:
+    """nbgrader's sanitizing of every notebook to grade; the ungradable are marked FAILED with the reason."""
+    sanitize = course.sanitizer()
+    release = {notebook_id: notes.release_cells(course.release_folder() / f"{notebook_id}.ipynb")
+               for notebook_id in notebook_ids}
+    replays, jobs = Replays(), []
+    for student in todo:
+        folder = course.path("submitted", student)
+        for notebook_id in notebook_ids:
+            path = folder / f"{notebook_id}.ipynb"
+            problem = None
+            if not path.exists():
+                found = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
+                problem = f"missing notebook {notebook_id}.ipynb (the folder holds: {found})"
+            else:
+                try:
+                    notebook, warnings = sanitize(path)
+                except Exception as exc:  # noqa: BLE001 - invalid JSON, not a notebook, corrupted metadata...
+                    message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                    problem = f"{notebook_id}.ipynb is not a gradable notebook: {message}"
+            if problem:
+                outcomes[student].status = FAILED
+                outcomes[student].reasons.append(problem)
+                continue
+            replays[student, notebook_id] = Replay(notebook)
+            outcomes[student].reasons += notes.sanitizing(path, notebook, release[notebook_id])
+            outcomes[student].reasons += [w for w in map(notes.nbgrader_warning, warnings) if w]
+            jobs.append(Job((student, notebook_id), code_cells(notebook), [folder] + ([extra] if extra else [])))
+    jobs = [job for job in jobs if outcomes[job.key[0]].status == GRADED]
+    return replays, jobs
+
+
+def _execute_and_grade(course, executor: Executor, jobs: list[Job], replays: Replays, outcomes: dict[str, Outcome],
+                       options: Options, timeout: float, result: Result, on_graded) -> tuple[float, int]:
+    """Execute in a thread (bytes only); grade here, each student as soon as all their notebooks ran."""
+    results: queue.Queue = queue.Queue()
+    started = time.perf_counter()
+
+    def execute() -> None:
+        try:
+            for job, run in executor.run(jobs):
+                results.put((job, run))
+            results.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to this thread
+            results.put(exc)
+
+    thread = threading.Thread(target=execute, name="executor", daemon=True)
+    thread.start()
+    remaining = {s: 0 for s in outcomes}
+    for job in jobs:
+        remaining[job.key[0]] += 1
+    for student in [s for s, count in remaining.items() if count == 0]:
+        _finish(course, student, outcomes[student], replays, options, on_graded)
+    finished = None
+    while (item := results.get()) is not None:
+        if isinstance(item, BaseException):
+            thread.join()
+            raise item
+        job, run = item
+        student, notebook_id = job.key
+        replay = replays[job.key]
+        replay.run = run
+        instructor = {c["index"]: c["instructor"] for c in job.cells}
+        outcomes[student].reasons += notes.execution(replay.sanitized, run, timeout, instructor)
+        bugs = notes.course_bugs(replay.sanitized, run, instructor)
+        if bugs:
+            result.course_bugs.setdefault(student, []).extend(bugs)
+        remaining[student] -= 1
+        if remaining[student] == 0:
+            finished = time.perf_counter()
+            _finish(course, student, outcomes[student], replays, options, on_graded)
+    thread.join()
+    return (finished or time.perf_counter()) - started, executor.restarts
+
+
+def _finish(course, student: str, outcome: Outcome, replays: Replays, options: Options, on_graded) -> None:
+    """nbgrader's Autograde (replayed), zeros for the ungradable, then feedback."""
+    if outcome.status == GRADED:
+        error, warnings = course.autograde(student, replays)
+        outcome.reasons += [w for w in map(notes.nbgrader_warning, warnings) if w]
+        if error:
+            outcome.status = FAILED
+            outcome.reasons.append(f"nbgrader could not grade it: {error.strip().splitlines()[-1][:300]}")
+    if outcome.status == FAILED:
+        course.record_zero(student, "; ".join(outcome.reasons))
+    if options.feedback:
+        _feedback(course, student, outcome, options.assignment)
+    on_graded(student)
+
+
+def _feedback(course, student: str, outcome: Outcome, assignment: str) -> None:
+    folder = course.path("feedback", student)
+    if outcome.status == GRADED:
+        error = course.generate_feedback(student)
+        if error:
+            outcome.reasons.append(f"feedback could not be generated: {error.strip().splitlines()[-1][:200]}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        for notebook_id in course.notebook_ids():
+            report.write_failure_feedback(folder / f"{notebook_id}.html", student, assignment, outcome)
