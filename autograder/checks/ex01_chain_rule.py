@@ -1,12 +1,14 @@
 """Checks for exercise 01, the chain rule: central differences, the worked derivatives, a gradient checker.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case runs as a trial, and each
+catalogued mistake shows in at least two cases of the public and of the hidden test, so that it can be named.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -16,15 +18,45 @@ from ..checking import (
     Misconception,
     Route,
     Symptom,
-    as_answer,
     call_learner,
     check,
     expect_close,
     fmt,
+    proven_failure,
     trial,
 )
 from ..oracles import autograd_gradient, central_difference, forward_difference
 from ..seeding import choice, generator, uniform
+
+# ---------------------------------------------------------------------------------------------- types
+
+TENSOR_FOR_NUMBER = Misconception(
+    "returned a tensor where the part asks for a Python number",
+    "This part's text asks for plain Python numbers: compute with floats (and the math module), or turn a "
+    "one-element tensor into a float with .item() before returning it.")
+
+
+def _python_number(value, *, what: str, name: str) -> float:
+    """``value`` as a float if it is a plain Python number (int or float, bool excluded); a tensor is the mistake
+    the text warns about, anything else a plain failure."""
+    __tracebackhide__ = True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, torch.Tensor):
+        raise proven_failure(f"{what} returned a tensor for {name} ({fmt(value)}); the part asks for a Python "
+                             "number.", TENSOR_FOR_NUMBER)
+    raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.60}) for {name}; expected a Python "
+                         "number.")
+
+
+def _tuple_of(answer, names: tuple[str, ...], *, what: str) -> tuple:
+    __tracebackhide__ = True
+    if not isinstance(answer, (tuple, list)) or len(answer) != len(names):
+        raise GradingFailure(f"{what} returned {answer!r:.80}; expected a tuple ({', '.join(names)}).")
+    return tuple(answer)
+
+
+# ---------------------------------------------------------------------------------------------- Part A
 
 # Smooth scalar functions of a tensor, named as a learner would read them in a failure message.
 TEST_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -35,10 +67,7 @@ TEST_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum(tanh(x))**2": lambda x: torch.tanh(x).sum() ** 2,
 }
 
-def hard_coded(visible_value: float) -> Misconception:
-    return Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
-                         "input is different: compute the result from the arguments.", value=visible_value)
-
+SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
 
 STEP_HINT = "Use (f(x + h) - f(x - h)) / (2h) for every element, with x converted to float64 first."
 
@@ -54,14 +83,24 @@ ROUND_OFF = Misconception(
     "Your function is right for float64 inputs but not for float32 ones. In float32, x + 1e-6 is rounded to about "
     "7 significant digits, so f(x + h) - f(x - h) is mostly rounding noise and dividing by a tiny 2h magnifies it. "
     "Convert x to float64 before stepping (x.to(torch.float64)).")
+IGNORED_STEP = Misconception(
+    "ignored the step h it was given",
+    "With a large h the central difference is not the derivative: for sum(x**3) it is 3x² + h². Your numbers are "
+    "the derivative itself, so your function stepped by its own h. Use the h argument.")
+
+# A step large enough that the central quotient differs from the derivative by far more than the tolerance.
+LARGE_STEPS = (0.5, 0.25)
 
 
-def _difference_symptoms(f, x: torch.Tensor, h: float, expected: torch.Tensor) -> list[Symptom]:
+def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
+                         derivative: torch.Tensor) -> list[Symptom]:
     symptoms = [FORWARD_DIFFERENCE.looks_like(forward_difference(f, x.to(torch.float64), h=h)[0]),
-                SIGN_ERROR.looks_like(-expected), DIVIDED_BY_H.looks_like(2 * expected),
-                HALF_STEP.looks_like(expected / 2)]
+                SIGN_ERROR.looks_like(-quotient), DIVIDED_BY_H.looks_like(2 * quotient),
+                HALF_STEP.looks_like(quotient / 2)]
     if x.dtype == torch.float32:  # the only float32-specific way to be wrong where float64 is right
         symptoms.append(ROUND_OFF.when(lambda received: True))
+    if h in LARGE_STEPS:
+        symptoms.append(IGNORED_STEP.looks_like(derivative, rtol=1e-7))
     return symptoms
 
 
@@ -73,168 +112,288 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
            f"x = {fmt(x)} ({str(x.dtype).replace('torch.', '')})"
     # The caller's own x: the check sees an answer that changes it, even one that puts the values back.
     received = call_learner(central_difference_fn, f, x, what=what, forbid=[Route.AUTOGRAD], **kwargs)
-    (expected,) = autograd_gradient(f, x)
-    (fd,) = central_difference(f, x, h=1e-6)
-    # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
-    expect_close(received, expected, what=what, fd=fd, rtol=1e-5, atol=1e-6,
-                 symptoms=_difference_symptoms(f, x, 1e-6 if h is None else h, expected))
+    (derivative,) = autograd_gradient(f, x)
+    step = 1e-6 if h is None else h
+    if h in LARGE_STEPS:  # the answer is the quotient the text defines, which here is not the derivative
+        (quotient,) = central_difference(f, x, h=h)
+        expect_close(received, quotient, what=what, rtol=1e-5, atol=1e-6, source=f"quotient at h={h:g}",
+                     symptoms=_difference_symptoms(f, x, step, quotient, derivative))
+    else:
+        (fd,) = central_difference(f, x, h=1e-6)
+        # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
+        expect_close(received, derivative, what=what, fd=fd, rtol=1e-5, atol=1e-6,
+                     symptoms=_difference_symptoms(f, x, step, derivative, derivative))
+    if received.dtype != torch.float64:  # a tensor: expect_close accepted it
+        raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
+                             "tensor (compute in float64 and return that, without converting back to x's dtype).")
 
 
 @check
 def check_central_difference(central_difference_fn, seed: int | None = None) -> None:
-    """Part A: central_difference(f, x, h=1e-6) returns ∂f/∂x elementwise, in float64, shaped like x, by finite
-    differences (no autograd), leaving x unchanged."""
+    """Part A: central_difference(f, x, h=1e-6) returns the central quotient elementwise, as a float64 tensor shaped
+    like x, from evaluations of f only (no autograd), leaving x unchanged."""
     __tracebackhide__ = True
     if seed is None:
         cases = [("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), None),
                  ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), 1e-3),
                  ("sum(sin(x) * x)", torch.tensor([[0.5, -1.0, 2.0], [0.0, 1.5, -0.3]], dtype=torch.float64), 1e-3),
                  ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float32), None),
-                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float32), None)]
+                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float32), None),
+                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), 0.5),
+                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float64), 0.25)]
     else:
         gen = generator("01/central_difference", seed)
-        cases = []
-        # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, then two float32 cases with
-        # the default h, where round-off shows: each mistake is seen twice, so it can be named.
-        for dtype, h in ((torch.float64, 1e-3), (torch.float64, 1e-3), (torch.float32, None), (torch.float32, None)):
-            shape = choice(gen, [(3,), (2, 3), (4,), (2, 2, 2)])
-            cases.append((choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h))
+        # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, two float32 cases with the
+        # default h, where round-off shows, and two with a large h, where ignoring h shows: each mistake is seen
+        # twice, so it can be named. The four shapes are all used, in a random order (1-D and higher-D every time).
+        shapes = [SHAPES[i] for i in torch.randperm(len(SHAPES), generator=gen).tolist()]
+        shapes += [choice(gen, SHAPES), choice(gen, SHAPES)]
+        settings = [(torch.float64, 1e-3), (torch.float32, None), (torch.float64, 1e-3), (torch.float32, None),
+                    (torch.float64, LARGE_STEPS[0]), (torch.float64, LARGE_STEPS[1])]
+        cases = [(choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h)
+                 for shape, (dtype, h) in zip(shapes, settings)]
     for name, x, h in cases:
         with trial():
             _run_central_difference(central_difference_fn, name, x, h)
 
 
-def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:
-    """Part B1: for y = 3x + 1, z = y**2, chain_rule_example(x) returns (y, dz_dy, dy_dx, dz_dx)."""
-    __tracebackhide__ = True
-    points = [2.0] if seed is None else [round(float(v), 3) for v in uniform(generator("01/chain", seed), (3,), -5, 5)]
-    for x in points:
-        what = f"chain_rule_example({x:g})"
-        answer = call_learner(chain_rule_example, x, what=what)
-        if not isinstance(answer, (tuple, list)) or len(answer) != 4:
-            raise GradingFailure(f"{what} returned {answer!r:.80}; expected a tuple (y, dz_dy, dy_dx, dz_dx).")
-        y_value, dz_dy, dy_dx, dz_dx = (as_answer(a, what=what, shape=()) for a in answer)
-        y = 3 * x + 1
-        (dz_dx_autograd,) = autograd_gradient(lambda t: (3 * t + 1) ** 2, x)
-        (dz_dx_fd,) = central_difference(lambda t: (3 * t + 1) ** 2, x)
-        expect_close(y_value, y, what=f"{what}: y = 3x + 1", source="expected", misconceptions=[hard_coded(7.0)])
-        expect_close(dz_dy, 2 * y, what=f"{what}: dz/dy",
-                     misconceptions=[Misconception("derivative of y**2 taken as y", "d(y²)/dy = 2y.", value=y)])
-        expect_close(dy_dx, 3.0, what=f"{what}: dy/dx", source="expected")
-        expect_close(dz_dx, dz_dx_autograd, what=f"{what}: dz/dx", fd=dz_dx_fd, misconceptions=[
-            Misconception("missing the inner derivative", "The chain rule multiplies dz/dy by dy/dx = 3; "
-                          "you returned dz/dy alone.", value=2 * y),
-            Misconception("added instead of multiplied", "Along one route the chain rule multiplies local "
-                          "derivatives: dz/dx = dz/dy · dy/dx.", value=2 * y + 3),
-            hard_coded(42.0)])
+# ---------------------------------------------------------------------------------------------- Part B
+
+HARD_CODED = Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
+                           "input is different: compute the result from the arguments.")
+SQUARE_RULE = Misconception("derivative of y**2 taken as y", "d(y²)/dy = 2y.")
+MISSING_INNER = Misconception("missing the inner derivative", "The chain rule multiplies dz/dy by dy/dx = 3; "
+                              "you returned dz/dy alone.")
+ADDED_NOT_MULTIPLIED = Misconception("added instead of multiplied", "Along one route the chain rule multiplies "
+                                     "local derivatives: dz/dx = dz/dy · dy/dx.")
+DROPPED_BRANCH = Misconception("dropped branch term", "x reaches z by two routes, through x·y (local derivative y) "
+                               "and directly (local derivative 1). Gradients of routes add: dz/dx = y + 1, not y.")
+AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
+                                "dz/dx = y + 1.")
 
 
-def _two_routes_mistakes(x: float, y: float) -> list[Misconception]:
-    return [
-        Misconception("dropped branch term", "x reaches z by two routes, through x·y (local derivative y) and "
-                      "directly (local derivative 1). Gradients of routes add: dz/dx = y + 1, not y.", value=y),
-        Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
-                      "dz/dx = y + 1.", value=(y + 1) / 2),
-        hard_coded(6.0),
-    ]
-
-
-def check_two_routes_example(two_routes_example, seed: int | None = None) -> None:
-    """Part B2: for z = x*y + x, two_routes_example(x, y) returns (dz_dx, dz_dy)."""
-    __tracebackhide__ = True
+def _points(stream: str, seed: int | None, visible: list, columns: int) -> list:
+    """The visible points, or three random ones (rounded, away from 0 so that no mistake hides behind a zero)."""
     if seed is None:
-        points = [(3.0, 5.0)]
-    else:
-        values = uniform(generator("01/two_routes", seed), (3, 2), -5, 5)
-        points = [(round(float(a), 3), round(float(b), 3)) for a, b in values]
-    for x, y in points:
-        what = f"two_routes_example({x:g}, {y:g})"
-        answer = call_learner(two_routes_example, x, y, what=what)
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            raise GradingFailure(f"{what} returned {answer!r:.80}; expected a tuple (dz_dx, dz_dy).")
-        dz_dx, dz_dy = (as_answer(a, what=what, shape=()) for a in answer)
-        z = lambda a, b: a * b + a  # noqa: E731 - the exercise's function, read in one line
-        grad_x, grad_y = autograd_gradient(z, x, y)
-        fd_x, fd_y = central_difference(z, x, y)
-        expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, misconceptions=_two_routes_mistakes(x, y))
-        expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y)
+        return visible
+    gen = generator(stream, seed)
+    points = []
+    for _ in range(3):
+        values = [round(float(v), 3) for v in uniform(gen, (columns,), 0.5, 5.0) *
+                  torch.where(torch.rand(columns, generator=gen) < 0.5, -1.0, 1.0).double()]
+        points.append(values[0] if columns == 1 else tuple(values))
+    return points
 
 
-def _reference_worst(analytic: torch.Tensor, numerical: torch.Tensor, floor: float):
-    error = (analytic - numerical).abs() / torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
-    flat = int(torch.argmax(error.reshape(-1)))
-    return float(error.reshape(-1)[flat]), tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), error.shape))
+@check
+def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:
+    """y = 3x + 1, z = y**2: chain_rule_example(x) returns (y, dz_dy, dy_dx, dz_dx) as Python numbers, by hand.
+
+    Exercise 09 (Part B, the review) grades the same function with this check.
+    """
+    __tracebackhide__ = True
+    for x in _points("01/chain", seed, [2.0], 1):
+        with trial():
+            what = f"chain_rule_example({x:g})"
+            answer = _tuple_of(call_learner(chain_rule_example, x, what=what, forbid=[Route.AUTOGRAD]),
+                               ("y", "dz_dy", "dy_dx", "dz_dx"), what=what)
+            y_value, dz_dy, dy_dx, dz_dx = (_python_number(a, what=what, name=n)
+                                            for a, n in zip(answer, ("y", "dz_dy", "dy_dx", "dz_dx")))
+            y = 3 * x + 1
+            (dz_dx_autograd,) = autograd_gradient(lambda t: (3 * t + 1) ** 2, x)
+            (dz_dx_fd,) = central_difference(lambda t: (3 * t + 1) ** 2, x)
+            expect_close(y_value, y, what=f"{what}: y = 3x + 1", source="expected",
+                         symptoms=[HARD_CODED.looks_like(7.0)])
+            expect_close(dz_dy, 2 * y, what=f"{what}: dz/dy", symptoms=[SQUARE_RULE.looks_like(y),
+                                                                         HARD_CODED.looks_like(14.0)])
+            expect_close(dy_dx, 3.0, what=f"{what}: dy/dx", source="expected")
+            expect_close(dz_dx, dz_dx_autograd, what=f"{what}: dz/dx", fd=dz_dx_fd, symptoms=[
+                MISSING_INNER.looks_like(2 * y), ADDED_NOT_MULTIPLIED.looks_like(2 * y + 3),
+                HARD_CODED.looks_like(42.0)])
+
+
+@check
+def check_two_routes_example(two_routes_example, seed: int | None = None) -> None:
+    """z = x*y + x: two_routes_example(x, y) returns (dz_dx, dz_dy) as Python numbers, by hand."""
+    __tracebackhide__ = True
+    for x, y in _points("01/two_routes", seed, [(3.0, 5.0)], 2):
+        with trial():
+            what = f"two_routes_example({x:g}, {y:g})"
+            answer = _tuple_of(call_learner(two_routes_example, x, y, what=what, forbid=[Route.AUTOGRAD]),
+                               ("dz_dx", "dz_dy"), what=what)
+            dz_dx, dz_dy = (_python_number(a, what=what, name=n) for a, n in zip(answer, ("dz_dx", "dz_dy")))
+            z = lambda a, b: a * b + a  # noqa: E731 - the exercise's function, read in one line
+            grad_x, grad_y = autograd_gradient(z, x, y)
+            fd_x, fd_y = central_difference(z, x, y)
+            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, symptoms=[
+                DROPPED_BRANCH.looks_like(y), AVERAGED_ROUTES.looks_like((y + 1) / 2), HARD_CODED.looks_like(6.0)])
+            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, symptoms=[HARD_CODED.looks_like(3.0)])
+
+
+# ---------------------------------------------------------------------------------------------- Part C
+
+NO_GUARD = Misconception(
+    "relative error without a guard for zero",
+    "Where both values are 0, |a - n| / max(|a|, |n|) is 0/0 = nan (and nan compares False with everything, so it "
+    "hides the real worst element): divide by max(|a|, |n|, floor) instead.")
+FLAT_INDEX = Misconception(
+    "flat index", "argmax on a flattened tensor gives a position in the flat view; turn it into one index per "
+    "dimension (torch.unravel_index), and return it as a tuple of ints.")
+ONE_SIDED = Misconception(
+    "denominator from one side only",
+    "You divided by |analytic| or |numerical| alone. Use max(|analytic|, |numerical|, floor) so the error is "
+    "symmetric and a zero on either side is guarded.")
+ABSOLUTE = Misconception(
+    "absolute instead of relative error",
+    "The worst element is the one with the largest RELATIVE error: divide |analytic - numerical| by "
+    "max(|analytic|, |numerical|, floor) before taking the maximum. A large gradient can carry a large absolute "
+    "difference that is still tiny relative to its size.")
+WORST_BY_ABSOLUTE = Misconception(
+    "worst element chosen by absolute difference",
+    "You picked the element with the largest |analytic - numerical| and reported its relative error, but the worst "
+    "element is the one with the largest relative error: compute the relative error of every element, then take "
+    "the maximum of those.")
+IGNORED_FLOOR = Misconception(
+    "ignored the floor argument",
+    "Your numbers match the default floor 1e-8, but the call passed another floor: use the floor you are given.")
+
+DEFAULT_FLOOR = 1e-8
+
+
+def _relative_errors(analytic: torch.Tensor, numerical: torch.Tensor, floor: float) -> torch.Tensor:
+    return (analytic - numerical).abs() / torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
+
+
+def _index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
+
+
+def _worst_by(errors: torch.Tensor) -> tuple[float, tuple[int, ...]]:
+    flat = int(torch.argmax(errors.reshape(-1)))
+    return float(errors.reshape(-1)[flat]), _index_of(flat, errors.shape)
+
+
+def _t(rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def _counterexample(gen: torch.Generator, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pair where the largest absolute difference sits on a large element with a small relative error, and the
+    largest relative error on a small element with a small absolute difference."""
+    analytic = uniform(gen, shape, 0.5, 2.0) * torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).double()
+    numerical = analytic.clone()
+    big, small = torch.randperm(analytic.numel(), generator=gen)[:2].tolist()
+    analytic.view(-1)[big] = float(uniform(gen, (), 200.0, 900.0))
+    numerical.view(-1)[big] = analytic.view(-1)[big] * (1 + float(uniform(gen, (), 1e-3, 3e-3)))
+    analytic.view(-1)[small] = float(uniform(gen, (), 1e-3, 5e-3))
+    numerical.view(-1)[small] = analytic.view(-1)[small] * float(uniform(gen, (), 1.2, 1.6))
+    return analytic, numerical
 
 
 def _checker_cases(seed: int | None):
+    """(analytic, numerical, floor or None for the default)."""
     if seed is None:
-        yield torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.3])
-        yield torch.tensor([0.0, 1.0, -2.0]), torch.tensor([0.0, 1.0, -2.0])
-        yield torch.tensor([[0.5, 0.0], [2.0, -1.0]]), torch.tensor([[0.5, 0.0], [2.0, -1.5]])
-        yield torch.tensor([0.0, 4.0]), torch.tensor([1e-3, 4.0])
-        yield torch.tensor([1e-3, 4.0]), torch.tensor([0.0, 4.0])
+        yield _t([1.0, 2.0, 3.0]), _t([1.0, 2.0, 3.3]), None
+        yield _t([0.0, 1.0, -2.0]), _t([0.0, 1.0, -2.5]), None
+        yield _t([[0.5, 0.0], [2.0, -1.0]]), _t([[0.5, 0.0], [2.0, -1.5]]), None
+        yield _t([0.0, 4.0]), _t([1e-3, 4.0]), None
+        yield _t([1e-3, 4.0]), _t([0.0, 4.0]), None
+        # Largest |a - n| is not the largest relative error: 0.5 on 100 vs 0.002 on 0.01.
+        yield _t([100.0, 0.01, 5.0]), _t([100.5, 0.012, 5.0]), None
+        yield _t([[1000.0, 1.0], [0.001, 2.0]]), _t([[1001.0, 1.0], [0.0015, 2.0]]), None
+        # A floor that matters: below it, the error is the absolute difference.
+        yield _t([1e-4, 2.0]), _t([3e-4, 2.0]), 1.0
+        yield _t([[0.5, 0.02], [3.0, 0.0]]), _t([[0.5, 0.05], [3.0, 0.0]]), 0.1
         return
     gen = generator("01/gradient_checker", seed)
     for case in range(4):
         shape = choice(gen, [(3, 4), (2, 3, 2), (5,)])
         analytic = uniform(gen, shape)
         numerical = analytic + 1e-9 * uniform(gen, shape)
-        size = analytic.numel()
-        zero, planted = torch.randperm(size, generator=gen)[:2].tolist()
+        zero, planted = torch.randperm(analytic.numel(), generator=gen)[:2].tolist()
         analytic.view(-1)[zero] = numerical.view(-1)[zero] = 0.0  # both exactly zero: 0/0 without the guard
         # The planted error makes one side larger, alternately the analytic and the numerical one.
         larger = analytic if case % 2 == 0 else numerical
         larger.view(-1)[planted] *= float(uniform(gen, (), 1.5, 3.0))
-        yield analytic, numerical
+        yield analytic, numerical, None
+    for shape in ((4,), (2, 3)):
+        yield (*_counterexample(gen, shape), None)
+    for shape in ((3,), (2, 2)):
+        analytic = uniform(gen, shape, -0.05, 0.05)
+        numerical = analytic.clone()
+        planted = int(torch.randint(analytic.numel(), (), generator=gen))
+        numerical.view(-1)[planted] += float(uniform(gen, (), 0.01, 0.03))
+        yield analytic, numerical, float(choice(gen, [0.1, 0.5, 1.0]))
 
 
-def check_worst_relative_error(worst_relative_error, seed: int | None = None) -> None:
-    """Part C: worst_relative_error(analytic, numerical, floor=1e-8) returns (worst error, its index tuple)."""
+def _index_tuple(index, *, what: str, dims: int) -> tuple[int, ...]:
+    """The learner's index as a tuple of ints, or the failure naming what it is instead."""
     __tracebackhide__ = True
-    for analytic, numerical in _checker_cases(seed):
-        analytic, numerical = analytic.to(torch.float64), numerical.to(torch.float64)
-        what = f"worst_relative_error(analytic={fmt(analytic)}, numerical={fmt(numerical)})"
-        answer = call_learner(worst_relative_error, analytic.clone(), numerical.clone(), what=what)
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            raise GradingFailure(f"{what} returned {answer!r:.80}; expected a pair (worst_error, worst_index).")
-        error, index = answer
-        want_error, want_index = _reference_worst(analytic, numerical, 1e-8)
-        error = as_answer(error, what=what, shape=())
-        if not math.isfinite(float(error)):
-            raise GradingFailure(
-                f"{what} returned error {fmt(float(error))}, expected {fmt(want_error)}.\nLikely misconception: "
-                "relative error without a guard for zero. Where both values are 0, |a - n| / |n| is 0/0 = nan; "
-                "divide by max(|a|, |n|, floor) instead.")
-        index_tuple = _as_index(index)
-        if index_tuple != want_index:
-            hint = ""
-            if isinstance(index, int) or (torch.is_tensor(index) and index.dim() == 0):
-                hint = ("\nLikely misconception: flat index. argmax on a flattened tensor gives a position in the "
-                        "flat view; turn it into one index per dimension (torch.unravel_index).")
-            raise GradingFailure(f"{what} reported the worst element at {index!r}, expected {want_index} "
-                                 f"(error {fmt(want_error)} there).{hint}")
-        expect_close(error, want_error, what=f"{what}: worst error", rtol=1e-6, atol=1e-12, source="expected",
-                     misconceptions=[
-            *(Misconception("denominator from one side only", f"You divided by |{side}| alone. Use "
-                            "max(|analytic|, |numerical|, floor) so the error is symmetric and a zero on either side "
-                            "is guarded.", value=_one_sided(analytic, numerical, index_tuple, side))
-              for side in ("analytic", "numerical")),
-            Misconception("absolute instead of relative error", "Divide |analytic - numerical| by "
-                          "max(|analytic|, |numerical|, floor).",
-                          value=float((analytic - numerical).abs().reshape(-1).max()))])
+    if isinstance(index, numbers.Integral) or (isinstance(index, torch.Tensor) and index.dim() == 0):
+        raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected a tuple with one "
+                             f"integer per dimension ({dims} here).", suspects=(FLAT_INDEX,))
+    if type(index) is not tuple:
+        raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({fmt(index)}); expected a tuple "
+                             "of ints.")
+    if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in index):
+        kinds = ", ".join(sorted({type(i).__name__ for i in index}))
+        raise GradingFailure(f"{what} returned the index {fmt(index)} made of {kinds}; expected ints "
+                             "(int(i) for each), so that the index prints and compares like (1, 0).")
+    if len(index) != dims:
+        raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected one per "
+                             f"dimension ({dims}).", suspects=(FLAT_INDEX,) if len(index) == 1 else ())
+    return tuple(int(i) for i in index)
 
 
-def _as_index(index) -> tuple | None:
-    if torch.is_tensor(index):
-        index = index.tolist()
-    if isinstance(index, int):
-        return None
-    try:
-        return tuple(int(i) for i in index)
-    except (TypeError, ValueError):
-        return None
+def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.Tensor, floor: float | None) -> None:
+    __tracebackhide__ = True
+    args = f"analytic={fmt(analytic)}, numerical={fmt(numerical)}" + ("" if floor is None else f", floor={floor:g}")
+    what = f"worst_relative_error({args})"
+    kwargs = {} if floor is None else {"floor": floor}
+    # The caller's own tensors: an answer that changes them (in place, even if undone) fails.
+    answer = call_learner(worst_relative_error, analytic, numerical, what=what, **kwargs)
+    error, index = _tuple_of(answer, ("worst_error", "worst_index"), what=what)
+    errors = _relative_errors(analytic, numerical, DEFAULT_FLOOR if floor is None else floor)
+    want_error, want_index = _worst_by(errors)
+    if isinstance(error, torch.Tensor):
+        raise proven_failure(f"{what} returned the worst error as a tensor ({fmt(error)}); the part asks for a "
+                             "Python float.", TENSOR_FOR_NUMBER)
+    if not isinstance(error, float):
+        raise GradingFailure(f"{what} returned the worst error as {type(error).__name__} ({error!r:.60}); expected "
+                             "a Python float.")
+    if not math.isfinite(error):
+        raise GradingFailure(f"{what} returned error {fmt(error)}, expected {fmt(want_error)} at {want_index}.",
+                             suspects=(NO_GUARD,))
+    index = _index_tuple(index, what=what, dims=analytic.dim())
+    if any(not 0 <= i < n for i, n in zip(index, analytic.shape)):
+        raise GradingFailure(f"{what} returned the index {index}, outside the shape {tuple(analytic.shape)}.")
+    absolute_worst = _worst_by((analytic - numerical).abs())
+    default_floor_errors = _relative_errors(analytic, numerical, DEFAULT_FLOOR)
+    suspects = []
+    if absolute_worst[1] == index != want_index:
+        close = math.isclose(error, absolute_worst[0], rel_tol=1e-6)
+        suspects.append(ABSOLUTE if close else WORST_BY_ABSOLUTE)
+    if floor is not None and index == _worst_by(default_floor_errors)[1] != want_index:
+        suspects.append(IGNORED_FLOOR)
+    if float(errors[index]) < want_error * (1 - 1e-9):  # ties: any element with the largest error is right
+        raise GradingFailure(f"{what} reported the worst element at {index}, where the relative error is "
+                             f"{fmt(float(errors[index]))}; the largest is {fmt(want_error)}, at {want_index}.",
+                             suspects=tuple(suspects))
+    one_sided = [ONE_SIDED.looks_like(float((analytic - numerical).abs()[index] /
+                                            torch.clamp(side.abs()[index], min=floor or DEFAULT_FLOOR)))
+                 for side in (analytic, numerical)]
+    symptoms = [*one_sided, ABSOLUTE.looks_like(absolute_worst[0])]
+    if floor is not None:
+        symptoms.append(IGNORED_FLOOR.looks_like(float(default_floor_errors[index])))
+    expect_close(error, want_error, what=f"{what}: worst error", rtol=1e-6, atol=1e-12, source="expected",
+                 symptoms=symptoms)
 
 
-def _one_sided(analytic: torch.Tensor, numerical: torch.Tensor, index: tuple, side: str) -> float:
-    a, n = float(analytic[index]), float(numerical[index])
-    return abs(a - n) / max(abs(a if side == "analytic" else n), 1e-8)
+@check
+def check_worst_relative_error(worst_relative_error, seed: int | None = None) -> None:
+    """Part C: worst_relative_error(analytic, numerical, floor=1e-8) returns (worst error as a float, its index as a
+    tuple of ints), leaving both tensors unchanged."""
+    __tracebackhide__ = True
+    for analytic, numerical, floor in _checker_cases(seed):
+        with trial():
+            _run_checker(worst_relative_error, analytic, numerical, floor)
