@@ -64,16 +64,18 @@ class _Collect(logging.Handler):
 
     def __init__(self):
         super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
+        self.records: list[tuple[int, str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+        # Formatted now: nbgrader logs gradebook rows as arguments ("%s is %s seconds late" for a late submission),
+        # which cannot be printed once their database session has closed.
+        self.records.append((record.levelno, record.getMessage()))
 
     def clear(self) -> None:
         self.records = []
 
     def take(self, level: int) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == level]
+        return [message for levelno, message in self.records if levelno == level]
 
 
 class Course:
