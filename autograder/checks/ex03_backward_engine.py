@@ -2,9 +2,12 @@
 
 A graph is a plain dict ``node -> list of input nodes`` (strings, a DAG): every node is a key and a leaf maps to
 ``[]``. Local derivatives are a dict ``(node, input) -> float``. Each ``check_*`` function is one test cell's whole
-body: without ``seed`` it runs the public cases, with ``seed=grading_seed()`` fresh random ones.
+body: without ``seed`` it runs the public cases, with ``seed=grading_seed()`` fresh random ones. Every case is a
+:func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the visible and of the
+hidden test, so that it can be named (one coincidence never is).
 
-Models come from :mod:`autograder.checks.cases` (shared with exercise 05).
+Parts A and B are plain Python: autograd is forbidden inside them and the learner's ``graph`` and ``local_grads``
+must come back unchanged. Part C's hooks run inside backward passes the check drives itself.
 """
 
 from __future__ import annotations
@@ -18,7 +21,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, call_with_none_hint, expect_close
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    proven_failure,
+    trial,
+)
+from ..contracts import CHANGED_INPUT
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 from .cases import mean_loss_gradients, random_mlp
@@ -34,8 +48,70 @@ LESSON_LOCAL: Local = {("L", "r"): 1.0, ("L", "p"): 1.0, ("r", "q"): 6.0, ("r", 
 SKIP_GRAPH: Graph = {"out": ["a", "b"], "b": ["c"], "c": ["a"], "a": ["z"], "z": [], "log": ["a"]}
 SKIP_LOCAL: Local = {("out", "a"): 2.0, ("out", "b"): 1.5, ("b", "c"): 0.5, ("c", "a"): 3.0, ("a", "z"): 1.25,
                      ("log", "a"): 7.0}
+# The same trap one level deeper: `y` reaches `h` directly and through u -> g -> h, `w` is shared, `spare` unused.
+BRIDGE_GRAPH: Graph = {"y": ["h", "u"], "u": ["g"], "g": ["h"], "h": ["w", "k"], "k": ["w"], "w": [],
+                       "spare": ["u"]}
+BRIDGE_LOCAL: Local = {("y", "h"): 0.5, ("y", "u"): 2.0, ("u", "g"): 1.5, ("g", "h"): 1.25, ("h", "w"): 3.0,
+                       ("h", "k"): 2.0, ("k", "w"): 0.25, ("spare", "u"): 4.0}
 
 NAMES = list("abcdefghkmnpqrstuvwyz")
+
+# ---------------------------------------------------------------------------------------------- misconceptions
+
+EARLY_HINT = ("A node may run only once every node that consumes it has run, otherwise its gradient is still "
+              "incomplete when it passes it on. Visiting a node the first time you meet it (breadth-first, or "
+              "depth-first preorder) breaks this when a node is reached by paths of different lengths. Use a "
+              "depth-first postorder reversed, or count each node's consumers and run it when the count hits 0.")
+
+NO_VISITED_SET = Misconception(
+    "no visited set", "A node reached by two paths must still be listed once: keep a set of visited nodes and skip "
+    "a node you have already placed.")
+UNREACHABLE = Misconception(
+    "included nodes the output does not depend on", "Start from the output and follow inputs only: a graph may hold "
+    "branches the output never uses, and they get no place in the order (and no gradient).")
+FORWARD_ORDER = Misconception(
+    "forward order", "Your order is valid read backwards: you listed inputs before their consumers, which is the "
+    "order of the forward pass. Reverse it (a depth-first postorder from the output, reversed).")
+INPUT_BEFORE_CONSUMER = Misconception("input visited before its consumer", EARLY_HINT)
+
+OUTPUT_NOT_ONE = Misconception("output's gradient not set to 1", "Start backward with d output / d output = 1.")
+MISSING_UPSTREAM = Misconception(
+    "missing the upstream gradient", "Each edge sends local derivative × the consumer's gradient, not the local "
+    "derivative alone.")
+PASSED_EARLY = Misconception("passed a gradient on before it was complete", EARLY_HINT)
+OVERWROTE = Misconception(
+    "overwrote instead of summing at a branch point", "A node used by several consumers gets one contribution from "
+    "each; add them (+=), do not replace (=).")
+AVERAGED_PATHS = Misconception(
+    "averaged the paths", "Contributions of different paths add up; they are never averaged.")
+
+SUMMED = Misconception(
+    "summed instead of averaging", "Divide the sum by the number of replicas: the mean loss over the full batch is "
+    "the average of the shard losses, so its gradient is the average of the shard gradients.")
+ONLY_FIRED = Misconception(
+    "only updated the replica that fired", "The hook that completes the set must write the average into .grad of "
+    "EVERY replica, not only of the one whose backward is running.")
+NO_AVERAGING = Misconception(
+    "no averaging happened", "Every replica kept its own shard's gradient: register a hook on each parameter of "
+    "each replica (param.register_post_accumulate_grad_hook(fn)) and let the last arrival write the average.")
+FIRST_ROUND_ONLY = Misconception(
+    "averaging only in the first step", "Your hooks worked in round 1 but not later: reset the arrival count (or "
+    "list) once the average is written, so that every backward round is averaged.")
+AVERAGED_EARLY = Misconception(
+    "averaged before every replica had its gradient", "A replica whose backward has not run yet still has "
+    ".grad = None. Count the arrivals for each parameter and average only when the last replica's gradient has "
+    "arrived, whatever order the replicas run in.")
+TENSOR_HOOK_READS_GRAD = Misconception(
+    "read .grad in a hook that runs before .grad is written", "Tensor.register_hook calls fn(grad) BEFORE this "
+    "backward's gradient reaches param.grad, so inside it param.grad is still None (or an old value). Use the grad "
+    "argument such a hook receives, or register_post_accumulate_grad_hook, which runs after .grad is written.")
+SHARED_GRAD = Misconception(
+    "replicas share one .grad tensor", "Every replica's .grad is the same tensor object, so the next in-place "
+    "accumulation into one replica's .grad (a second micro-batch, a gradient clip) changes all of them. Give each "
+    "replica its own copy: p.grad = average.clone().")
+CHANGED_PARAMETERS = Misconception(
+    "hooks changed the parameters", "An all-reduce hook only writes .grad; the parameters change in the optimizer "
+    "step, never inside backward.")
 
 
 # ---------------------------------------------------------------------------------------------- graphs
@@ -106,15 +182,19 @@ def random_local(gen: torch.Generator, graph: Graph) -> Local:
             for node, sources in graph.items() for source in sources}
 
 
+def _call_plain_python(fn: Callable, *args, what: str):
+    """Call a Part A/B answer on the caller's own dicts: no autograd inside, and the dicts come back unchanged."""
+    __tracebackhide__ = True
+    before = copy.deepcopy(args)
+    answer = call_learner(fn, *args, what=what, forbid=[Route.AUTOGRAD])
+    for name, old, new in zip(("graph", "local_grads"), before, args):
+        if type(new) is not type(old) or new != old:
+            raise proven_failure(f"{what} changed its argument {name}: it was {old!r:.200} and is now "
+                                 f"{new!r:.200}.", CHANGED_INPUT)
+    return answer
+
+
 # ---------------------------------------------------------------------------------------------- Part A
-
-FORWARD_HINT = ("Your order is valid read backwards: you listed inputs before their consumers, which is the order "
-                "of the forward pass. Reverse it (a depth-first postorder from the output, reversed).")
-EARLY_HINT = ("A node may run only once every node that consumes it has run, otherwise its gradient is still "
-              "incomplete when it passes it on. Visiting a node the first time you meet it (breadth-first, or "
-              "depth-first preorder) breaks this when a node is reached by paths of different lengths. Use a "
-              "depth-first postorder reversed, or count each node's consumers and run it when the count hits 0.")
-
 
 def _violation(order: list[str], graph: Graph) -> tuple[str, str] | None:
     """The first (input, consumer) pair where the input comes first, or None if none does."""
@@ -126,33 +206,28 @@ def _violation(order: list[str], graph: Graph) -> tuple[str, str] | None:
     return None
 
 
-def _order_problem(order: list[str], graph: Graph, output: str) -> tuple[str, str] | None:
-    """(what is wrong, likely misconception or '') for a proposed backward order; None if it is valid."""
+def _order_problem(order: list[str], graph: Graph, output: str) -> tuple[str, Misconception | None] | None:
+    """(what is wrong, the misconception it looks like or None) for a proposed backward order; None if valid."""
     needed = reference_order(graph, output)
     twice = sorted({node for node in order if order.count(node) > 1})
     if twice:
-        return (f"{', '.join(map(repr, twice))} listed more than once",
-                "no visited set. A node reached by two paths must still be listed once: keep a set of visited "
-                "nodes and skip a node you have already placed.")
+        return f"{', '.join(map(repr, twice))} listed more than once", NO_VISITED_SET
     unknown = sorted(set(order) - set(graph))
     if unknown:
-        return f"{', '.join(map(repr, unknown))} listed, but the graph has no such node", ""
+        return f"{', '.join(map(repr, unknown))} listed, but the graph has no such node", None
     extra = sorted(set(order) - set(needed))
     if extra:
-        return (f"{', '.join(map(repr, extra))} listed, but the output does not depend on it",
-                "included nodes the output does not depend on. Walk from the output through the inputs; do not "
-                "list every key of the graph.")
+        return f"{', '.join(map(repr, extra))} listed, but the output does not depend on it", UNREACHABLE
     missing = [node for node in needed if node not in order]
     if missing:
         return (f"{', '.join(map(repr, missing))} missing: every node the output depends on must be listed, "
-                "the output itself and the leaves included", "")
+                "the output itself and the leaves included", None)
     violation = _violation(order, graph)
     if violation is None:
         return None
     source, consumer = violation
-    return (f"{source!r} comes before {consumer!r}, but {consumer!r} consumes {source!r}",
-            "input visited before its consumer. " + EARLY_HINT if _violation(order[::-1], graph)
-            else "forward order. " + FORWARD_HINT)
+    looks_like = INPUT_BEFORE_CONSUMER if _violation(order[::-1], graph) else FORWARD_ORDER
+    return f"{source!r} comes before {consumer!r}, but {consumer!r} consumes {source!r}", looks_like
 
 
 def _as_order(answer, what: str) -> list[str]:
@@ -167,30 +242,37 @@ def _order_cases(seed: int | None):
         yield LESSON_GRAPH, "L"
         yield LESSON_GRAPH, "r"
         yield SKIP_GRAPH, "out"
+        yield BRIDGE_GRAPH, "y"
         return
     gen = generator("03/backward_order", seed)
     for _ in range(3):
         yield random_graph(gen)
 
 
+def _check_order(backward_order_fn, graph: Graph, output: str) -> None:
+    __tracebackhide__ = True
+    graph = copy.deepcopy(graph)  # the learner gets this very dict; the module's own examples stay pristine
+    what = f"backward_order(graph, {output!r}) for graph = {_show_graph(graph)}"
+    order = _as_order(_call_plain_python(backward_order_fn, graph, output, what=what), what)
+    problem = _order_problem(order, graph, output)
+    if problem is None:
+        return
+    issue, looks_like = problem
+    raise GradingFailure("\n".join([
+        f"{what} is wrong.",
+        f"  your order:         {order!r:.300}",
+        f"  a valid order:      {reference_order(graph, output)!r} (one of several: any order that lists each node "
+        "the output depends on once, before all of its inputs, is accepted)",
+        f"  problem:            {issue}"]), suspects=(looks_like,) if looks_like else ())
+
+
+@check
 def check_backward_order(backward_order_fn, seed: int | None = None) -> None:
     """Part A: backward_order(graph, output) lists every node the output depends on once, consumers first."""
     __tracebackhide__ = True
     for graph, output in _order_cases(seed):
-        what = f"backward_order(graph, {output!r}) for graph = {_show_graph(graph)}"
-        order = _as_order(call_learner(backward_order_fn, copy.deepcopy(graph), output, what=what), what)
-        problem = _order_problem(order, graph, output)
-        if problem is None:
-            continue
-        issue, mistake = problem
-        lines = [f"{what} is wrong.",
-                 f"  your order:         {order!r:.300}",
-                 f"  a valid order:      {reference_order(graph, output)!r} (one of several: any order that lists "
-                 "each node the output depends on once, before all of its inputs, is accepted)",
-                 f"  problem:            {issue}"]
-        if mistake:
-            lines.append(f"Likely misconception: {mistake}")
-        raise GradingFailure("\n".join(lines))
+        with trial():
+            _check_order(backward_order_fn, graph, output)
 
 
 # ---------------------------------------------------------------------------------------------- Part B
@@ -238,24 +320,15 @@ def _near(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-8 + 1e-6 * abs(b)
 
 
-def _gradient_mistakes(graph: Graph, local: Local, output: str, nodes: list[str]) -> list[Misconception]:
+def _gradient_symptoms(graph: Graph, local: Local, output: str, nodes: list[str]) -> list:
     def by_rule(rule):
         return lambda received: _every_node(received, graph, local, nodes, rule)
 
-    return [
-        Misconception("output's gradient not set to 1", "Start backward with d output / d output = 1.",
-                      value=torch.zeros(len(nodes))),
-        Misconception("missing the upstream gradient", "Each edge sends local derivative × the consumer's "
-                      "gradient, not the local derivative alone.",
-                      value=_run_in_order(graph, local, output, nodes, upstream=False)),
-        Misconception("passed a gradient on before it was complete", EARLY_HINT,
-                      value=_run_in_order(graph, local, output, _breadth_first(graph, output))),
-        Misconception("overwrote instead of summing at a branch point", "A node used by several consumers gets "
-                      "one contribution from each; add them (+=), do not replace (=).",
-                      legacy_when=by_rule(lambda value, parts: any(_near(value, part) for part in parts))),
-        Misconception("averaged the paths", "Contributions of different paths add up; they are never averaged.",
-                      legacy_when=by_rule(lambda value, parts: _near(value, sum(parts) / len(parts)))),
-    ]
+    return [OUTPUT_NOT_ONE.looks_like(torch.zeros(len(nodes))),
+            MISSING_UPSTREAM.looks_like(_run_in_order(graph, local, output, nodes, upstream=False)),
+            PASSED_EARLY.looks_like(_run_in_order(graph, local, output, _breadth_first(graph, output))),
+            OVERWROTE.when(by_rule(lambda value, parts: any(_near(value, part) for part in parts))),
+            AVERAGED_PATHS.when(by_rule(lambda value, parts: _near(value, sum(parts) / len(parts))))]
 
 
 def _as_gradients(answer, nodes: list[str], what: str) -> torch.Tensor:
@@ -266,19 +339,25 @@ def _as_gradients(answer, nodes: list[str], what: str) -> torch.Tensor:
     if missing:
         raise GradingFailure(f"{what} has no gradient for {', '.join(map(repr, missing))}; expected one entry for "
                              f"every node the output depends on: {nodes}.")
+    not_numbers = {node: type(value).__name__ for node, value in answer.items()
+                   if isinstance(value, bool) or not isinstance(value, (int, float))}
+    if not_numbers:
+        raise GradingFailure(f"{what} gives {not_numbers} as gradients; expected Python floats (a float per node, "
+                             "as the part says: float(value) converts a 0-d tensor).")
     values = {node: float(as_answer(value, what=f"{what}[{node!r}]", shape=())) for node, value in answer.items()}
     stray = {node: value for node, value in values.items() if node not in nodes and value != 0.0}
     if stray:
         raise GradingFailure(f"{what} gives gradients {stray} to nodes the output does not depend on; their gradient "
-                             "is 0 (or leave them out).\nLikely misconception: included nodes the output does not "
-                             "depend on. Start from the output and follow inputs only.")
+                             "is 0 (or leave them out).", suspects=(UNREACHABLE,))
     return torch.tensor([values[node] for node in nodes], dtype=torch.float64)
 
 
 def _gradient_cases(seed: int | None):
     if seed is None:
         yield LESSON_GRAPH, LESSON_LOCAL, "L"
+        yield LESSON_GRAPH, LESSON_LOCAL, "r"
         yield SKIP_GRAPH, SKIP_LOCAL, "out"
+        yield BRIDGE_GRAPH, BRIDGE_LOCAL, "y"
         return
     gen = generator("03/accumulate_gradients", seed)
     for _ in range(3):
@@ -286,20 +365,26 @@ def _gradient_cases(seed: int | None):
         yield graph, random_local(gen, graph), output
 
 
+def _check_gradients(accumulate_gradients_fn, graph: Graph, local: Local, output: str) -> None:
+    __tracebackhide__ = True
+    graph, local = copy.deepcopy(graph), dict(local)  # the learner gets these very dicts
+    what = (f"accumulate_gradients(graph, local_grads, {output!r}) for graph = {_show_graph(graph)}, "
+            f"local_grads = {_show_local(local)}")
+    answer = _call_plain_python(accumulate_gradients_fn, graph, local, output, what=what)
+    nodes, expected, fd = _gradient_oracles(graph, local, output)
+    expect_close(_as_gradients(answer, nodes, what), expected, what=what, fd=fd,
+                 extra=f"  nodes, by index:    {nodes}", symptoms=_gradient_symptoms(graph, local, output, nodes))
+
+
+@check
 def check_accumulate_gradients(accumulate_gradients_fn, seed: int | None = None) -> None:
-    """Part B: accumulate_gradients(graph, local_grads, output) -> {node: d output / d node} (sum over paths)."""
+    """Part B: accumulate_gradients(graph, local_grads, output) -> {node: d output / d node} (sum over paths), as
+    floats, by plain Python (no autograd), leaving graph and local_grads unchanged."""
     __tracebackhide__ = True
     for graph, local, output in _gradient_cases(seed):
-        what = (f"accumulate_gradients(graph, local_grads, {output!r}) for graph = {_show_graph(graph)}, "
-                f"local_grads = {_show_local(local)}")
-        answer = call_learner(accumulate_gradients_fn, copy.deepcopy(graph), dict(local), output, what=what)
-        nodes, expected, fd = _gradient_oracles(graph, local, output)
-        expect_close(_as_gradients(answer, nodes, what), expected, what=what, fd=fd,
-                     extra=f"  nodes, by index:    {nodes}",
-                     misconceptions=_gradient_mistakes(graph, local, output, nodes))
+        with trial():
+            _check_gradients(accumulate_gradients_fn, graph, local, output)
 
-
-# ---------------------------------------------------------------------------------------------- models
 
 # ---------------------------------------------------------------------------------------------- Part C
 
@@ -313,6 +398,11 @@ class ReplicaCase:
     def replicas(self) -> int:
         return len(self.rounds[0][2])
 
+    def shard(self, round_index: int, replica: int) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets, _ = self.rounds[round_index]
+        rows = slice(replica * len(inputs) // self.replicas, (replica + 1) * len(inputs) // self.replicas)
+        return inputs[rows], targets[rows]
+
 
 def _replica_case(gen: torch.Generator, sizes, replicas: int, shard: int, orders: list[list[int]]) -> ReplicaCase:
     batch = replicas * shard
@@ -321,6 +411,9 @@ def _replica_case(gen: torch.Generator, sizes, replicas: int, shard: int, orders
 
 
 def _replica_cases(seed: int | None):
+    """Two cases of two rounds each. In every case the first round ends with a replica other than 0 (so replica 0,
+    checked first, shows whether the others were updated) and the second round does not end with the last replica
+    (so a hook on the last replica only fires too early)."""
     if seed is None:
         gen = generator("03/allreduce/public", 0)
         yield _replica_case(gen, (3, 4, 2), 2, 3, [[0, 1], [1, 0]])
@@ -330,81 +423,138 @@ def _replica_cases(seed: int | None):
     for _ in range(2):
         replicas = choice(gen, [2, 3, 4])
         orders = [torch.randperm(replicas, generator=gen).tolist() for _ in range(2)]
-        if orders[1][-1] == replicas - 1:  # the second round never ends with the last replica
+        if orders[0][-1] == 0:
+            orders[0].reverse()
+        if orders[1][-1] == replicas - 1:
             orders[1].reverse()
         sizes = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [1, 2]))
         yield _replica_case(gen, sizes, replicas, choice(gen, [2, 3]), orders)
 
 
-NONE_HINT = ("\nLikely misconception: averaged before every replica had its gradient. A replica whose backward "
-             "has not run yet still has .grad = None. Count the arrivals for each parameter and average only when "
-             "the last replica's gradient has arrived, whatever order the replicas run in.")
+def _backward(case: ReplicaCase, models: list[nn.Module], round_index: int, replicas: list[int]) -> None:
+    """Each replica in ``replicas``, in turn, runs forward and backward on its shard of the round's batch."""
+    __tracebackhide__ = True
+    order = case.rounds[round_index][2]
+    for replica in replicas:
+        loss = F.mse_loss(models[replica](case.shard(round_index, replica)[0]), case.shard(round_index, replica)[1])
+        call_learner(loss.backward, what=f"round {round_index + 1} (backward order {order}): replica {replica}'s "
+                                         "loss.backward() (your hooks run inside it)")
 
 
-def _replica_mistakes(case: ReplicaCase, round_index: int, grads_now, name: str, replica: int,
-                      expected: torch.Tensor, local: list[dict[str, torch.Tensor]]) -> list[Misconception]:
+def _fresh_replicas(attach_allreduce_hooks_fn, case: ReplicaCase, label: str) -> list[nn.Module]:
+    __tracebackhide__ = True
+    models = [copy.deepcopy(case.model) for _ in range(case.replicas)]
+    call_learner(attach_allreduce_hooks_fn, models, what=label)
+    return models
+
+
+def _runs_with_grads_set(attach_allreduce_hooks_fn, case: ReplicaCase, round_index: int, ran: list[int],
+                         label: str, unset: int | None = None) -> bool:
+    """Replay the backward calls ``ran`` of a round on fresh replicas whose every .grad (but replica ``unset``'s)
+    already holds zeros: does the learner's code now run through?"""
+    try:
+        models = _fresh_replicas(attach_allreduce_hooks_fn, case, label)
+        for replica, model in enumerate(models):
+            for param in model.parameters():
+                param.grad = None if replica == unset else torch.zeros_like(param)
+        _backward(case, models, round_index, ran)
+    except GradingFailure:
+        return False
+    return True
+
+
+def _crash_cause(attach_allreduce_hooks_fn, case: ReplicaCase, round_index: int, position: int,
+                 label: str) -> tuple[str, Misconception] | None:
+    """Why the backward of the replica at ``position`` of the round's order crashed, when a replay shows that it was a
+    missing .grad: its own (read in a hook that fires before .grad is written) or another replica's."""
+    order = case.rounds[round_index][2]
+    ran, replica, waiting = order[:position + 1], order[position], order[position + 1:]
+    if not _runs_with_grads_set(attach_allreduce_hooks_fn, case, round_index, ran, label):
+        return None  # not about .grad at all
+    if not _runs_with_grads_set(attach_allreduce_hooks_fn, case, round_index, ran, label, unset=replica):
+        return (f"  replayed with every other replica's .grad set, it still crashed: your hook read replica "
+                f"{replica}'s own .grad before backward had written it.", TENSOR_HOOK_READS_GRAD)
+    if waiting:
+        return (f"  at that moment replicas {waiting} had not run backward yet in this round, so their .grad was "
+                "None (replayed with every .grad set, your hooks ran through).", AVERAGED_EARLY)
+    return None
+
+
+def _run_round(attach_allreduce_hooks_fn, case: ReplicaCase, models: list[nn.Module], round_index: int,
+               label: str) -> None:
+    __tracebackhide__ = True
+    order = case.rounds[round_index][2]
+    for model in models:
+        model.zero_grad()
+    for position, replica in enumerate(order):
+        try:
+            _backward(case, models, round_index, [replica])
+        except GradingFailure as failure:
+            cause = _crash_cause(attach_allreduce_hooks_fn, case, round_index, position, label)
+            if cause is None:
+                raise
+            raise GradingFailure(f"{failure.message}\n{cause[0]}", suspects=(cause[1],)) from None
+
+
+def _replica_symptoms(round_index: int, grads_now: list, replica: int, expected: torch.Tensor,
+                      own: torch.Tensor, replicas: int) -> list:
     def close(a, b):
         return a is not None and torch.allclose(a.detach().double(), b, rtol=1e-6, atol=1e-8)
 
-    own = close(grads_now[replica], local[replica][name])
+    kept_own = close(grads_now[replica], own)
     others_averaged = any(close(g, expected) for r, g in enumerate(grads_now) if r != replica)
-    return [
-        Misconception("averaging only in the first step", "Your hooks worked in round 1 but not in round 2: "
-                      "reset the arrival count (or list) once the average is written, so that every backward "
-                      "round is averaged.", legacy_when=lambda _: own and round_index > 0),
-        Misconception("only updated the replica that fired", "The hook that completes the set must write the "
-                      "average into .grad of EVERY replica, not only of the one whose backward is running.",
-                      legacy_when=lambda _: own and others_averaged),
-        Misconception("no averaging happened", "Every replica kept its own shard's gradient: register a hook on "
-                      "each parameter of each replica (param.register_post_accumulate_grad_hook(fn)).",
-                      legacy_when=lambda _: own),
-        Misconception("summed instead of averaging", f"Divide the sum by the number of replicas "
-                      f"({case.replicas}): the mean loss over the full batch is the average of the shard losses.",
-                      value=case.replicas * expected),
-    ]
+    return [SUMMED.looks_like(replicas * expected),
+            ONLY_FIRED.when(lambda _: kept_own and others_averaged),
+            NO_AVERAGING.when(lambda _: kept_own and not others_averaged and round_index == 0),
+            FIRST_ROUND_ONLY.when(lambda _: kept_own and not others_averaged and round_index > 0)]
 
 
-def _run_backward_round(case: ReplicaCase, models: list[nn.Module], round_index: int) -> None:
+def _check_round(case: ReplicaCase, models: list[nn.Module], round_index: int, label: str) -> None:
+    __tracebackhide__ = True
     inputs, targets, order = case.rounds[round_index]
-    for model in models:
-        model.zero_grad()
-    for replica in order:
-        shard = slice(replica * len(inputs) // case.replicas, (replica + 1) * len(inputs) // case.replicas)
-        loss = F.mse_loss(models[replica](inputs[shard]), targets[shard])
-        call_with_none_hint(loss.backward, hint=NONE_HINT,
-                            what=f"round {round_index + 1} (backward order {order}): replica {replica}'s "
-                                 "loss.backward() (your hooks run inside it)")
+    expected, fd = mean_loss_gradients(case.model, F.mse_loss, inputs, targets)
+    own = [mean_loss_gradients(case.model, F.mse_loss, *case.shard(round_index, r), fd=False)[0]
+           for r in range(case.replicas)]
+    for name, _ in case.model.named_parameters():
+        grads_now = [dict(m.named_parameters())[name].grad for m in models]
+        for replica, grad in enumerate(grads_now):
+            what = f"{label}; round {round_index + 1} (backward order {order}): replica {replica}'s {name}.grad"
+            if grad is None:
+                raise GradingFailure(f"{what} is None: every replica must hold the averaged gradient.")
+            expect_close(grad, expected[name], what=what, fd=fd[name], extra=(
+                "  expected:           the gradient of the mean loss over the whole batch (= the average of the "
+                "replicas' own gradients)"),
+                symptoms=_replica_symptoms(round_index, grads_now, replica, expected[name], own[replica][name],
+                                           case.replicas))
+        pointers = [grad.untyped_storage().data_ptr() for grad in grads_now]
+        if len(set(pointers)) < len(pointers):
+            raise proven_failure(f"{label}; round {round_index + 1}: the replicas' {name}.grad are not separate "
+                                 "tensors (two or more share memory).", SHARED_GRAD)
 
 
+def _check_replicas(attach_allreduce_hooks_fn, case: ReplicaCase) -> None:
+    __tracebackhide__ = True
+    shard = len(case.rounds[0][0]) // case.replicas
+    label = (f"attach_allreduce_hooks(replicas) for {case.replicas} replicas of an MLP with layer sizes "
+             f"{case.sizes}, each running backward on a shard of {shard} examples (mean squared error)")
+    models = _fresh_replicas(attach_allreduce_hooks_fn, case, label)
+    versions = [[param._version for param in model.parameters()] for model in models]
+    for round_index in range(len(case.rounds)):
+        _run_round(attach_allreduce_hooks_fn, case, models, round_index, label)
+        for replica, model in enumerate(models):
+            for (name, param), original, version in zip(model.named_parameters(), case.model.parameters(),
+                                                        versions[replica]):
+                if not torch.equal(param.detach(), original.detach()) or param._version != version:
+                    raise proven_failure(f"{label}; round {round_index + 1}: replica {replica}'s parameter {name} "
+                                         "was changed during backward.", CHANGED_PARAMETERS)
+        _check_round(case, models, round_index, label)
+
+
+@check
 def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, seed: int | None = None) -> None:
-    """Part C: after every replica's backward on its shard, every replica's .grad is the full-batch gradient."""
+    """Part C: after every replica's backward on its shard, every replica's .grad is the full-batch gradient, in a
+    tensor of its own, and the parameters are unchanged."""
     __tracebackhide__ = True
     for case in _replica_cases(seed):
-        models = [copy.deepcopy(case.model) for _ in range(case.replicas)]
-        shard = len(case.rounds[0][0]) // case.replicas
-        label = (f"attach_allreduce_hooks(replicas) for {case.replicas} replicas of an MLP with layer sizes "
-                 f"{case.sizes}, each running backward on a shard of {shard} examples (mean squared error)")
-        call_learner(attach_allreduce_hooks_fn, models, what=label)
-        for round_index, (inputs, targets, order) in enumerate(case.rounds):
-            _run_backward_round(case, models, round_index)
-            expected, fd = mean_loss_gradients(case.model, F.mse_loss, inputs, targets)
-            local = [mean_loss_gradients(case.model, F.mse_loss, inputs[r * shard:(r + 1) * shard],
-                                         targets[r * shard:(r + 1) * shard], fd=False)[0]
-                     for r in range(case.replicas)]
-            for replica, model in enumerate(models):
-                for name, param in model.named_parameters():
-                    what = (f"{label}; round {round_index + 1} (backward order {order}): replica {replica}'s "
-                            f"{name}.grad")
-                    if param.grad is None:
-                        raise GradingFailure(f"{what} is None: every replica must hold the averaged gradient.")
-                    grads_now = [dict(m.named_parameters())[name].grad for m in models]
-                    expect_close(param.grad, expected[name], what=what, fd=fd[name], extra=(
-                        "  expected:           the gradient of the mean loss over the whole batch (= the average "
-                        "of the replicas' own gradients)"),
-                        misconceptions=_replica_mistakes(case, round_index, grads_now, name, replica,
-                                                         expected[name], local))
-        for model in models:
-            for (name, param), original in zip(model.named_parameters(), case.model.parameters()):
-                if not torch.equal(param.detach(), original.detach()):
-                    raise GradingFailure(f"{label}: your hooks changed the parameter {name}; they must only "
-                                         "write .grad.")
+        with trial():
+            _check_replicas(attach_allreduce_hooks_fn, case)
