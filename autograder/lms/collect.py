@@ -143,6 +143,9 @@ class LmsExtractor(ExtractorPlugin):
 
     def extract(self, archive_path: str, extracted_path: str) -> None:
         super().extract(archive_path, extracted_path)
+        for path in list(Path(extracted_path).rglob("*")):  # a student's own archive, unpacked beside itself
+            if path.is_file() and path.suffix in self.zip_ext and path.with_suffix("").is_dir():
+                path.unlink()
         ctx = context(self)
         groups: dict[tuple[str, str], list[tuple[tuple, Path]]] = defaultdict(list)
         for path in sorted(Path(extracted_path).rglob("*")):

@@ -227,16 +227,19 @@ def preview(sheet: Sheet, previous: Path, limit: int = 30) -> list[str]:
     lines = [f"changes since the last export to {previous}:"]
     for column in sheet.grade_columns:
         name = sheet.header[column]
+        if name not in where:
+            filled = sum(bool(row[column]) for row in new_rows.values())
+            lines.append(f"  {name} (a new column): {filled} scores, {len(new_rows) - filled} blank")
+            continue
         changes, unchanged = [], 0
         for key, row in new_rows.items():
-            before = old_rows[key][where[name]] if key in old_rows and name in where else None
+            before = old_rows[key][where[name]] if key in old_rows else None
             if before == row[column]:
                 unchanged += 1
             else:
                 changes.append(f"    {label(row)}: {'(not exported)' if before is None else before or '(blank)'} "
                                f"-> {row[column] or '(blank)'}")
-        note = "" if name in where else " (a new column)"
-        lines.append(f"  {name}{note}: {len(changes)} changed, {unchanged} unchanged")
+        lines.append(f"  {name}: {len(changes)} changed, {unchanged} unchanged")
         lines += changes[:limit] + ([f"    ... and {len(changes) - limit} more"] if len(changes) > limit else [])
     gone = [label(row) for key, row in old_rows.items() if key not in new_rows]
     if gone:

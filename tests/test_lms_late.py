@@ -1,0 +1,105 @@
+"""The late policy (autograder.lms.late.LatePenalty) and nbgrader's AssignLatePenalties using it, without executing
+anything: penalties follow the policy's numbers, and every run of the preprocessor recomputes them from the
+submission's current time, due date and extension (tests/test_term_walkthrough.py does it with both real graders)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import nbformat
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from lms_class import DUE, fill_gradebook, use_venv_tools
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import AssignLatePenalties
+from traitlets.config import Config, PyFileConfigLoader
+
+from autograder import course
+from autograder.lms.late import LatePenalty, late_submissions, report_lines
+
+DAY, HOUR, MINUTE = 86400, 3600, 60
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader 0.9 with SQLAlchemy 2
+
+
+def policy(**traits) -> LatePenalty:
+    defaults = {"grace_minutes": 15, "percent": 10, "per": "day", "max_percent": 50}
+    return LatePenalty(config=Config({"LatePenalty": {**defaults, **traits}}))
+
+
+@pytest.mark.parametrize(("seconds_late", "percent"), [
+    (1, 0), (15 * MINUTE, 0),  # within the grace period: on time
+    (15 * MINUTE + 1, 10), (DAY, 10),  # a started day costs a day, counted from the due date
+    (DAY + 1, 20), (2 * DAY + HOUR, 30), (5 * DAY, 50), (40 * DAY, 50),  # capped
+])
+def test_percent_per_started_day_after_the_grace_period_capped(seconds_late, percent):
+    assert policy().percent_lost(seconds_late) == percent
+
+
+def test_per_hour_and_no_grace():
+    hourly = policy(per="hour", percent=5, grace_minutes=0, max_percent=100)
+    assert [hourly.percent_lost(s) for s in (1, HOUR, HOUR + 1, 19 * HOUR, 30 * HOUR)] == [5, 5, 10, 95, 100]
+
+
+def test_the_penalty_is_a_share_of_the_points_earned():
+    assert policy().late_submission_penalty("bob", 12.0, 25 * HOUR) == 2.4
+    assert policy().late_submission_penalty("bob", 0.0, 25 * HOUR) == 0.0
+    assert policy().late_submission_penalty("bob", 7.0, 10 * DAY) == 3.5
+
+
+@given(st.floats(0, 60 * DAY), st.floats(0, 60 * DAY))
+def test_later_never_costs_less_and_never_more_than_the_cap(a, b):
+    rule = policy()
+    early, late = sorted((a, b))
+    assert 0 <= rule.percent_lost(early) <= rule.percent_lost(late) <= rule.max_percent
+
+
+def test_the_course_configures_this_plugin():
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.ROOT)).load_config()
+    assert config.AssignLatePenalties.plugin_class == "autograder.lms.late.LatePenalty"
+    assert {k: config.LatePenalty[k] for k in ("grace_minutes", "percent", "per", "max_percent")} == \
+        {"grace_minutes": 15, "percent": 10, "per": "day", "max_percent": 50}
+
+
+@pytest.fixture
+def gradebook_url(tmp_path):
+    fill_gradebook(tmp_path, {"hw": 12.0}, {"hw": {"bob": (12.0, 0.0)}}, duedate=DUE)
+    return f"sqlite:///{tmp_path / 'gradebook.db'}"
+
+
+def assign_penalty(db_url: str, submitted_at, extension_hours: float | None = None) -> float | None:
+    """What one autograde's AssignLatePenalties step records for bob's notebook, submitted at ``submitted_at``."""
+    use_venv_tools()
+    with Gradebook(db_url) as gradebook:
+        gradebook.update_or_create_submission("hw", "bob", timestamp=submitted_at)
+        if extension_hours is not None:
+            gradebook.grant_extension("hw", "bob", hours=extension_hours)
+    step = AssignLatePenalties(config=Config({"AssignLatePenalties": {"plugin_class": LatePenalty},
+                                              "LatePenalty": {"grace_minutes": 15, "max_percent": 50}}))
+    resources = {"nbgrader": {"notebook": "hw", "assignment": "hw", "student": "bob", "db_url": db_url}}
+    step.preprocess(nbformat.v4.new_notebook(), resources)
+    with Gradebook(db_url) as gradebook:
+        return gradebook.find_submission_notebook("hw", "hw", "bob").late_submission_penalty
+
+
+def test_every_run_recomputes_the_penalty_from_the_current_timestamp(gradebook_url):
+    assert assign_penalty(gradebook_url, DUE + timedelta(days=2, hours=1)) == 3.6  # 3 started days: 30 % of 12
+    assert assign_penalty(gradebook_url, DUE + timedelta(hours=2)) == 1.2  # resubmitted earlier: 10 %
+    assert assign_penalty(gradebook_url, DUE + timedelta(minutes=10)) == 0.0  # within the grace period
+    assert assign_penalty(gradebook_url, DUE - timedelta(hours=1)) is None  # on time: nbgrader resets it
+    assert assign_penalty(gradebook_url, DUE + timedelta(days=9)) == 6.0  # capped at 50 %
+
+
+def test_an_extension_moves_the_due_date(gradebook_url):
+    assert assign_penalty(gradebook_url, DUE + timedelta(hours=30), extension_hours=48) is None
+    assert assign_penalty(gradebook_url, DUE + timedelta(hours=30), extension_hours=24) == 1.2
+
+
+def test_the_class_report_section_counts_late_submissions_and_penalties(gradebook_url):
+    assign_penalty(gradebook_url, DUE + timedelta(days=2, hours=1))
+    late = late_submissions(gradebook_url, "hw")
+    assert [(s.student, s.seconds_late, s.score, s.penalty) for s in late] == [("bob", (2 * DAY + HOUR), 12.0, 3.6)]
+    text = "\n".join(report_lines(late))
+    assert "1 late, 1 penalized, 3.6 points taken off" in text and "| bob | 2 d 1 h | 12 | 3.6 |" in text
+    assert late_submissions(gradebook_url, "no-such-assignment") == []
+    assert report_lines([])[-1] == "None."
