@@ -4,18 +4,21 @@ submission's current time, due date and extension (tests/test_term_walkthrough.p
 
 from __future__ import annotations
 
+import contextlib
+import io
 from datetime import timedelta
 
 import nbformat
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lms_class import DUE, fill_gradebook, use_venv_tools
+from lms_class import DUE, fill_gradebook, lms_course, use_venv_tools
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import AssignLatePenalties
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder import course
+from autograder.lms import cli
 from autograder.lms.late import LatePenalty, late_submissions, report_lines
 
 DAY, HOUR, MINUTE = 86400, 3600, 60
@@ -103,3 +106,22 @@ def test_the_class_report_section_counts_late_submissions_and_penalties(gradeboo
     assert "1 late, 1 penalized, 3.6 points taken off" in text and "| bob | 2 d 1 h | 12 | 3.6 |" in text
     assert late_submissions(gradebook_url, "no-such-assignment") == []
     assert report_lines([])[-1] == "None."
+
+
+def test_late_recompute_applies_a_new_due_date_without_regrading(tmp_path):
+    root = lms_course(tmp_path / "course")
+    fill_gradebook(root, {"hw": 12.0}, {"hw": {"bob": (12.0, 0.0)}}, duedate=DUE)
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    with Gradebook(db_url) as gradebook:
+        gradebook.update_or_create_submission("hw", "bob", timestamp=DUE + timedelta(days=2, hours=1))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["late", "hw", "--recompute", "--course", str(root)]) == 0
+    assert "| bob | 2 d 1 h | 12 | 3.6 |" in out.getvalue()  # the course's policy: 10 % a started day
+    with Gradebook(db_url) as gradebook:
+        gradebook.update_or_create_assignment("hw", duedate=DUE + timedelta(days=2))  # the due date moved
+    with contextlib.redirect_stdout(out):
+        cli.main(["late", "hw", "--recompute", "--course", str(root)])
+    assert "| bob | 1 h 0 min | 12 | 1.2 |" in out.getvalue()
+    with Gradebook(db_url) as gradebook:
+        assert gradebook.find_submission("hw", "bob").late_submission_penalty == 1.2

@@ -2,11 +2,13 @@
 
 * ``collect ASSIGNMENT ZIP... [--from canvas|moodle]`` puts an LMS's submissions download into ``submitted/``;
 * ``export --to canvas|moodle|csv ASSIGNMENT... [--output PATH] [--missing blank|zero] [--dry-run]`` writes the
-  LMS's grade import file, after a preview of what changed since the last export to the same file.
+  LMS's grade import file, after a preview of what changed since the last export to the same file;
+* ``late ASSIGNMENT [--recompute]`` lists the late submissions and their penalties; ``--recompute`` first applies
+  the late policy again (after a due date, an extension or the policy changed; nothing is executed).
 
 Exit status: 0 when all went through, 1 when something was reported for a look (files that match no student,
 students the export could not place; the work is still done), 2 when nothing was done (no roster, a roster with
-duplicates, an assignment the gradebook lacks). :func:`add_commands` mounts both on another command line.
+duplicates, an assignment the gradebook lacks). :func:`add_commands` mounts them on another command line.
 """
 
 from __future__ import annotations
@@ -86,8 +88,28 @@ def export(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def late(args: argparse.Namespace) -> int:
+    from nbgrader.api import MissingEntry
+    from nbgrader.apps import ExportApp
+
+    from .late import late_submissions, recompute, report_lines
+
+    with in_course(args.course):
+        app = ExportApp()  # any nbgrader app: it reads nbgrader_config.py and knows the gradebook
+        app.initialize(["--log-level=ERROR"])
+        try:
+            if args.recompute:
+                recompute(app.coursedir.db_url, args.assignment, app.config)
+            found = late_submissions(app.coursedir.db_url, args.assignment)
+        except MissingEntry:
+            print(f"autograder.lms late: the gradebook has no {args.assignment!r}", file=sys.stderr)
+            return 2
+    print("\n".join(report_lines(found)[2:]))
+    return 0
+
+
 def add_commands(commands) -> None:
-    """Add ``collect`` and ``export`` to an argparse ``add_subparsers()`` object (each sets ``run``)."""
+    """Add ``collect``, ``export`` and ``late`` to an argparse ``add_subparsers()`` object (each sets ``run``)."""
     parser = commands.add_parser("collect", help="an LMS's submissions download (zip) into submitted/")
     parser.add_argument("assignment", help="assignment id, e.g. 01-chain-rule")
     parser.add_argument("archives", nargs="+", help="the LMS's download(s); a later one wins ties")
@@ -105,6 +127,12 @@ def add_commands(commands) -> None:
     parser.add_argument("--dry-run", action="store_true", help="show the preview and the problems, write nothing")
     parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
     parser.set_defaults(run=export)
+    parser = commands.add_parser("late", help="late submissions and their penalties (--recompute: apply the policy "
+                                              "again after a due date, extension or policy change)")
+    parser.add_argument("assignment", help="assignment id, e.g. 01-chain-rule")
+    parser.add_argument("--recompute", action="store_true", help="apply the late policy again, executing nothing")
+    parser.add_argument("--course", type=Path, default=Path.cwd(), help="course root (default: here)")
+    parser.set_defaults(run=late)
 
 
 def main(argv: list[str] | None = None) -> int:

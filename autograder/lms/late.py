@@ -78,6 +78,24 @@ def late_submissions(db_url: str, assignment: str) -> list[LateSubmission]:
     return sorted(late, key=lambda s: s.student)
 
 
+def recompute(db_url: str, assignment: str, config) -> None:
+    """Apply the late policy in ``config`` again to every graded submission of ``assignment``, as nbgrader's Autograde
+    does last (same preprocessor, same plugin), without executing anything: after a due date, an extension or the
+    policy changed, when the submissions themselves did not."""
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    with Gradebook(db_url) as gradebook:
+        found = gradebook.find_assignment(assignment)
+        pairs = [(s.student_id, n.name) for s in found.submissions for n in found.notebooks]
+    step = AssignLatePenalties(config=config)
+    for student, notebook in pairs:
+        resources = {"nbgrader": {"notebook": notebook, "assignment": assignment, "student": student,
+                                  "db_url": db_url}}
+        step.preprocess(nbformat.v4.new_notebook(), resources)
+
+
 def describe_lateness(seconds: float) -> str:
     """``2 d 3 h``, ``5 h 20 min``, ``40 s``: how late, for people."""
     seconds = round(seconds)
