@@ -563,3 +563,61 @@ def test_stepper_three_clicks_follow_the_engine(page, lab):
     screenshot(page, "stepper-after-three-clicks")
     assert len(set(pictures)) == 4, "the picture did not change with every click"
     assert waits[0] != waits[3]
+
+
+def lesson_path(prefix: str) -> str:
+    return f"lessons/{next(p.name for p in LESSONS if p.name.startswith(prefix))}"
+
+
+@pytest.mark.skipif(not any(p.name.startswith("10-") for p in LESSONS), reason="lesson 10 is not written yet")
+def test_lesson_10_proves_every_claim_on_the_page(page, lab):
+    """Every verification cell of lesson 10 prints its ✓ line in the browser, and the plots are drawn."""
+    path = lesson_path("10-")
+    claims = sum(cell.source.count("claim(") + cell.source.count("claim_close(")
+                 for cell in nbformat.read(lab.root / path, as_version=4).cells if cell.cell_type == "code")
+    open_notebook(page, lab, path)
+    run_all(page)
+    assert shown_errors(page) == []
+    shown = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output").all_inner_texts()
+    ticks = sum(text.count("✓ ") for text in shown)
+    assert ticks == claims, f"{ticks} ✓ lines shown for {claims} claims"
+    assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img").count() >= 1
+    screenshot(page, "lesson-10-claims")
+
+
+def capstone_step_order() -> list[str]:
+    """The op names PyTorch runs for lesson 11's one training step (any values: the order depends on the graph)."""
+    import torch
+    import torch.nn.functional as F
+
+    from autograder.graph import topological
+
+    X, y = torch.randn(5, 64, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4])
+    W1, W2 = (torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in ((64, 32), (32, 10)))
+    b1, b2 = (torch.zeros(size, dtype=torch.float64, requires_grad=True) for size in (32, 10))
+    loss = F.cross_entropy(torch.tanh(X @ W1 + b1) @ W2 + b2, y)
+    nodes = topological(loss.grad_fn, lambda fn: [c for c, _ in fn.next_functions if c is not None])
+    ran = []
+    for node in nodes:
+        node.register_prehook(lambda grads, node=node: ran.append(node.name()))
+    loss.backward()
+    return ran
+
+
+@pytest.mark.skipif(not any(p.name.startswith("11-") for p in LESSONS), reason="lesson 11 is not written yet")
+def test_lesson_11_stepper_follows_one_training_step(page, lab):
+    """Lesson 11's second stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes
+    in the order PyTorch runs them."""
+    order = capstone_step_order()
+    open_notebook(page, lab, lesson_path("11-"))
+    run_all(page)
+    assert shown_errors(page) == []
+    steppers = page.locator(".widget-vbox", has=page.locator(".stepper-status"))
+    assert steppers.count() == 2, "lesson 11 shows a Value stepper and a PyTorch stepper"
+    torch_stepper = steppers.nth(1)
+    for k in range(1, 4):
+        torch_stepper.locator(".widget-button", has_text="step ▶").click()
+        torch_stepper.locator(".stepper-step", has_text=re.compile(rf"^{k}$")).wait_for(timeout=30_000)
+        running = torch_stepper.locator(".stepper-running").inner_text()
+        assert re.sub(r" #\d+$", "", running.split(" = ")[-1]) == order[k - 1], (k, running, order[:3])
+    screenshot(page, "lesson-11-stepper")
