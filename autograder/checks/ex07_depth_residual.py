@@ -1,26 +1,67 @@
 """Checks for exercise 07, depth: gradient ratios through chains, global-norm clipping, per-layer norms with hooks.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case is a :func:`trial`; the
+cases are built so that each catalogued mistake shows in at least two of them, visible and hidden.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Routes,
+    call_learner,
+    check,
+    expect_close,
+    expect_no_alias,
+    fmt,
+    proven_failure,
+    trial,
+)
+from ..contracts import CHANGED_INPUT
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 from .cases import randint
 
+NOT_A_FLOAT = Misconception(
+    "a tensor where the part asks for a Python float",
+    "Return plain Python numbers (float(value), or value.item() for a 0-d tensor): a tensor can carry a graph and "
+    "share memory with the caller's tensors, a float does neither.")
+
 # ---------------------------------------------------------------------------------------------------- Part A
 
-IDENTITY_HINT = ("A residual layer y = x + F(x) has local derivative 1 + F'(x): the identity route passes the "
-                 "upstream gradient on unscaled and the branch adds F'(x) times it.")
+ADDED_LOCALS = Misconception(
+    "added the local derivatives instead of multiplying them",
+    "Along one route the chain rule multiplies: through n identical layers the ratio is (local derivative)**n.")
+OFF_BY_ONE = Misconception(
+    "one layer too many or too few", "There is exactly one factor per layer: depth factors, no more, no fewer.")
+RESIDUAL_F_PRIME = Misconception(
+    "residual derivative F′ instead of 1 + F′",
+    "A residual layer y = x + F(x) has local derivative 1 + F'(x): the identity route passes the upstream gradient "
+    "on unscaled and the branch adds F'(x) times it. Multiply the factors (1 + F'), not the F' alone.")
+IDENTITY_ONCE = Misconception(
+    "identity added once instead of in every layer",
+    "Every residual layer has its own identity route, so the 1 appears in each factor: (1 + c)**depth, "
+    "not 1 + c**depth.")
+RESIDUAL_FOR_PLAIN = Misconception(
+    "residual formula for a plain chain",
+    "A plain layer h <- c·h has local derivative c; only a residual layer adds the 1.")
+AT_INPUT = Misconception(
+    "branch derivatives taken at the chain's input",
+    "Each block's F_k' must be evaluated at that block's own input h_(k-1), which changes from block to block: run "
+    "the forward pass and update h as you go.")
+MISSING_INNER = Misconception(
+    "missing the inner derivative w_k",
+    "d/dh tanh(w·h) = w·(1 - tanh²(w·h)): the chain rule also multiplies by the derivative of w·h.")
 
 
 def scalar_chain(x: torch.Tensor, c: float, depth: int, residual: bool) -> torch.Tensor:
@@ -42,42 +83,38 @@ def _signed(gen: torch.Generator, low: float, high: float) -> float:
     return round(float(uniform(gen, (), low, high)) * choice(gen, [-1.0, 1.0]), 3)
 
 
-def _expect_gradient(received, f: Callable, x: float, *, what: str, mistakes: list[Misconception]) -> None:
+def expect_python_float(value: Any, *, what: str) -> float:
+    """``value`` as a float, or a proven failure when it is not a plain Python number (a tensor, an array...)."""
+    __tracebackhide__ = True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise proven_failure(f"{what} returned {type(value).__name__} ({value!r:.60}); the part asks for a Python "
+                             "float.", NOT_A_FLOAT)
+    return float(value)
+
+
+def _expect_gradient(received: float, f: Callable, x: float, *, what: str, symptoms: list) -> None:
     """Compare a learner's d f / d x with autograd and central differences, by relative error only."""
     __tracebackhide__ = True
     (grad,) = autograd_gradient(f, x)
     (fd,) = central_difference(f, x)
-    # Relative error only: the values run from 1e-3 to 1e16, where any absolute tolerance is meaningless.
-    expect_close(as_answer(received, what=what, shape=()), grad, what=what, fd=fd, rtol=1e-6, atol=0.0,
-                 misconceptions=mistakes)
+    # Relative error only: the values run from 1e-100 to 1e16, where any absolute tolerance is meaningless.
+    expect_close(received, grad, what=what, fd=fd, rtol=1e-6, atol=0.0, symptoms=symptoms)
 
 
-def _chain_mistakes(c: float, depth: int, residual: bool) -> list[Misconception]:
+def _chain_symptoms(c: float, depth: int, residual: bool) -> list:
     local = 1 + c if residual else c
-    mistakes = [
-        Misconception("added the local derivatives instead of multiplying them", "Along one route the chain "
-                      "rule multiplies: through n identical layers the ratio is (local derivative)**n.",
-                      value=depth * local),
-        Misconception("one layer too many or too few", f"There are exactly depth = {depth} factors.",
-                      legacy_when=lambda got: any(math.isclose(float(got), local ** n, rel_tol=1e-6)
-                                           for n in (depth - 1, depth + 1))),
-    ]
+    symptoms = [ADDED_LOCALS.looks_like(depth * local),
+                OFF_BY_ONE.when(lambda got: any(math.isclose(float(got), local ** n, rel_tol=1e-6)
+                                                for n in (depth - 1, depth + 1)))]
     if residual:
-        mistakes[:0] = [
-            Misconception("residual derivative F′ instead of 1 + F′", IDENTITY_HINT + f" Here: (1 + {c:g})**depth.",
-                          value=c ** depth),
-            Misconception("identity added once instead of in every layer", "Every residual layer has its own "
-                          "identity route, so the 1 appears in each factor: (1 + c)**depth, not 1 + c**depth.",
-                          value=1 + c ** depth)]
-    else:
-        mistakes.insert(0, Misconception("residual formula for a plain chain", "A plain layer x <- c·x has "
-                                         "local derivative c; only a residual layer adds the 1.",
-                                         value=(1 + c) ** depth))
-    return mistakes
+        return [RESIDUAL_F_PRIME.looks_like(c ** depth), IDENTITY_ONCE.looks_like(1 + c ** depth), *symptoms]
+    return [RESIDUAL_FOR_PLAIN.looks_like((1 + c) ** depth), *symptoms]
 
 
+@check
 def check_chain_gradient_ratio(chain_gradient_ratio, seed: int | None = None) -> None:
-    """Part A1: chain_gradient_ratio(c, depth, residual) = d(out)/d(in) of the plain or residual scalar chain."""
+    """Part A1: chain_gradient_ratio(c, depth, residual) = d(out)/d(in) of the plain or residual scalar chain, as a
+    Python float, by hand (no autograd)."""
     __tracebackhide__ = True
     if seed is None:
         cases = [(0.9, 50, False), (1.1, 50, False), (1.1, 50, True), (0.01, 50, True)]
@@ -86,11 +123,12 @@ def check_chain_gradient_ratio(chain_gradient_ratio, seed: int | None = None) ->
         cases = [(round(float(uniform(gen, (), 0.05, 1.5)), 3), randint(gen, 5, 80), residual)
                  for residual in (False, True, True, False)]
     for c, depth, residual in cases:
-        what = f"chain_gradient_ratio(c={c:g}, depth={depth}, residual={residual})"
-        received = call_learner(chain_gradient_ratio, c, depth, residual, what=what)
-        chain = lambda x, c=c, depth=depth, residual=residual: scalar_chain(x, c, depth, residual)  # noqa: E731
-        _expect_gradient(received, chain, 1.0, what=what,
-                         mistakes=_chain_mistakes(c, depth, residual))
+        with trial():
+            what = f"chain_gradient_ratio(c={c:g}, depth={depth}, residual={residual})"
+            received = call_learner(chain_gradient_ratio, c, depth, residual, what=what, forbid=[Route.AUTOGRAD])
+            received = expect_python_float(received, what=what)
+            chain = lambda x, c=c, depth=depth, residual=residual: scalar_chain(x, c, depth, residual)  # noqa: E731
+            _expect_gradient(received, chain, 1.0, what=what, symptoms=_chain_symptoms(c, depth, residual))
 
 
 def _block_slopes(x: float, weights: list[float], *, at_input: bool = False, inner: bool = True) -> list[float]:
@@ -103,22 +141,16 @@ def _block_slopes(x: float, weights: list[float], *, at_input: bool = False, inn
     return slopes
 
 
-def _residual_chain_mistakes(x: float, weights: list[float]) -> list[Misconception]:
-    return [
-        Misconception("residual derivative F′ instead of 1 + F′", IDENTITY_HINT + " Multiply the factors "
-                      "(1 + F_k'(h)), not the F_k'(h) alone.", value=math.prod(_block_slopes(x, weights))),
-        Misconception("branch derivatives taken at the chain's input", "Each block's F_k' must be evaluated at "
-                      "that block's own input h_(k-1), which changes from block to block: run the forward pass "
-                      "and update h as you go.",
-                      value=math.prod(1 + s for s in _block_slopes(x, weights, at_input=True))),
-        Misconception("missing the inner derivative w_k", "d/dh tanh(w·h) = w·(1 - tanh²(w·h)): the chain rule "
-                      "also multiplies by the derivative of w·h.",
-                      value=math.prod(1 + s for s in _block_slopes(x, weights, inner=False))),
-    ]
+def _residual_chain_symptoms(x: float, weights: list[float]) -> list:
+    return [RESIDUAL_F_PRIME.looks_like(math.prod(_block_slopes(x, weights))),
+            AT_INPUT.looks_like(math.prod(1 + s for s in _block_slopes(x, weights, at_input=True))),
+            MISSING_INNER.looks_like(math.prod(1 + s for s in _block_slopes(x, weights, inner=False)))]
 
 
+@check
 def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = None) -> None:
-    """Part A2: residual_chain_gradient(x, weights) = d h_n / d x for blocks h <- h + tanh(w_k h)."""
+    """Part A2: residual_chain_gradient(x, weights) = d h_n / d x for blocks h <- h + tanh(w_k h), as a Python float,
+    without autograd, leaving ``weights`` unchanged."""
     __tracebackhide__ = True
     if seed is None:
         cases = [(0.5, [0.8]), (0.5, [0.8, -0.5, 1.2, 0.3]), (-1.0, [1.5, 1.5, 1.5])]
@@ -128,15 +160,59 @@ def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = No
         cases = [(_signed(gen, 0.5, 2.0), [_signed(gen, 0.3, 1.5) for _ in range(randint(gen, 3, 10))])
                  for _ in range(3)]
     for x, weights in cases:
-        what = f"residual_chain_gradient(x={x:g}, weights={weights})"
-        received = call_learner(residual_chain_gradient, x, list(weights), what=what)
-        _expect_gradient(received, lambda t, weights=weights: residual_tanh_chain(t, weights), x, what=what,
-                         mistakes=_residual_chain_mistakes(x, weights))
+        with trial():
+            what = f"residual_chain_gradient(x={x:g}, weights={weights})"
+            given = list(weights)  # the caller's own list: the answer must leave it as it was
+            received = call_learner(residual_chain_gradient, x, given, what=what, forbid=[Route.AUTOGRAD])
+            if given != weights:
+                raise proven_failure(f"{what} changed the list `weights` it was given (now {given}).", CHANGED_INPUT)
+            received = expect_python_float(received, what=what)
+            _expect_gradient(received, lambda t, weights=weights: residual_tanh_chain(t, weights), x, what=what,
+                             symptoms=_residual_chain_symptoms(x, weights))
 
 
 # ---------------------------------------------------------------------------------------------------- Part B
 
 EPS = 1e-6  # torch.nn.utils.clip_grad_norm_ divides by total_norm + 1e-6
+
+PER_TENSOR = Misconception(
+    "per-tensor instead of global clipping",
+    "Clip by the GLOBAL norm: one norm over all parameters' gradients together, sqrt(sum of every squared element), "
+    "and the same factor for every tensor. Clipping each tensor by its own norm changes the direction of the step.")
+NO_SQUARE_ROOT = Misconception(
+    "norm without the square root", "The L2 norm is sqrt(sum of squares); you used the sum of squares itself.")
+CLIPPED_BELOW = Misconception(
+    "clipping even below max_norm",
+    "Scale only when the total norm exceeds max_norm: the factor is min(1, max_norm / (total_norm + 1e-6)); below "
+    "the threshold the gradients must stay exactly as they were.")
+NOT_MODIFIED = Misconception(
+    "gradients not modified",
+    "You did not change the parameters' .grad: multiply each p.grad in place (p.grad.mul_(coef)); scaling a copy "
+    "(g = p.grad * coef) leaves p.grad unchanged.")
+GENERATOR_TWICE = Misconception(
+    "a generator of parameters iterated twice",
+    "Your function left the gradients alone when `parameters` was a generator (like model.parameters()): a generator "
+    "can be iterated only once, so a second loop over it sees nothing. Make a list first: params = list(parameters).")
+CLAMPED = Misconception(
+    "clipped values instead of the norm",
+    "clip_grad_norm_ rescales the whole gradient vector; clamping each element to [-max_norm, max_norm] is "
+    "clip_grad_value_.")
+NONE_NOT_SKIPPED = Misconception(
+    "a .grad of None not skipped",
+    "A parameter that took no part in the loss has .grad None: leave it out of the norm and leave it alone "
+    "(`if p.grad is not None`).")
+NONE_FILLED = Misconception(
+    "a gradient given to a parameter that had none",
+    "A parameter whose .grad is None took no part in the loss: clip_grad_norm_ skips it and leaves .grad None "
+    "(an optimizer then skips it too, while a zero gradient would still feed momentum and weight decay).")
+REPLACED_GRAD = Misconception(
+    "replaced .grad instead of scaling it in place",
+    "Scale the existing gradient tensors in place (p.grad.mul_(coef)), as clip_grad_norm_ does; assigning a new "
+    "tensor to p.grad breaks every reference to the old one (an optimizer's or DDP's gradient buckets).")
+NORM_AFTER = Misconception(
+    "returned the norm after clipping",
+    "Return the total norm measured BEFORE clipping, as clip_grad_norm_ does (it is what you log to spot exploding "
+    "gradients).")
 
 
 def _parameters(grads: list[torch.Tensor | None]) -> list[nn.Parameter]:
@@ -144,7 +220,7 @@ def _parameters(grads: list[torch.Tensor | None]) -> list[nn.Parameter]:
     params = []
     for grad in grads:
         shape = (2,) if grad is None else grad.shape
-        param = nn.Parameter(torch.zeros(shape, dtype=torch.float64))
+        param = nn.Parameter(torch.linspace(-1.0, 1.0, math.prod(shape), dtype=torch.float64).reshape(shape))
         param.grad = None if grad is None else grad.clone()
         params.append(param)
     return params
@@ -154,35 +230,34 @@ def _scaled(grads: list[torch.Tensor], coefficients: list[float]) -> torch.Tenso
     return torch.cat([(g * k).reshape(-1) for g, k in zip(grads, coefficients)])
 
 
-def _clip_mistakes(grads: list[torch.Tensor], max_norm: float, generator_input: bool) -> list[Misconception]:
+def _clip_symptoms(grads: list[torch.Tensor], max_norm: float, generator_input: bool) -> list:
     """What the catalogued clipping mistakes produce for these gradients (None grads already dropped)."""
     norms = [float(g.norm()) for g in grads]
     total = math.sqrt(sum(n * n for n in norms))
-    squared = total ** 2
-    unchanged = (" `parameters` was a generator here (like model.parameters()): it can be iterated only once, so "
-                 "a second loop over it sees nothing. Make a list first: params = list(parameters)."
-                 if generator_input else " Multiply each p.grad in place (p.grad.mul_(coef)); scaling a copy "
-                 "(g = p.grad * coef) leaves p.grad unchanged.")
-    return [
-        Misconception("per-tensor instead of global clipping", "Clip by the GLOBAL norm: one norm over all "
-                      "parameters' gradients together, sqrt(sum of every squared element), and the same factor for "
-                      "every tensor. Clipping each tensor by its own norm changes the direction of the step.",
-                      value=_scaled(grads, [min(1.0, max_norm / (n + EPS)) for n in norms])),
-        Misconception("norm without the square root", "The L2 norm is sqrt(sum of squares); you used the sum of "
-                      "squares itself.", value=_scaled(grads, [min(1.0, max_norm / (squared + EPS))] * len(grads))),
-        Misconception("clipping even below max_norm", "Scale only when the total norm exceeds max_norm: the "
-                      "factor is min(1, max_norm / (total_norm + 1e-6)); below the threshold the gradients must "
-                      "stay exactly as they were.", value=_scaled(grads, [max_norm / (total + EPS)] * len(grads))),
-        Misconception("gradients not modified", "You did not change the parameters' .grad." + unchanged,
-                      value=_scaled(grads, [1.0] * len(grads))),
-        Misconception("clipped values instead of the norm", "clip_grad_norm_ rescales the whole gradient vector; "
-                      "clamping each element to [-max_norm, max_norm] is clip_grad_value_.",
-                      value=torch.cat([g.clamp(-max_norm, max_norm).reshape(-1) for g in grads])),
-    ]
+    unchanged = GENERATOR_TWICE if generator_input else NOT_MODIFIED
+    return [PER_TENSOR.looks_like(_scaled(grads, [min(1.0, max_norm / (n + EPS)) for n in norms])),
+            NO_SQUARE_ROOT.looks_like(_scaled(grads, [min(1.0, max_norm / (total ** 2 + EPS))] * len(grads))),
+            CLIPPED_BELOW.looks_like(_scaled(grads, [max_norm / (total + EPS)] * len(grads))),
+            unchanged.looks_like(_scaled(grads, [1.0] * len(grads))),
+            CLAMPED.looks_like(torch.cat([g.clamp(-max_norm, max_norm).reshape(-1) for g in grads]))]
+
+
+def _random_grads(gen: torch.Generator, small: bool, ratio: tuple[float, float], max_norm: float) -> list:
+    """Random float64 gradients whose global norm is max_norm times a factor drawn from ``ratio``."""
+    count = randint(gen, 6, 10) if small else randint(gen, 2, 5)
+    shapes = [choice(gen, [(2,), (3,)]) if small else choice(gen, [(3,), (2, 3), (4, 2), (5,)]) for _ in range(count)]
+    grads = [torch.randn(shape, generator=gen, dtype=torch.float64) * float(uniform(gen, (), 0.2, 3.0))
+             for shape in shapes]
+    total = math.sqrt(sum(float(g.norm()) ** 2 for g in grads))
+    return [g * (float(uniform(gen, (), *ratio)) * max_norm / total) for g in grads]
 
 
 def _clip_cases(seed: int | None):
-    """(description, list of .grad tensors or None, max_norm, pass a generator?) for each case."""
+    """(description, list of .grad tensors or None, max_norm, pass a generator?) for each case.
+
+    Every mistake shows in at least two cases: two below max_norm (clipping anyway), two generators above it (a
+    second loop sees nothing), two with a None gradient, the rest above max_norm.
+    """
     if seed is None:
         lesson = [torch.tensor([3.0, 4.0], dtype=torch.float64), torch.tensor([12.0], dtype=torch.float64)]
         small = [torch.tensor([0.6, 0.8], dtype=torch.float64) * k for k in (1.0, 2.0, 0.5, 1.5, 3.0, 0.25)]
@@ -191,22 +266,21 @@ def _clip_cases(seed: int | None):
         yield "a .grad that is None", [lesson[0], None, lesson[1]], 5.0, False
         yield "many small tensors", small, 1.5, False
         yield "many small tensors", small, 2.0, True
+        yield "a .grad that is None", [None, *lesson], 1.0, True
+        yield "the total norm below max_norm", small, 5.0, False
         return
     gen = generator("07/clip_grad_norm", seed)
-    # (description, total_norm / max_norm range, a None grad?, generator?): every mistake shows in some case.
-    kinds = [("the total norm above max_norm", (2.0, 10.0), False, False),
-             ("the total norm below max_norm", (0.2, 0.8), False, False),
-             ("a .grad that is None", (2.0, 10.0), True, False), ("many small tensors", (2.0, 5.0), False, False),
-             ("many small tensors", (1.5, 4.0), True, True)]
-    for description, (low, high), with_none, as_generator in kinds:
-        count = randint(gen, 6, 10) if "small" in description else randint(gen, 2, 5)
-        shapes = [choice(gen, [(2,), (3,)]) if "small" in description else choice(gen, [(3,), (2, 3), (4, 2), (5,)])
-                  for _ in range(count)]
-        grads = [torch.randn(shape, generator=gen, dtype=torch.float64) * float(uniform(gen, (), 0.2, 3.0))
-                 for shape in shapes]
+    # (description, many small tensors?, total_norm / max_norm range, a None grad?, generator?)
+    kinds = [("the total norm above max_norm", False, (2.0, 10.0), False, False),
+             ("the total norm below max_norm", False, (0.2, 0.8), False, False),
+             ("the total norm below max_norm", True, (0.2, 0.8), False, False),
+             ("a .grad that is None", False, (2.0, 10.0), True, False),
+             ("many small tensors", True, (2.0, 5.0), False, False),
+             ("many small tensors", True, (1.5, 4.0), True, True),
+             ("the total norm above max_norm", False, (1.5, 6.0), False, True)]
+    for description, small, ratio, with_none, as_generator in kinds:
         max_norm = round(float(uniform(gen, (), 1.0, 5.0)), 3)
-        total = math.sqrt(sum(float(g.norm()) ** 2 for g in grads))
-        grads = [g * (float(uniform(gen, (), low, high)) * max_norm / total) for g in grads]
+        grads = _random_grads(gen, small, ratio, max_norm)
         if with_none:
             grads.insert(randint(gen, 0, len(grads)), None)
         yield description, grads, max_norm, as_generator
@@ -219,51 +293,71 @@ def _describe_clip_case(description: str, grads: list, max_norm: float, as_gener
             f"{len(grads)} parameters whose .grad have shapes [{shapes}]")
 
 
+def _expect_only_grads_scaled(params: list[nn.Parameter], before: list[dict], what: str) -> None:
+    """The contract of Part B: the parameters are untouched; each .grad is the same tensor, scaled in place."""
+    __tracebackhide__ = True
+    for index, (param, state) in enumerate(zip(params, before)):
+        changed = []
+        if not torch.equal(param.detach(), state["values"]) or param._version != state["version"]:
+            changed.append("its values (or it was changed in place)")
+        if param.requires_grad != state["requires_grad"]:
+            changed.append("its requires_grad")
+        if changed:
+            raise proven_failure(f"{what}: parameter {index} itself changed ({' and '.join(changed)}). "
+                                 "clip_grad_norm changes the gradients and nothing else.", CHANGED_INPUT)
+        if state["grad"] is None:
+            if param.grad is not None:
+                raise proven_failure(f"{what}: parameter {index} had .grad None and now has a .grad.", NONE_FILLED)
+            continue
+        if param.grad is None or param.grad.shape != state["grad_shape"]:
+            raise proven_failure(f"{what}: parameter {index}'s .grad was removed or reshaped; scale it in place.",
+                                 REPLACED_GRAD)
+        if param.grad.untyped_storage().data_ptr() != state["grad"]:
+            raise proven_failure(f"{what}: parameter {index}'s .grad is a new tensor, not the old one scaled in "
+                                 "place.", REPLACED_GRAD)
+
+
 def _run_clip_case(clip_grad_norm, description, grads, max_norm, as_generator) -> None:
     __tracebackhide__ = True
     what = _describe_clip_case(description, grads, max_norm, as_generator)
-    grads = [None if g is None else g.to(torch.float64) for g in grads]
-    reference, mine = _parameters(grads), _parameters(grads)
+    reference, params = _parameters(grads), _parameters(grads)
     want_norm = torch.nn.utils.clip_grad_norm_(reference, max_norm)
-    argument = (p for p in mine) if as_generator else mine
+    before = [{"values": p.detach().clone(), "version": p._version, "requires_grad": p.requires_grad,
+               "grad": None if p.grad is None else p.grad.untyped_storage().data_ptr(),
+               "grad_shape": None if p.grad is None else p.grad.shape} for p in params]
+    argument = (p for p in params) if as_generator else params
     try:
-        returned = call_learner(clip_grad_norm, argument, max_norm, what=what, may_change=True)
+        returned = call_learner(clip_grad_norm, argument, max_norm, what=what, forbid=[Route.CLIPPING],
+                                may_change=["parameters"])
     except GradingFailure as failure:
-        if None in grads and "NoneType" in str(failure):
-            raise GradingFailure(f"{failure}\nLikely misconception: a .grad of None not skipped. A parameter that "
-                                 "took no part in the loss has .grad None: leave it out of the norm and leave it "
-                                 "alone (`if p.grad is not None`).") from None
+        if failure.proven is None and None in grads and "NoneType" in failure.message:
+            raise GradingFailure(failure.message, suspects=(NONE_NOT_SKIPPED,)) from None
         raise
-    for index, (param, grad) in enumerate(zip(mine, grads)):
-        if grad is None and param.grad is not None:
-            raise GradingFailure(f"{what}: parameter {index} had .grad None and now has a .grad. Parameters "
-                                 "without a gradient are skipped: they neither count in the norm nor get one.")
-        if grad is not None and (param.grad is None or param.grad.shape != grad.shape):
-            raise GradingFailure(f"{what}: parameter {index}'s .grad was removed or reshaped; scale it in place.")
+    _expect_only_grads_scaled(params, before, what)
     present = [g for g in grads if g is not None]
-    expect_close(torch.cat([p.grad.reshape(-1) for p in mine if p.grad is not None]),
+    expect_close(torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None]),
                  torch.cat([p.grad.reshape(-1) for p in reference if p.grad is not None]),
                  what=f"{what}: the .grad values afterwards (all parameters, flattened in order)",
                  source="clip_grad_norm_", rtol=1e-5, atol=1e-10,
-                 misconceptions=_clip_mistakes(present, max_norm, as_generator))
+                 symptoms=_clip_symptoms(present, max_norm, as_generator))
     if not isinstance(returned, torch.Tensor):
         raise GradingFailure(f"{what} returned {type(returned).__name__} ({returned!r:.60}); return the total norm "
                              "as a 0-d tensor, as torch.nn.utils.clip_grad_norm_ does.")
+    expect_no_alias(returned, {"parameters": params}, what=f"{what}: the returned norm")
     total = float(want_norm)
     expect_close(returned, want_norm, what=f"{what}: the returned total norm", source="clip_grad_norm_",
-                 rtol=1e-5, atol=1e-10, misconceptions=[
-        Misconception("norm without the square root", "Return sqrt(sum of squares), not the sum of squares.",
-                      value=total ** 2),
-        Misconception("returned the norm after clipping", "Return the total norm measured BEFORE clipping, as "
-                      "clip_grad_norm_ does (it is what you log to spot exploding gradients).",
-                      value=min(total, max_norm))])
+                 rtol=1e-5, atol=1e-10,
+                 symptoms=[NO_SQUARE_ROOT.looks_like(total ** 2), NORM_AFTER.looks_like(min(total, max_norm))])
 
 
+@check
 def check_clip_grad_norm(clip_grad_norm, seed: int | None = None) -> None:
-    """Part B: clip_grad_norm(parameters, max_norm) does what torch.nn.utils.clip_grad_norm_ does, in place."""
+    """Part B: clip_grad_norm(parameters, max_norm) does what torch.nn.utils.clip_grad_norm_ does, from scratch: it
+    scales the .grad tensors in place, changes nothing else, and returns the norm before clipping as a 0-d tensor."""
     __tracebackhide__ = True
     for case in _clip_cases(seed):
-        _run_clip_case(clip_grad_norm, *case)
+        with trial():
+            _run_clip_case(clip_grad_norm, *case)
 
 
 # ---------------------------------------------------------------------------------------------------- Part C
@@ -271,6 +365,30 @@ def check_clip_grad_norm(clip_grad_norm, seed: int | None = None) -> None:
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                      "_global_backward_pre_hooks")
+
+REVERSED = Misconception(
+    "layers in reverse order",
+    "Backward reaches the last layer first, so hooks fire from last to first. Store each norm at its layer's "
+    "position (first layer = index 0), or reverse the list.")
+SQUARED = Misconception(
+    "squared norms", "Return the L2 norm, grad.norm() = sqrt(sum of squares), not the sum of squares.")
+WEIGHT_GRADIENTS = Misconception(
+    "weight gradients instead of output gradients",
+    "Measure the gradient with respect to each layer's OUTPUT (what a backward hook receives as grad_output[0], or a "
+    "tensor hook on the output), not layer.weight.grad.")
+HOOKS_LEFT = Misconception(
+    "hooks left registered",
+    "Keep the handle that each register_*_hook returns and call handle.remove() before returning; otherwise every "
+    "later forward or backward pass runs your hooks again.")
+KEPT_BETWEEN_CALLS = Misconception(
+    "norms kept between calls",
+    "Each call must build and return a new list: a list created outside the function (or a default argument) keeps "
+    "the previous call's norms, or changes under the caller's feet the list an earlier call returned.")
+BACKWARD_CONTRACT = Misconception(
+    "not exactly one backward pass",
+    "Run loss_fn(model(x)).backward() once: afterwards every parameter's .grad holds what it held before plus this "
+    "loss's gradient, as after any backward. Do not zero or replace the caller's gradients, and do not run "
+    "backward (or torch.autograd.grad) again.")
 
 
 class ResidualMLP(nn.Module):
@@ -300,6 +418,9 @@ def _plain_mlp(widths: list[int], activation: type[nn.Module]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+LOSSES = {"mean(out**2)": lambda out: out.pow(2).mean(), "mean((out - 1)**2)": lambda out: (out - 1).pow(2).mean()}
+
+
 def _layer_cases(seed: int | None):
     """(model description, model, loss description, loss_fn, x) for each case; everything float64."""
     if seed is None:
@@ -314,8 +435,7 @@ def _layer_cases(seed: int | None):
             sizes = ([randint(gen, 2, 4)] + [width] * randint(gen, 2, 4) + [randint(gen, 1, 3)] if kind == "plain"
                      else (randint(gen, 2, 4), width, randint(gen, 1, 3), randint(gen, 2, 3)))
             specs.append((kind, sizes, choice(gen, [nn.Tanh, nn.Sigmoid]), randint(gen, 2, 5),
-                          choice(gen, ["mean(out**2)", "mean((out - 1)**2)"])))
-    losses = {"mean(out**2)": lambda out: out.pow(2).mean(), "mean((out - 1)**2)": lambda out: (out - 1).pow(2).mean()}
+                          choice(gen, list(LOSSES))))
     for kind, sizes, activation, batch, loss_name in specs:
         with torch.random.fork_rng(devices=[]):  # nn.Linear draws its initial weights from the global generator
             torch.manual_seed(init_seed)
@@ -326,7 +446,7 @@ def _layer_cases(seed: int | None):
                 model = ResidualMLP(sizes[:3], sizes[3], activation).double()
                 name = (f"ResidualMLP: Linear({sizes[0]}, {sizes[1]}), {sizes[3]} blocks h + "
                         f"{activation.__name__}(Linear(h)), Linear({sizes[1]}, {sizes[2]})")
-        yield name, model, loss_name, losses[loss_name], uniform(gen, (batch, sizes[0]), -1.5, 1.5)
+        yield name, model, loss_name, LOSSES[loss_name], uniform(gen, (batch, sizes[0]), -1.5, 1.5)
 
 
 def _linears(model: nn.Module) -> list[nn.Linear]:
@@ -356,6 +476,11 @@ def _output_gradients(model: nn.Module, loss_fn: Callable, x: torch.Tensor) -> t
     return by_autograd, by_fd
 
 
+def _parameter_gradients(model: nn.Module, loss_fn: Callable, x: torch.Tensor) -> list[torch.Tensor]:
+    """∂loss/∂param for every parameter of ``model``, in model.parameters() order (the .grad contract)."""
+    return list(torch.autograd.grad(loss_fn(model(x)), list(model.parameters())))
+
+
 def _weight_gradient_norms(model: nn.Module, loss_fn: Callable, x: torch.Tensor) -> torch.Tensor:
     weights = [layer.weight for layer in _linears(model)]
     grads = torch.autograd.grad(loss_fn(model(x)), weights)
@@ -371,35 +496,38 @@ def _hooks_left(model: nn.Module, globals_before: dict[str, int]) -> list[str]:
     return left
 
 
-def _as_norms(value, *, what: str, count: int) -> torch.Tensor:
+def _as_norms(value: Any, *, what: str, count: int, first: list | None) -> torch.Tensor:
+    """The learner's list of Python floats as a tensor, or a failure saying why it is not one. ``first`` is what the
+    first call on the same model returned (a copy, and the object itself), None on the first call."""
     __tracebackhide__ = True
-    if isinstance(value, (list, tuple)) and value:
-        norms = torch.cat([as_answer(v, what=what).reshape(-1) for v in value])
-    elif isinstance(value, (torch.Tensor, list, tuple)):
-        norms = as_answer(torch.as_tensor(value, dtype=torch.float64), what=what).reshape(-1)
-    else:
-        raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.60}); expected a list of floats, "
-                             "one per nn.Linear.")
-    if norms.numel() != count:
-        hint = ("\nLikely misconception: hooks left registered (or a list kept between calls). Every call must "
-                "start from an empty list and remove its hooks (handle.remove()) before returning."
-                if norms.numel() > count else "")
-        raise GradingFailure(f"{what} returned {norms.numel()} values; the model has {count} nn.Linear layers, "
-                             f"expected one norm per layer.{hint}")
-    return norms
+    if not isinstance(value, (list, tuple)):
+        raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.60}); expected a list of Python "
+                             "floats, one per nn.Linear.")
+    if first is not None and (value is first[1] or len(value) > len(first[0])):
+        same = " (the very same list object)" if value is first[1] else ""
+        raise proven_failure(f"{what} returned {len(value)} values on the second call on the same model, "
+                             f"{len(first[0])} on the first{same}.", KEPT_BETWEEN_CALLS)
+    for item in value:
+        expect_python_float(item, what=f"{what}: an entry of the list")
+    if len(value) != count:
+        raise GradingFailure(f"{what} returned {len(value)} values; the model has {count} nn.Linear layers, "
+                             "expected one norm per layer.")
+    return torch.tensor([float(v) for v in value], dtype=torch.float64)
 
 
-def _layer_mistakes(expected: torch.Tensor, weight_norms: torch.Tensor) -> list[Misconception]:
-    return [
-        Misconception("layers in reverse order", "Backward reaches the last layer first, so hooks fire from last to "
-                      "first. Store each norm at its layer's position (first layer = index 0), or reverse the list.",
-                      value=expected.flip(0)),
-        Misconception("squared norms", "Return the L2 norm, grad.norm() = sqrt(sum of squares), not the sum of "
-                      "squares.", value=expected ** 2),
-        Misconception("weight gradients instead of output gradients", "Measure the gradient with respect to each "
-                      "layer's OUTPUT (what a backward hook receives as grad_output[0], or a tensor hook on the "
-                      "output), not layer.weight.grad.", value=weight_norms),
-    ]
+def _expect_one_backward(model: nn.Module, grads_before: list, gradient: list, routes: Routes, what: str) -> None:
+    """The contract of Part C: one backward pass, whose gradient the parameters' .grad accumulate, and nothing else."""
+    __tracebackhide__ = True
+    if routes.backward_runs != 1:
+        raise proven_failure(f"{what} ran {routes.backward_runs} backward passes; the part asks for exactly one.",
+                             BACKWARD_CONTRACT)
+    for (name, param), before, grad in zip(model.named_parameters(), grads_before, gradient):
+        expected = grad if before is None else before + grad
+        if param.grad is None or param.grad.shape != expected.shape or not torch.allclose(
+                param.grad, expected, rtol=1e-9, atol=1e-12):
+            state = "None" if param.grad is None else f"off by up to {fmt(float((param.grad - expected).abs().max()))}"
+            raise proven_failure(f"{what}: afterwards {name}.grad is not what it held before plus this loss's "
+                                 f"gradient ({state}).", BACKWARD_CONTRACT)
 
 
 def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) -> None:
@@ -408,26 +536,43 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
     by_autograd, by_fd = _output_gradients(model, loss_fn, x)
     expected = torch.stack([g.norm() for g in by_autograd])
     fd = torch.stack([g.norm() for g in by_fd])
-    mistakes = _layer_mistakes(expected, _weight_gradient_norms(model, loss_fn, x))
+    gradient = _parameter_gradients(model, loss_fn, x)
+    symptoms = [REVERSED.looks_like(expected.flip(0)), SQUARED.looks_like(expected ** 2),
+                WEIGHT_GRADIENTS.looks_like(_weight_gradient_norms(model, loss_fn, x))]
     module_api = torch.nn.modules.module
     globals_before = {attr: len(getattr(module_api, attr, {})) for attr in GLOBAL_HOOK_DICTS}
+    first = None
     for call in ("first", "second"):
-        what = (f"layer_grad_norms(model, loss_fn, x) ({call} call on the same model) for model = {model_name}, "
-                f"loss_fn(out) = {loss_name}, x of shape {tuple(x.shape)}")
-        answer = call_learner(layer_grad_norms, model, loss_fn, x.clone(), what=what, may_change=True)
-        norms = _as_norms(answer, what=what, count=count)
-        left = _hooks_left(model, globals_before)
-        if left:
-            raise GradingFailure(f"{what}: after it returned, hooks were still registered on {'; '.join(left)}.\n"
-                                 "Likely misconception: hooks left registered. Keep the handle that each "
-                                 "register_*_hook returns and call handle.remove() before returning; otherwise "
-                                 "every later backward pass runs your hooks again.")
-        expect_close(norms, expected, what=f"{what}: ‖∂loss/∂(output of each Linear)‖, first to last", fd=fd,
-                     rtol=1e-6, atol=1e-10, misconceptions=mistakes)
+        with trial():
+            what = (f"layer_grad_norms(model, loss_fn, x) ({call} call on the same model) for model = {model_name}, "
+                    f"loss_fn(out) = {loss_name}, x of shape {tuple(x.shape)}")
+            before = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+            values = [(p.detach().clone(), p.requires_grad) for p in model.parameters()]
+            routes = Routes()
+            # x is the caller's own tensor (its requires_grad too); the model's .grad may change, checked below.
+            answer = call_learner(layer_grad_norms, model, loss_fn, x, what=what, routes=routes, may_change=["model"])
+            left = _hooks_left(model, globals_before)
+            if left:
+                raise proven_failure(f"{what}: after it returned, hooks were still registered on {'; '.join(left)}.",
+                                     HOOKS_LEFT)
+            for (name, param), (value, requires_grad) in zip(model.named_parameters(), values):
+                if not torch.equal(param.detach(), value) or param.requires_grad != requires_grad:
+                    raise proven_failure(f"{what} changed the model's parameter {name} (its values or "
+                                         "requires_grad).", CHANGED_INPUT)
+            if first is None and isinstance(answer, (list, tuple)):
+                first = (list(answer), answer)
+                norms = _as_norms(answer, what=what, count=count, first=None)
+            else:
+                norms = _as_norms(answer, what=what, count=count, first=first)
+            expect_close(norms, expected, what=f"{what}: ‖∂loss/∂(output of each Linear)‖, first to last", fd=fd,
+                         rtol=1e-6, atol=1e-10, symptoms=symptoms)
+            _expect_one_backward(model, before, gradient, routes, what)
 
 
+@check
 def check_layer_grad_norms(layer_grad_norms, seed: int | None = None) -> None:
-    """Part C: layer_grad_norms(model, loss_fn, x) = ‖∂loss/∂(output of each nn.Linear)‖, first to last, via hooks."""
+    """Part C: layer_grad_norms(model, loss_fn, x) = ‖∂loss/∂(output of each nn.Linear)‖, first to last, as Python
+    floats, collected with hooks that are removed, in exactly one backward pass that changes nothing but .grad."""
     __tracebackhide__ = True
     for case in _layer_cases(seed):
         _run_layer_case(layer_grad_norms, *case)

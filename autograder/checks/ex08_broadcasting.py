@@ -2,7 +2,8 @@
 shapes, and the fixed version of a training snippet with a broadcasting bug.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case is a :func:`trial`, built
+so that each catalogued mistake shows in at least two of them.
 
 The contract for a wrong shape (stated to learners): ``raise ValueError`` whose message shows both shapes. An
 ``assert`` is not enough: it vanishes under ``python -O`` and raises AssertionError, the signal of a broken
@@ -11,12 +12,26 @@ invariant inside your own code rather than of a caller's bad argument.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    expect_no_alias,
+    fmt,
+    proven_failure,
+    trial,
+)
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 
@@ -27,13 +42,75 @@ Shape = tuple[int, ...]
 # ---------------------------------------------------------------------------------------------------------------
 # Part A: unbroadcast(grad, shape)
 
-def broadcast_pair(gen: torch.Generator, *, leading: int | None = None, ones: int | None = None) -> tuple[Shape, Shape]:
+SUMMED_ALL = Misconception(
+    "summed over every dimension",
+    "Careful: t.sum(dim=()) with an empty tuple sums over ALL dimensions in PyTorch. Only call sum when there is a "
+    "dimension to sum.")
+LEADING_KEPT = Misconception(
+    "leading dimensions not removed",
+    "Broadcasting lines shapes up from the right and adds dimensions in front: sum over the first "
+    "grad.dim() - len(shape) dimensions.")
+NO_KEEPDIM = Misconception(
+    "missing keepdim for size-1 dimensions",
+    "Where shape has a 1 and grad does not, sum with keepdim=True so the dimension stays (and later dimension "
+    "numbers stay right).")
+WRONG_AXIS = Misconception(
+    "sum over the wrong axis",
+    "Extra dimensions are added on the LEFT (broadcasting aligns shapes from the right); size-1 dimensions are summed "
+    "where shape has the 1. Compare grad.shape and shape aligned from the right.")
+MEAN_NOT_SUM = Misconception(
+    "mean instead of sum",
+    "Each element of the small tensor was used once per copy, so its gradient is the SUM over the copies, not their "
+    "mean.")
+SUM_TO_SIZE = Misconception(
+    "Tensor.sum_to_size where the part asks you to write it",
+    "sum_to_size is this exercise in one call. Write it yourself: sum over the leading dimensions, then over the "
+    "size-1 dimensions with keepdim=True.")
+
+
+# Bound when this module is imported, so that learner code cannot swap them.
+_SUM_TO_SIZE = torch.Tensor.sum_to_size
+_len_function_stack = torch._C._len_torch_function_stack
+_pop_function_stack = torch._C._pop_torch_function_stack
+
+
+class _SumToSizeWatch(TorchFunctionMode):
+    """Notes calls of Tensor.sum_to_size (also through a saved reference) and lets every call through unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is _SUM_TO_SIZE:
+            self.used = True
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _watching_sum_to_size():
+    """A :class:`_SumToSizeWatch` for the duration of the block. Leaving it never fails: the class grader empties the
+    function-mode stack whenever learner code returns, so the watch may be gone already."""
+    depth = _len_function_stack()
+    watch = _SumToSizeWatch()
+    watch.__enter__()
+    try:
+        yield watch
+    finally:
+        while _len_function_stack() > depth:
+            _pop_function_stack()
+
+
+def broadcast_pair(gen: torch.Generator, *, leading: int | None = None, ones: int | None = None,
+                   ndim: int | None = None) -> tuple[Shape, Shape]:
     """A random ``(grad_shape, shape)`` such that a tensor of ``shape`` broadcasts to ``grad_shape``.
 
-    ``leading`` dimensions are added in front (random 0-2 if None); ``ones`` of the shape's dimensions are size 1
-    and get expanded (random if None). Sizes that differ are never 1, so every broadcast really happens.
+    ``shape`` has ``ndim`` dimensions (random 1-3 if None); ``leading`` dimensions are added in front (random 0-2 if
+    None); ``ones`` of the shape's dimensions are size 1 and get expanded (random if None). Sizes that differ are
+    never 1, so every broadcast really happens.
     """
-    ndim = choice(gen, [1, 2, 3]) if ones is None else max(ones, choice(gen, [1, 2, 3]))
+    if ndim is None:
+        ndim = choice(gen, [1, 2, 3]) if ones is None else max(ones, choice(gen, [1, 2, 3]))
     ones = int(torch.randint(0, ndim + 1, (), generator=gen)) if ones is None else ones
     expanded = set(torch.randperm(ndim, generator=gen)[:ones].tolist())
     shape, grad_shape = [], []
@@ -64,27 +141,35 @@ def _unbroadcast_cases(seed: int | None) -> list[tuple[Shape, Shape, Tensor]]:
         pairs = VISIBLE_PAIRS + [broadcast_pair(gen) for _ in range(12)]
     else:
         gen = generator("08/unbroadcast", seed)
+        # Each mistake shows in at least two structured cases: leading dimensions (summed from the wrong end, or
+        # kept), one size-1 dimension (keepdim forgotten, without crashing), nothing to sum (sum(dim=()) sums all).
         pairs = [broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),  # leading dims only
-                 broadcast_pair(gen, leading=0, ones=1),                     # one size-1 dim only
+                 broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),
+                 broadcast_pair(gen, leading=0, ones=1, ndim=choice(gen, [2, 3])),  # one size-1 dim only
+                 broadcast_pair(gen, leading=1, ones=1, ndim=choice(gen, [2, 3])),  # one of each
+                 broadcast_pair(gen, leading=0, ones=0),                     # nothing to do
                  broadcast_pair(gen, leading=1, ones=2),                     # both
                  (broadcast_pair(gen, leading=1, ones=0)[0], ())]            # to a scalar
         pairs += [broadcast_pair(gen) for _ in range(6)]
     return [(grad_shape, shape, uniform(gen, grad_shape)) for grad_shape, shape in pairs]
 
 
-def _diagnose_shape(got: Shape, shape: Shape) -> Misconception:
-    """Name the mistake behind a wrong result shape."""
+def _shape_suspect(got: Shape, shape: Shape) -> tuple[Misconception, ...]:
+    """The mistake a wrong result shape points to (a suspect: named only when two cases agree); none when the shape
+    fits several (a one-element result for an all-ones shape: summed over everything, or lost a size-1 dimension)."""
+    if math.prod(got) == 1 and math.prod(shape) == 1:
+        return ()
+    return (_shape_mistake(got, shape),)
+
+
+def _shape_mistake(got: Shape, shape: Shape) -> Misconception:
     if math.prod(got) == 1 and math.prod(shape) > 1:
-        return Misconception("summed over every dimension", "Careful: t.sum(dim=()) with an empty tuple sums over "
-                             "ALL dimensions in PyTorch. Only call sum when there is a dimension to sum.")
+        return SUMMED_ALL
     if len(got) > len(shape):
-        return Misconception("leading dimensions not removed", "Broadcasting lines shapes up from the right and "
-                             "adds dimensions in front: sum over the first grad.dim() - len(shape) dimensions.")
+        return LEADING_KEPT
     if len(got) < len(shape) or [s for s in got if s != 1] == [s for s in shape if s != 1]:
-        return Misconception("missing keepdim for size-1 dimensions", "Where shape has a 1 and grad does not, sum "
-                             "with keepdim=True so the dimension stays (and later dimension numbers stay right).")
-    return Misconception("sum over the wrong axis", "Extra dimensions are added on the LEFT; size-1 dimensions are "
-                         "summed where shape has the 1. Compare grad.shape and shape aligned from the right.")
+        return NO_KEEPDIM
+    return WRONG_AXIS
 
 
 def _wrong_axis(grad: Tensor, shape: Shape) -> Tensor | None:
@@ -102,15 +187,14 @@ def _wrong_axis(grad: Tensor, shape: Shape) -> Tensor | None:
 def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor) -> None:
     __tracebackhide__ = True
     what = f"unbroadcast(grad of shape {grad_shape}, shape={shape})"
-    given = grad.clone()
-    received = call_learner(unbroadcast, given, shape, what=what)
-    if not torch.equal(given, grad):
-        raise GradingFailure(f"{what} changed grad in place; return a new tensor and leave the argument alone.")
+    with _watching_sum_to_size() as watch:  # the caller's own grad: call_learner fails an answer that changes it
+        received = call_learner(unbroadcast, grad, shape, what=what, forbid=[Route.AUTOGRAD])
+    if watch.used:
+        raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
     got = as_answer(received, what=what)
     if tuple(got.shape) != shape:
-        mistake = _diagnose_shape(tuple(got.shape), shape)
-        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {shape}.\n"
-                             f"Likely misconception: {mistake.name}. {mistake.hint}")
+        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {shape}.",
+                             suspects=_shape_suspect(tuple(got.shape), shape))
 
     def f(t):  # a tensor of `shape`, broadcast into the output, weighted by grad: d f / d t = unbroadcast(grad)
         return ((t + torch.zeros(grad_shape, dtype=torch.float64)) * grad).sum()
@@ -120,19 +204,20 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
     (fd,) = central_difference(f, start)
     count = grad.numel() // max(expected.numel(), 1)
     wrong_axis = _wrong_axis(grad, shape)
-    expect_close(got, expected, what=what, fd=fd, misconceptions=[
-        *([Misconception("sum over the wrong axis", "The extra dimensions are the LEADING ones: broadcasting aligns "
-                         "shapes from the right.", value=wrong_axis)] if wrong_axis is not None else []),
-        Misconception("mean instead of sum", "Each element of the small tensor was used once per copy, so its "
-                      "gradient is the SUM over the copies, not their mean.", value=expected / count)],
-        extra=f"  grad: {fmt(grad)}")
+    symptoms = [MEAN_NOT_SUM.looks_like(expected / count)]
+    if wrong_axis is not None:
+        symptoms.append(WRONG_AXIS.looks_like(wrong_axis))
+    expect_close(got, expected, what=what, fd=fd, symptoms=symptoms, extra=f"  grad: {fmt(grad)}")
 
 
+@check
 def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
-    """Part A: unbroadcast(grad, shape) sums grad down to shape, equal to autograd's gradient for a broadcast."""
+    """Part A: unbroadcast(grad, shape) sums grad down to shape, equal to autograd's gradient for a broadcast, written
+    with sums (no autograd, no Tensor.sum_to_size), leaving grad unchanged."""
     __tracebackhide__ = True
     for grad_shape, shape, grad in _unbroadcast_cases(seed):
-        _run_unbroadcast(unbroadcast, grad_shape, shape, grad)
+        with trial():
+            _run_unbroadcast(unbroadcast, grad_shape, shape, grad)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -142,113 +227,162 @@ PER_FEATURE = Misconception(
     "per-feature broadcasting (missing or wrong-side unsqueeze)", "(n, d) - (n,) and (n, d) - (1, n) line the means "
     "up with the LAST axis, the features: that runs only when n == d, and then subtracts the wrong numbers. Each "
     "example's mean must become a column: means.reshape(-1, 1) or means.unsqueeze(1), not unsqueeze(0).")
-SILENT = Misconception(
-    "no shape check: a silent broadcast", "PyTorch broadcast the means against the features without a word. Check "
-    "x.dim() == 2 and means.shape in {(n,), (n, 1)} yourself and raise ValueError otherwise.")
+NO_CHECK = Misconception(
+    "no shape check", "PyTorch complains only when the sizes happen to clash, and its message names neither "
+    "argument; otherwise (means of shape (1, n), x of shape (n,)...) it broadcasts without a word. Check "
+    "x.dim() == 2 and means.shape in {(n,), (n, 1)} yourself and raise ValueError naming both shapes.")
+LOOSE_CHECK = Misconception(
+    "a shape check that lets wrong shapes through", "Your function refused some wrong shapes but returned a result "
+    "for others. Compare the shapes themselves: x.dim() == 2 and tuple(means.shape) in {(n,), (n, 1)}. A check on "
+    "the number of elements or the number of dimensions alone accepts (1, n), (n, 1, 1) or a 1-D x.")
 ASSERTED = Misconception(
     "a shape check with assert", "assert is for your own invariants: it disappears under python -O and says "
     "AssertionError, not 'bad argument'. For a caller's wrong shape, raise ValueError.")
-TORCH_ERROR = Misconception(
-    "PyTorch's broadcasting error instead of a ValueError", "PyTorch only complains when the shapes happen not to "
-    "broadcast (for (n, d) - (d,) it says nothing at all), and its message names neither argument. Check the shapes "
-    "first and raise ValueError naming both.")
+WRONG_EXCEPTION = Misconception(
+    "the wrong exception type", "The contract is ValueError, Python's exception for an argument of the right type "
+    "with a wrong value (here: a wrong shape); TypeError, IndexError or RuntimeError tell the caller something else.")
 NO_SHAPES = Misconception(
     "an error message without the shapes", "Say what you got and what you expected, e.g. f\"means must have shape "
     "({n},) or ({n}, 1) for x of shape {tuple(x.shape)}, got {tuple(means.shape)}\".")
+
+#: What PyTorch says when two shapes do not broadcast (its own error, not the learner's check).
+TORCH_BROADCAST_ERRORS = ("must match the size", "size of tensor", "shape mismatch")
 
 
 def _centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
     """(valid (x shape, means shape) pairs, pairs that must raise ValueError); traps come first."""
     if seed is None:
         valid = [((4, 3), (4,)), ((4, 3), (4, 1)), ((3, 3), (3,)), ((2, 5), (2, 1))]
-        invalid = [((4, 3), (3,)), ((3, 3), (1, 3)), ((4, 3), (4, 3)), ((4, 3), (2,)), ((5,), (5,))]
+        invalid = [((4, 3), (3,)), ((3, 3), (1, 3)), ((4, 3), (4, 3)), ((4, 3), (2,)), ((5,), (5,)),
+                   ((4, 3), (4, 1, 1))]
         return valid, invalid
     gen = generator("08/center_per_example", seed)
     n, d = choice(gen, [(2, 5), (3, 4), (4, 3), (5, 2), (6, 3), (3, 6)])
     square = choice(gen, [2, 3, 4, 5])
     valid = [((n, d), (n,)), ((n, d), (n, 1)), ((square, square), (square,)), ((square, square), (square, 1))]
     invalid = [((n, d), (d,)), ((square, square), (1, square)), ((n, d), (n, d)), ((n, d), (n + 1,)),
-               ((n, d, 2), (n,)), ((n,), (n,))]
+               ((n, d, 2), (n,)), ((n,), (n,)), ((n, d), (n, 1, 1))]
     return valid, invalid
 
 
-def _outcome(fn: Callable, *args, what: str):
-    """(returned value, None) or (None, (exception class, message)) of the learner's code.
+def _outcome(fn: Callable, x: Tensor, means: Tensor, *, what: str):
+    """(returned value, None) or (None, (exception class, message)) of the learner's code, called on the caller's
+    own x and means (which must stay unchanged).
 
     The message is read inside call_learner: a learner's exception class may define its own __str__.
     NotImplementedError stays loud.
     """
-    def attempt():
+    def attempt(x, means):
         try:
-            return fn(*args), None
+            return fn(x, means), None
         except NotImplementedError:
             raise
         except Exception as error:  # noqa: BLE001 - what was raised is the answer here
             return None, (type(error), str(error))
-    return call_learner(attempt, what=what)
+    return call_learner(attempt, x, means, what=what)
 
 
 def _mentions_shape(message: str, shape: Shape) -> bool:
     return str(tuple(shape)) in message or str(list(shape)) in message
 
 
+def _describe(x: Tensor, means: Tensor) -> str:
+    return f"center_per_example(x of shape {tuple(x.shape)}, means of shape {tuple(means.shape)})"
+
+
 def _check_valid(center_per_example, x: Tensor, means: Tensor) -> None:
     __tracebackhide__ = True
-    what = f"center_per_example(x of shape {tuple(x.shape)}, means of shape {tuple(means.shape)})"
-    given = x.clone()
-    value, error = _outcome(center_per_example, given, means.clone(), what=what)
+    what = _describe(x, means)
+    value, error = _outcome(center_per_example, x, means, what=what)
     if error is not None:
         kind, message = error
-        sizes = issubclass(kind, RuntimeError) and "must match the size" in message
-        hint = f"\nLikely misconception: {PER_FEATURE.name}. {PER_FEATURE.hint}" if sizes else ""
+        sizes = issubclass(kind, RuntimeError) and any(text in message for text in TORCH_BROADCAST_ERRORS)
         raise GradingFailure(f"{what} raised {kind.__name__}: {message}\nThese shapes are valid: means of "
-                             f"shape (n,) or (n, 1) for x of shape (n, d).{hint}")
-    if not torch.equal(given, x):
-        raise GradingFailure(f"{what} changed x in place; return a new tensor.")
+                             f"shape (n,) or (n, 1) for x of shape (n, d).", suspects=(PER_FEATURE,) if sizes else ())
+    expect_no_alias(value, {"x": x, "means": means}, what=what)
     got = as_answer(value, what=what)
     expected = x - means.reshape(-1, 1)
     if got.shape != expected.shape:
         raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {tuple(expected.shape)}, the shape "
-                             f"of x.\nLikely misconception: {PER_FEATURE.name}. {PER_FEATURE.hint}")
-    per_feature = x - means.reshape(1, -1) if x.shape[0] == x.shape[1] else None
-    expect_close(got, expected, what=what, source="expected", rtol=1e-12, atol=1e-12,
-                 misconceptions=[Misconception(PER_FEATURE.name, PER_FEATURE.hint, value=per_feature)],
+                             "of x.", suspects=(PER_FEATURE,))
+    symptoms = [PER_FEATURE.looks_like(x - means.reshape(1, -1))] if x.shape[0] == x.shape[1] else []
+    expect_close(got, expected, what=what, source="expected", rtol=1e-12, atol=1e-12, symptoms=symptoms,
                  extra=f"  x: {fmt(x)}\n  means: {fmt(means)}")
 
 
-def _check_invalid(center_per_example, x: Tensor, means: Tensor) -> None:
-    __tracebackhide__ = True
-    what = f"center_per_example(x of shape {tuple(x.shape)}, means of shape {tuple(means.shape)})"
-    value, error = _outcome(center_per_example, x.clone(), means.clone(), what=what)
+def _invalid_failure(x: Tensor, means: Tensor, outcome, refused_some: bool) -> GradingFailure | None:
+    """The failure for one wrong-shape case (None if it raised the right error), its suspect chosen knowing whether
+    the function refused any of the wrong shapes with a ValueError."""
+    what = _describe(x, means)
     intro = f"{what} must raise ValueError: means needs shape (n,) or (n, 1) for x of shape (n, d)"
+    value, error = outcome
     if error is None:
         shape = f"shape {tuple(value.shape)}" if type(value) is torch.Tensor else type(value).__name__
-        raise GradingFailure(f"{intro}, but it returned a result ({shape}).\n"
-                             f"Likely misconception: {SILENT.name}. {SILENT.hint}")
+        return GradingFailure(f"{intro}, but it returned a result ({shape}).",
+                              suspects=(LOOSE_CHECK if refused_some else NO_CHECK,))
     kind, message = error
+    if issubclass(kind, AssertionError):
+        return GradingFailure(f"{intro}; it raised {kind.__name__}: {message}", suspects=(ASSERTED,))
     if not issubclass(kind, ValueError):
-        mistake = ASSERTED if issubclass(kind, AssertionError) else TORCH_ERROR
-        raise GradingFailure(f"{intro}; it raised {kind.__name__}: {message}\n"
-                             f"Likely misconception: {mistake.name}. {mistake.hint}")
+        torch_error = issubclass(kind, RuntimeError) and any(text in message for text in TORCH_BROADCAST_ERRORS)
+        suspect = (LOOSE_CHECK if refused_some else NO_CHECK) if torch_error else WRONG_EXCEPTION
+        return GradingFailure(f"{intro}; it raised {kind.__name__}: {message}", suspects=(suspect,))
     if not (_mentions_shape(message, tuple(x.shape)) and _mentions_shape(message, tuple(means.shape))):
-        raise GradingFailure(f"{what} raised ValueError({message!r}); the message must show both shapes, "
-                             f"{tuple(x.shape)} and {tuple(means.shape)} (as tuple(t.shape) or t.shape prints them)."
-                             f"\nLikely misconception: {NO_SHAPES.name}. {NO_SHAPES.hint}")
+        return GradingFailure(f"{what} raised ValueError({message!r}); the message must show both shapes, "
+                              f"{tuple(x.shape)} and {tuple(means.shape)} (as tuple(t.shape) or t.shape prints them).",
+                              suspects=(NO_SHAPES,))
+    return None
 
 
+@check
 def check_center_per_example(center_per_example, seed: int | None = None) -> None:
-    """Part B: subtract one mean per example; any other shape raises ValueError naming both shapes."""
+    """Part B: subtract one mean per example into a new tensor, leaving x and means unchanged; any other shape raises
+    ValueError naming both shapes."""
     __tracebackhide__ = True
     gen = generator("08/center_per_example/values", 0 if seed is None else seed)
     valid, invalid = _centring_cases(seed)
     for x_shape, means_shape in valid:
-        _check_valid(center_per_example, uniform(gen, x_shape), uniform(gen, means_shape))
+        with trial():
+            _check_valid(center_per_example, uniform(gen, x_shape), uniform(gen, means_shape))
+    # Every wrong shape is tried first, then judged: whether the function refused any of them decides between
+    # "no shape check" and "a check that lets some through".
+    cases = []
     for x_shape, means_shape in invalid:
-        _check_invalid(center_per_example, uniform(gen, x_shape), uniform(gen, means_shape))
+        x, means = uniform(gen, x_shape), uniform(gen, means_shape)
+        try:
+            cases.append((x, means, _outcome(center_per_example, x, means, what=_describe(x, means))))
+        except GradingFailure as failure:  # e.g. it changed x or means: reported in its own trial below
+            cases.append((x, means, failure))
+    refused_some = any(type(outcome) is tuple and outcome[1] is not None and issubclass(outcome[1][0], ValueError)
+                       for _, _, outcome in cases)
+    for x, means, outcome in cases:
+        with trial():
+            if isinstance(outcome, GradingFailure):
+                raise outcome
+            failure = _invalid_failure(x, means, outcome, refused_some)
+            if failure is not None:
+                raise failure
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part C: the fixed weighted_mse(x, y, sample_weight, w, b)
+
+PAIRWISE = Misconception(
+    "(n, 1) minus (n,) broadcast to (n, n)", "pred = x @ w + b has shape (n, 1) and y has shape (n,): their "
+    "difference is an (n, n) table of every prediction minus every target. y.unsqueeze(0) gives (1, n) and the same "
+    "table. Make both (n,): pred.squeeze(1).")
+WEIGHTS_WITHOUT_EFFECT = Misconception(
+    "sample weights without effect (the plain mean)", "Your loss equals the plain, unweighted mean of the squared "
+    "errors. Either the weights were never used, or (n,) weights met (n, 1) errors (after y.unsqueeze(1)) and "
+    "broadcast to an (n, n) table whose mean is mean(weights) · mean(errors), so dividing by mean(weights) cancels "
+    "them. Keep everything per example, of shape (n,).")
+DIVIDED_BY_COUNT = Misconception(
+    "divided by the number of examples instead of the sum of the weights", "The weighted mean divides the weighted "
+    "sum by the sum of the weights, sum_i s_i, not by n.")
+DETACHED = Misconception(
+    "a loss cut off from w and b", "Training needs the loss's gradient: compute it from the tensors, without "
+    ".item(), .detach(), float() or NumPy, so that it stays attached to w and b.")
+
 
 def intended_weighted_mse(x: Tensor, y: Tensor, sample_weight: Tensor, w: Tensor, b: Tensor) -> Tensor:
     """sum_i s_i (x_i . w + b - y_i)^2 / sum_i s_i, written with explicit per-example shapes."""
@@ -262,24 +396,11 @@ def buggy_weighted_mse(x: Tensor, y: Tensor, sample_weight: Tensor, w: Tensor, b
     return (sample_weight * err).mean() / sample_weight.mean()
 
 
-def _half_fixed(x: Tensor, y: Tensor, sample_weight: Tensor, w: Tensor, b: Tensor) -> Tensor:
-    """y.unsqueeze(1) fixes the difference, but (n,) weights times (n, 1) errors broadcast to (n, n) again."""
-    err = (x @ w + b - y.unsqueeze(1)) ** 2
-    return (sample_weight * err).mean() / sample_weight.mean()
-
-
-def _mse_mistakes(*args: Tensor) -> list[Misconception]:
-    return [
-        Misconception("(n, 1) minus (n,) broadcast to (n, n)", "pred = x @ w + b has shape (n, 1) and y has shape "
-                      "(n,): their difference is an (n, n) table of every prediction minus every target. "
-                      "y.unsqueeze(0) gives (1, n) and the same table. Make both (n,): pred.squeeze(1).",
-                      value=buggy_weighted_mse(*args)),
-        Misconception("a second broadcast: (n,) weights times (n, 1) errors", "With y.unsqueeze(1) the errors have "
-                      "shape (n, 1), and sample_weight of shape (n,) times them is an (n, n) table again. Squeeze "
-                      "the predictions to (n,) instead, or reshape the weights to (n, 1) as well. (The result is the "
-                      "plain, unweighted mean of the squared errors.)",
-                      value=_half_fixed(*args)),
-    ]
+def _mse_symptoms(x: Tensor, y: Tensor, s: Tensor, w: Tensor, b: Tensor) -> list:
+    errors = ((x @ w).squeeze(1) + b - y) ** 2
+    return [PAIRWISE.looks_like(buggy_weighted_mse(x, y, s, w, b)),
+            WEIGHTS_WITHOUT_EFFECT.looks_like(errors.mean()),
+            DIVIDED_BY_COUNT.looks_like((s * errors).sum() / len(y))]
 
 
 def _mse_cases(seed: int | None) -> list[tuple[Tensor, ...]]:
@@ -294,9 +415,8 @@ def _expect_mse_gradients(value, case: tuple[Tensor, ...], leaves: tuple[Tensor,
     """The learner's loss must be differentiable, with autograd's and finite differences' gradients for w and b."""
     __tracebackhide__ = True
     if not (isinstance(value, torch.Tensor) and value.requires_grad):
-        raise GradingFailure(f"{what} returned a value that is not attached to w and b (requires_grad=False): "
-                             "training needs its gradient. Compute it from the tensors, without .item(), .detach() "
-                             "or NumPy.")
+        raise proven_failure(f"{what} returned a value that is not attached to w and b (requires_grad=False).",
+                             DETACHED)
     x, y, s, w, b = case
     # Backward may run learner code (a custom autograd.Function, a hook), so it is called like learner code.
     grads = call_learner(torch.autograd.grad, value, leaves, allow_unused=True, what=f"backward through {what}")
@@ -309,15 +429,18 @@ def _expect_mse_gradients(value, case: tuple[Tensor, ...], leaves: tuple[Tensor,
         expect_close(got, want, what=f"the gradient of {what} with respect to {name}", fd=fd)
 
 
+@check
 def check_weighted_mse(weighted_mse, seed: int | None = None) -> None:
-    """Part C: the fixed weighted_mse equals the intended loss, and so do its gradients for w and b."""
+    """Part C: the fixed weighted_mse equals the intended loss, and so do its gradients for w and b; it leaves its
+    arguments unchanged (no backward of its own)."""
     __tracebackhide__ = True
     for case in _mse_cases(seed):
-        x, y, s, w, b = case
-        what = (f"weighted_mse(x of shape {tuple(x.shape)}, y {tuple(y.shape)}, sample_weight {tuple(s.shape)}, "
-                f"w {tuple(w.shape)}, b {tuple(b.shape)})")
-        leaves = (w.clone().requires_grad_(True), b.clone().requires_grad_(True))
-        value = call_learner(weighted_mse, x.clone(), y.clone(), s.clone(), *leaves, what=what)
-        expect_close(as_answer(value, what=what, shape=()), intended_weighted_mse(*case), what=what,
-                     source="expected", rtol=1e-10, atol=1e-12, misconceptions=_mse_mistakes(*case))
-        _expect_mse_gradients(value, case, leaves, what)
+        with trial():
+            x, y, s, w, b = case
+            what = (f"weighted_mse(x of shape {tuple(x.shape)}, y {tuple(y.shape)}, sample_weight {tuple(s.shape)}, "
+                    f"w {tuple(w.shape)}, b {tuple(b.shape)})")
+            inputs = (x.clone(), y.clone(), s.clone(), w.clone().requires_grad_(True), b.clone().requires_grad_(True))
+            value = call_learner(weighted_mse, *inputs, what=what)  # the caller's own tensors, checked unchanged
+            expect_close(as_answer(value, what=what, shape=()), intended_weighted_mse(*case), what=what,
+                         source="expected", rtol=1e-10, atol=1e-12, symptoms=_mse_symptoms(*case))
+            _expect_mse_gradients(value, case, inputs[3:], what)
