@@ -72,9 +72,10 @@ def summary(assignment: str, result: Result) -> str:
     numbers = report.summary_numbers(result.outcomes)
     total = next(iter(result.outcomes.values())).max_score if result.outcomes else 0
     lines = [f"\n{assignment}: {numbers['graded']} graded, {numbers['failed']} could not be graded "
-             f"({len(result.todo)} processed this run in {result.seconds:.1f} s; execution "
-             f"{result.execution_seconds:.1f} s; replayed {result.replayed} notebooks from their sandboxed "
-             f"execution" + (f"; {result.restarts} worker restarts" if result.restarts else "") + ")"]
+             f"({len(result.todo)} processed this run in {result.seconds:.1f} s; workers ready after "
+             f"{result.workers_ready:.1f} s; execution {result.execution_seconds:.1f} s; replayed {result.replayed} "
+             "notebooks from their sandboxed execution"
+             + (f"; {result.restarts} worker restarts" if result.restarts else "") + ")"]
     if not result.sandboxed:
         lines.append("  WITHOUT THE SANDBOX (--no-sandbox): submissions ran with your own permissions, with no "
                      "isolation from this machine, the course or each other")

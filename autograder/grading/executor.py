@@ -29,8 +29,7 @@ from pathlib import Path
 
 from . import protocol, sandbox
 from .kernel import DEFAULT_OUTPUT_LIMIT
-from .protocol import CellRun, CellStatus, Ending, NotebookRun, Stop, StopKind
-from .server import receive, send
+from .protocol import CellRun, CellStatus, Ending, NotebookRun, Stop, StopKind, receive, send
 
 #: Extra seconds after the per-cell timeout before a child that ignores it is killed.
 GRACE_SECONDS = 5.0
@@ -62,6 +61,7 @@ class Settings:
     environment: dict[str, str] = field(default_factory=dict)  # extra variables (the grading seed)
     sandboxed: bool = True
     private: tuple[Path, ...] = ()  # folders a sandbox must hide (the course, the grader's home)
+    checks: tuple[str, ...] = ()  # the check modules the notebooks import (``autograder.checks.ex01_chain_rule``)
 
 
 def server_environment(home: str, tmp: str = "/tmp") -> dict[str, str]:
@@ -81,14 +81,14 @@ def error_output(ename: str, evalue: str) -> dict:
             "traceback": [f"\x1b[0;31m{ename}\x1b[0m: {evalue}"]}
 
 
-class _Running:
-    """The job a worker is running, as the parent follows it."""
+class Following:
+    """One job as the parent follows it: the child's messages in, checked, and the NotebookRun out."""
 
     def __init__(self, job: Job, name: str, reader: int, folder: Path, deadline: float):
         self.job = job
-        self.name = name
-        self.reader = reader
-        self.folder = folder
+        self.name = name  # the job's name in the server's messages
+        self.reader = reader  # the pipe the child writes to
+        self.folder = folder  # the job's private folder in the worker's workspace
         self.deadline = deadline
         self.buffer = b""
         self.expected = [cell["index"] for cell in job.cells]
@@ -100,6 +100,70 @@ class _Running:
         self.pipe_open = True
         self.exited: protocol.Exited | None = None
         self.started = time.perf_counter()
+
+    def feed(self, chunk: bytes, cell_seconds: float) -> Stop | None:
+        """Take what the child wrote; a Stop when it broke the protocol (the child is then to be killed)."""
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            problem = self._take(line, cell_seconds)
+            if problem is not None:
+                return problem
+        if len(self.buffer) > protocol.MAX_LINE:
+            return Stop(StopKind.PROTOCOL, "it sent an oversized message to the grader")
+        return None
+
+    def _take(self, line: bytes, cell_seconds: float) -> Stop | None:
+        try:
+            message = protocol.child_message(line)
+        except protocol.ProtocolError as error:
+            return Stop(StopKind.PROTOCOL, f"it wrote something that is not a grader message to the grader's "
+                                           f"channel ({error})")
+        if isinstance(message, protocol.CellDone) and self.expected and message.index == self.expected[0]:
+            self.expected.pop(0)
+            self.cells[message.index] = CellRun(message.execution_count, message.outputs,
+                                                CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN,
+                                                message.truncated)
+            self.deadline = time.monotonic() + cell_seconds
+        elif isinstance(message, protocol.AllDone) and not self.expected:
+            self.all_done = True
+        elif isinstance(message, protocol.SetupFailed) and not self.cells:
+            self.setup_failed = message.reason
+        else:
+            return Stop(StopKind.PROTOCOL, "it sent a message out of order")
+        return None
+
+    def result(self) -> NotebookRun:
+        """The cells it finished keep their outputs; the one running when it stopped, and those after, say why."""
+        stop = self.killed_for
+        if stop is None and self.setup_failed is not None:
+            stop = Stop(StopKind.SETUP, f"the grader could not prepare the submission's process: {self.setup_failed}")
+        if stop is None and self.expected:
+            stop = self._ending()
+        cells = dict(self.cells)
+        if self.expected:
+            first, *rest = self.expected
+            cells[first] = CellRun(None, [error_output("DeadKernelError", "The kernel died while running this "
+                                                                          f"cell: {stop.detail}.")],
+                                   CellStatus.STOPPED)
+            for index in rest:
+                cells[index] = CellRun(None, [error_output("DeadKernelError", "Not run: the kernel died in an "
+                                                                              "earlier cell.")], CellStatus.NOT_RUN)
+        elif stop is not None and stop.kind is not StopKind.PROTOCOL:
+            stop = None  # every cell had finished: nothing was lost
+        return NotebookRun(cells, stop, round(time.perf_counter() - self.started, 3))
+
+    def _ending(self) -> Stop:
+        exited = self.exited
+        if exited is None:
+            return Stop(StopKind.WORKER, "the grader's worker failed")
+        if exited.ending is Ending.SIGNALLED:
+            name = signal.Signals(exited.code).name if exited.code in signal.Signals._value2member_map_ \
+                else str(exited.code)
+            return Stop(StopKind.SIGNAL, f"the process was killed by {name}"
+                        + (" (most likely out of memory)" if exited.code == signal.SIGKILL else ""))
+        return Stop(StopKind.EXIT, f"the process exited with status {exited.code} in the middle of the cell "
+                                   "(os._exit or similar)")
 
 
 class Worker:
@@ -114,7 +178,7 @@ class Worker:
         self.log = scratch / f"worker-{slot}.log"
         self.jobs_done = 0
         self.ready = False
-        self.running: _Running | None = None
+        self.running: Following | None = None
         self.view: sandbox.View | None = None
         if settings.sandboxed:
             if uid is not None:
@@ -143,7 +207,7 @@ class Worker:
         self.boot_deadline = time.monotonic() + BOOT_SECONDS
         send(ours, protocol.Configure(warmup=warmup, memory_mb=self.settings.memory_mb,
                                       output_limit=self.settings.output_limit,
-                                      sandboxed=self.view is not None))
+                                      sandboxed=self.view is not None, checks=list(self.settings.checks)))
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -210,6 +274,8 @@ class Executor:
         self.uids = sandbox.free_ids(self.jobs) if as_root else [None] * self.jobs
         self.workers: list[Worker] = []
         self.restarts = 0
+        self.created = time.perf_counter()
+        self.ready_after = 0.0  # seconds from creation until the last worker was ready
         try:
             if settings.sandboxed:
                 first = sandbox.build_view(self.scratch, [*settings.private, self.scratch], self.scratch,
@@ -286,7 +352,7 @@ class Executor:
             send(worker.channel, run, [writer])
         finally:
             os.close(writer)
-        worker.running = _Running(job, run.job, reader, folder,
+        worker.running = Following(job, run.job, reader, folder,
                                   time.monotonic() + self.settings.timeout + self.settings.grace + 10)
         selector.register(reader, selectors.EVENT_READ, ("pipe", worker))
 
@@ -302,6 +368,7 @@ class Executor:
             self._replace(worker, selector, Stop(StopKind.WORKER, f"the grader's worker failed: {reason}"))
         elif isinstance(message, protocol.Ready):
             worker.ready = True
+            self.ready_after = max(self.ready_after, time.perf_counter() - self.created)
         elif isinstance(message, protocol.Exited) and worker.running and message.job == worker.running.name:
             worker.running.exited = message
 
@@ -315,33 +382,10 @@ class Executor:
             state.pipe_open = False
             selector.unregister(state.reader)
             os.close(state.reader)
-            return
-        state.buffer += chunk
-        while b"\n" in state.buffer and state.killed_for is None:
-            line, state.buffer = state.buffer.split(b"\n", 1)
-            self._handle(worker, line)
-        if len(state.buffer) > protocol.MAX_LINE:
-            self._kill(worker, Stop(StopKind.PROTOCOL, "it sent an oversized message to the grader"))
-
-    def _handle(self, worker: Worker, line: bytes) -> None:
-        state = worker.running
-        try:
-            message = protocol.child_message(line)
-        except protocol.ProtocolError as error:
-            return self._kill(worker, Stop(StopKind.PROTOCOL, "it wrote something that is not a grader message "
-                                                              f"to the grader's channel ({error})"))
-        if isinstance(message, protocol.CellDone) and state.expected and message.index == state.expected[0]:
-            state.expected.pop(0)
-            state.cells[message.index] = CellRun(
-                message.execution_count, message.outputs,
-                CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN, message.truncated)
-            state.deadline = time.monotonic() + self.settings.timeout + self.settings.grace
-        elif isinstance(message, protocol.AllDone) and not state.expected:
-            state.all_done = True
-        elif isinstance(message, protocol.SetupFailed) and not state.cells:
-            state.setup_failed = message.reason
-        else:
-            self._kill(worker, Stop(StopKind.PROTOCOL, "it sent a message out of order"))
+        elif state.killed_for is None:
+            problem = state.feed(chunk, self.settings.timeout + self.settings.grace)
+            if problem is not None:
+                self._kill(worker, problem)
 
     def _kill(self, worker: Worker, why: Stop) -> None:
         state = worker.running
@@ -376,7 +420,7 @@ class Executor:
             return None
         worker.running = None
         worker.clean()
-        return state.job, self._result(state)
+        return state.job, state.result()
 
     def _replace(self, worker: Worker, selector, why: Stop) -> tuple[Job, NotebookRun] | None:
         """Stop a failed worker and start another in its slot; the job it was running ends with ``why``."""
@@ -394,34 +438,4 @@ class Executor:
         if state is None:
             return None
         state.killed_for = state.killed_for or why
-        return state.job, self._result(state)
-
-    def _result(self, state: _Running) -> NotebookRun:
-        stop = state.killed_for
-        if stop is None and state.setup_failed is not None:
-            stop = Stop(StopKind.SETUP, f"the grader could not prepare the submission's process: "
-                                        f"{state.setup_failed}")
-        if stop is None and state.expected:
-            exited = state.exited
-            if exited is None:
-                stop = Stop(StopKind.WORKER, "the grader's worker failed")
-            elif exited.ending is Ending.SIGNALLED:
-                name = signal.Signals(exited.code).name if exited.code in signal.Signals._value2member_map_ \
-                    else str(exited.code)
-                stop = Stop(StopKind.SIGNAL, f"the process was killed by {name}"
-                            + (" (most likely out of memory)" if exited.code == signal.SIGKILL else ""))
-            else:
-                stop = Stop(StopKind.EXIT, f"the process exited with status {exited.code} in the middle of the "
-                                           "cell (os._exit or similar)")
-        cells = dict(state.cells)
-        if state.expected:
-            first, *rest = state.expected
-            cells[first] = CellRun(None, [error_output("DeadKernelError", "The kernel died while running this "
-                                                                          f"cell: {stop.detail}.")],
-                                   CellStatus.STOPPED)
-            for index in rest:
-                cells[index] = CellRun(None, [error_output("DeadKernelError", "Not run: the kernel died in an "
-                                                                              "earlier cell.")], CellStatus.NOT_RUN)
-        elif stop is not None and stop.kind is not StopKind.PROTOCOL:
-            stop = None  # every cell had finished: nothing was lost
-        return NotebookRun(cells, stop, round(time.perf_counter() - state.started, 3))
+        return state.job, state.result()

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field, fields
+import socket
+import struct
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: The longest message line accepted from a child (its outputs are capped far below this).
@@ -40,7 +42,7 @@ class Configure:
     memory_mb: int
     output_limit: int
     sandboxed: bool  # the server is alone in a sandbox of its own (it may then clean /tmp and sweep processes)
-    user: int | None = None  # uid and gid to switch to first (a sandbox started as root), or None
+    checks: list[str] = field(default_factory=list)  # the check modules the notebooks import (the core); [] all
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,42 @@ def decode(line: bytes | str, allowed: tuple[type, ...]):
     return message
 
 
+# -- the control socket between grader and server (trusted on both ends): length-prefixed, with file descriptors ---
+
+_HEADER = struct.Struct("!I")
+
+
+def send(channel: socket.socket, message, fds: list[int] = ()) -> None:
+    """A length-prefixed message, with file descriptors attached to its header."""
+    body = encode(message)
+    header = _HEADER.pack(len(body))
+    if fds:
+        socket.send_fds(channel, [header], list(fds))
+    else:
+        channel.sendall(header)
+    channel.sendall(body)
+
+
+def receive(channel: socket.socket, allowed: tuple[type, ...]):
+    """(message, file descriptors) or (None, []) at end of file."""
+    header, fds, _, _ = socket.recv_fds(channel, _HEADER.size, 4)
+    if not header:
+        return None, []
+    while len(header) < _HEADER.size:
+        more = channel.recv(_HEADER.size - len(header))
+        if not more:
+            return None, []
+        header += more
+    (size,) = _HEADER.unpack(header)
+    body = bytearray()
+    while len(body) < size:
+        chunk = channel.recv(min(1 << 20, size - len(body)))
+        if not chunk:
+            return None, []
+        body += chunk
+    return decode(bytes(body), allowed), fds
+
+
 def _is_int(value) -> bool:
     return type(value) is int
 
@@ -226,6 +264,3 @@ class NotebookRun:
     cells: dict[int, CellRun] = field(default_factory=dict)
     stop: Stop | None = None
     seconds: float = 0.0
-
-    def as_dict(self) -> dict:
-        return asdict(self)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import threading
 import time
@@ -55,13 +56,26 @@ class Result:
     execution_seconds: float = 0.0
     replayed: int = 0
     restarts: int = 0
+    workers_ready: float = 0.0  # seconds until every worker had imported and warmed up
     course_bugs: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _worker_settings(options: Options, course, timeout: float, seed: str) -> Settings:
+def check_modules(notebooks) -> tuple[str, ...]:
+    """The check modules (``autograder.checks.NAME``) the notebooks' cells import."""
+    found = set()
+    for notebook in notebooks:
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                found.update(re.findall(r"from\s+autograder\.checks\s+import\s+(\w+)", cell.source))
+                found.update(re.findall(r"import\s+autograder\.checks\.(\w+)", cell.source))
+    return tuple(sorted(f"autograder.checks.{name}" for name in found))
+
+
+def _worker_settings(options: Options, course, timeout: float, seed: str, sources) -> Settings:
     private = (course.root, Path.home()) + ((Path(os.environ["HOME"]),) if os.environ.get("HOME") else ())
     return Settings(timeout=timeout, memory_mb=options.memory_mb, sandboxed=options.sandbox,
-                    environment={"AUTOGRADER_SEED": seed} if seed else {}, private=private)
+                    environment={"AUTOGRADER_SEED": seed} if seed else {}, private=private,
+                    checks=check_modules(sources))
 
 
 def grade(options: Options, on_graded: Callable[[str], None] = lambda student: None,
@@ -91,9 +105,9 @@ def grade(options: Options, on_graded: Callable[[str], None] = lambda student: N
 
     # the reference solutions and the blank release: the checks' paths to a pass and to a failure, tracebacks included
     releases = [course.release_folder() / f"{notebook_id}.ipynb" for notebook_id in notebook_ids]
-    warmup = [code_cells(nbformat.read(path, as_version=4)) for path in sources + releases if path.exists()]
-    executor = Executor(_worker_settings(options, course, timeout, seed), jobs=options.jobs, warmup=warmup) \
-        if todo else None
+    notebooks = [nbformat.read(path, as_version=4) for path in sources + releases if path.exists()]
+    executor = Executor(_worker_settings(options, course, timeout, seed, notebooks), jobs=options.jobs,
+                        warmup=[code_cells(notebook) for notebook in notebooks]) if todo else None
     extra = course.extra_files_folder()
     try:
         replays, jobs = _sanitize(course, todo, notebook_ids, outcomes, extra)
@@ -214,6 +228,7 @@ def _execute_and_grade(course, executor: Executor, jobs: list[Job], replays: Rep
             finished = time.perf_counter()
             _finish(course, student, outcomes[student], replays, options, on_graded)
     thread.join()
+    result.workers_ready = executor.ready_after
     return (finished or time.perf_counter()) - started, executor.restarts
 
 
