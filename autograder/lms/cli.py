@@ -6,9 +6,10 @@
 * ``late ASSIGNMENT [--recompute]`` lists the late submissions and their penalties; ``--recompute`` first applies
   the late policy again (after a due date, an extension or the policy changed; nothing is executed).
 
-Exit status: 0 when all went through, 1 when something was reported for a look (files that match no student,
-students the export could not place; the work is still done), 2 when nothing was done (no roster, a roster with
-duplicates, an assignment the gradebook lacks). :func:`add_commands` mounts them on another command line.
+Exit status: 0 when all went through, 1 when something was left out (files that match no student, grades the
+export could not place; the rest is done), 2 when nothing was done (no roster, a roster with duplicates, an
+assignment the gradebook lacks). What is only worth a look (roster students with no work yet) is printed, status 0.
+:func:`add_commands` mounts them on another command line.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def export(args: argparse.Namespace) -> int:
             return 2
         destination = plugin.destination()
         print("\n".join(preview(sheet, destination)))
-        if problems:
+        if problems.lines(args.lms):
             print("needs a look:")
             print("\n".join(f"  {line}" for line in problems.lines(args.lms)))
         if args.dry_run:
@@ -85,7 +86,7 @@ def export(args: argparse.Namespace) -> int:
         else:
             write(sheet, destination)
             print(f"wrote {destination}")
-    return 1 if problems else 0
+    return 1 if problems.left_out else 0
 
 
 def late(args: argparse.Namespace) -> int:

@@ -154,8 +154,10 @@ class Problems:
                          "find them (not exported): " + ", ".join(self.no_identity))
         return lines
 
-    def __bool__(self) -> bool:
-        return bool(self.not_in_roster or self.no_work or self.no_identity)
+    @property
+    def left_out(self) -> bool:
+        """Grades that could not go into the file (a roster id with no work at all is only worth a look)."""
+        return bool(self.not_in_roster or self.no_identity)
 
 
 def build(grades: Grades, roster: list[Student], lms: str, columns: dict[str, str] | None = None,
