@@ -148,3 +148,18 @@ def test_renamed_uploads_are_the_notebook_they_renamed():
     assert canonical("hw-2.ipynb", notebooks) == ("hw-2.ipynb", 0)  # a name that is itself a notebook stays
     assert canonical("hw-2-1.ipynb", notebooks) == ("hw-2.ipynb", 1)
     assert canonical("Untitled-1.ipynb", notebooks) == ("Untitled-1.ipynb", 0)
+
+
+def test_nbgrader_zip_collect_uses_the_same_plugins_from_the_configuration(course_dir, tmp_path):
+    """``nbgrader zip_collect ASSIGNMENT --force`` with the zip in grading/downloaded/ASSIGNMENT/archive/."""
+    from nbgrader.apps import ZipCollectApp
+
+    archive = course_dir / "grading" / "downloaded" / ASSIGNMENT / "archive"
+    archive.mkdir(parents=True)
+    write_zip(archive / "submissions.zip", CANVAS_DOWNLOAD)
+    with cli.in_course(course_dir):
+        app = ZipCollectApp()
+        app.initialize([ASSIGNMENT, "--force", "--log-level=ERROR"])
+        app.start()
+    assert submitted(course_dir)["cy"] == {NOTEBOOK: notebook("cy, resubmitted")}
+    assert sorted(submitted(course_dir)) == ["ann", "bob", "cy", "erin"]

@@ -183,12 +183,11 @@ class LmsCollector(FileNameCollectorPlugin):
         relative = path.relative_to(self.ctx.extracted) if path.is_relative_to(self.ctx.extracted) \
             else PurePath(path.name)
         download = parse(relative, self.ctx.lms)
-        if download is None:
-            self.seen.unmatched.append((relative.as_posix(), f"not a {self.ctx.lms.capitalize()} download name"))
-            return None
-        student, why = self.ctx.lookup.find(download.who)
+        student, why = self.ctx.lookup.find(download.who) if download else \
+            (None, f"not a {self.ctx.lms.capitalize()} download name")
         if student is None:
             self.seen.unmatched.append((relative.as_posix(), why))
+            self.log.warning("matches no student: %s (%s)", relative.as_posix(), why)
             return None
         if path.suffix not in self.valid_ext:
             self.seen.not_notebooks.append((relative.as_posix(), student.id))
