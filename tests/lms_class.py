@@ -56,7 +56,7 @@ def moodle_folder(student: Student, participant: int) -> str:
 
 
 def write_zip(path: Path, files: dict[str, bytes | str]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
             archive.writestr(name, data)
     return path
@@ -65,7 +65,7 @@ def write_zip(path: Path, files: dict[str, bytes | str]) -> Path:
 def zipped(files: dict[str, bytes | str]) -> bytes:
     """An archive in memory (a student who uploads a zip of their work)."""
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
             archive.writestr(name, data)
     return buffer.getvalue()

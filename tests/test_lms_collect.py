@@ -163,3 +163,18 @@ def test_nbgrader_zip_collect_uses_the_same_plugins_from_the_configuration(cours
         app.start()
     assert submitted(course_dir)["cy"] == {NOTEBOOK: notebook("cy, resubmitted")}
     assert sorted(submitted(course_dir)) == ["ann", "bob", "cy", "erin"]
+
+
+def test_an_archive_too_large_or_unreadable_is_refused_before_anything_is_unpacked(course_dir, tmp_path):
+    config = course_dir / "nbgrader_config.py"
+    config.write_text(config.read_text() + "\nc.LmsExtractor.max_megabytes = 1\n")
+    bomb = {canvas_name(ANN, 5001, NOTEBOOK): notebook("ann"),  # a student's zip: 3 MB of zeros in 3 kB
+            canvas_name(BOB, 5002, "work.zip"): cls.zipped({"zeros.bin": b"\0" * (3 << 20)})}
+    status, printed = collect(course_dir, str(write_zip(tmp_path / "bomb.zip", bomb)))
+    assert (tmp_path / "bomb.zip").stat().st_size < 10_000
+    assert status == 2 and "01-bomb.zip would unpack to 3 MB, more than c.LmsExtractor.max_megabytes = 1" in printed
+    assert submitted(course_dir) == {} and not (course_dir / "grading" / "downloaded" / ASSIGNMENT / "extracted"
+                                                / "01-bomb").exists()
+    broken = {canvas_name(BOB, 5002, "work.zip"): b"PK\x03\x04 not really a zip"}
+    status, printed = collect(course_dir, str(write_zip(tmp_path / "broken.zip", broken)))
+    assert status == 2 and f"01-broken.zip/{canvas_name(BOB, 5002, 'work.zip')} cannot be unpacked" in printed

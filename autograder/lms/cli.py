@@ -39,6 +39,7 @@ def in_course(root: Path):
 
 
 def collect(args: argparse.Namespace) -> int:
+    from .collect import ArchiveRefused
     from .collect import collect as run
 
     archives = [Path(a).resolve() for a in args.archives]
@@ -49,7 +50,7 @@ def collect(args: argparse.Namespace) -> int:
     with in_course(args.course):
         try:
             report = run(Path.cwd(), args.assignment, archives, args.lms)
-        except RosterError as error:
+        except (RosterError, ArchiveRefused) as error:
             print(f"autograder.lms collect: {error}", file=sys.stderr)
             return 2
         except SystemExit as stop:  # nbgrader's ZipCollect logged why and exits

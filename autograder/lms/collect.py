@@ -24,12 +24,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tarfile
+import zipfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
-from traitlets import Enum
+from traitlets import Enum, Int
 from traitlets.config import LoggingConfigurable
 
 from .roster import Roster, Student, read_roster
@@ -138,10 +140,44 @@ class Superseded:
     kept: str
 
 
+class ArchiveRefused(ValueError):
+    """An archive that would unpack to more than the extractor allows, or that cannot be read (named, with where it is
+    inside the download, so the instructor can remove it and collect again)."""
+
+
+#: What nbgrader's extractor unpacks (``ExtractorPlugin.zip_ext``), archives inside archives too.
+ARCHIVES = (".zip", ".gz")
+
+
+def unpacked_size(archive, name: str, depth: int = 0) -> int:
+    """Bytes the archive ``archive`` (a path or a file object, called ``name``) unpacks to, archives inside it
+    included, as nbgrader would unpack them; nothing is unpacked. Nesting deeper than 4 levels counts as too large."""
+    if depth > 4:
+        return 1 << 62
+    try:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as opened:
+                return sum(unpacked_size(opened.open(i), f"{name}/{i.filename}", depth + 1)
+                           if i.filename.endswith(ARCHIVES) else i.file_size for i in opened.infolist())
+        with (tarfile.open(archive) if isinstance(archive, (str, Path)) else tarfile.open(fileobj=archive)) as opened:
+            return sum(member.size for member in opened.getmembers())
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
+        raise ArchiveRefused(f"{name} cannot be unpacked ({error}); remove it from the download") from None
+
+
 class LmsExtractor(ExtractorPlugin):
     """nbgrader's extractor (archives, and archives inside them), then only the newest upload of each notebook."""
 
+    max_megabytes = Int(2048, help="Refuse a download that would unpack to more than this (a student's archive "
+                                   "inside it included): submissions are hostile input.").tag(config=True)
+
     def extract(self, archive_path: str, extracted_path: str) -> None:
+        for path in sorted(Path(archive_path).rglob("*")):
+            if path.is_file() and path.name.endswith(ARCHIVES):
+                size = unpacked_size(path, path.name)
+                if size > self.max_megabytes << 20:
+                    raise ArchiveRefused(f"{path.name} would unpack to {size >> 20} MB, more than "
+                                         f"c.LmsExtractor.max_megabytes = {self.max_megabytes}; nothing was unpacked")
         super().extract(archive_path, extracted_path)
         for path in list(Path(extracted_path).rglob("*")):  # a student's own archive, unpacked beside itself
             if path.is_file() and path.suffix in self.zip_ext and path.with_suffix("").is_dir():
