@@ -57,6 +57,7 @@ c.ZipCollectApp.downloaded_directory = "grading/downloaded"
 c.ZipCollectApp.extractor_plugin = "autograder.lms.collect.LmsExtractor"
 c.ZipCollectApp.collector_plugin = "autograder.lms.collect.LmsCollector"
 c.LmsDownload.lms = "canvas"  # whose download names: "canvas" or "moodle"
+c.LmsExtractor.max_megabytes = 2048  # refuse a download that would unpack to more (students' own zips counted)
 
 # Grades out: `python -m autograder.lms export --to canvas|moodle|csv ASSIGNMENT...` (or `nbgrader export
 # --exporter=autograder.lms.export.CanvasExport`). A student with no submission gets a blank cell ("zero" for 0).
