@@ -118,6 +118,17 @@ TRAINED_WITH_AUTOGRAD = Misconception(
     "trained with autograd where the part asks for your own backward",
     "The training loop must take its gradients from mlp_gradients (your hand-derived backward); autograd may run "
     f"only in the gradcheck gate, once every {GATE_EVERY} steps.")
+NOT_CLIPPED = Misconception(
+    "gradients not clipped", "When the global norm exceeds max_norm, scale every gradient by max_norm / global norm "
+    "before the update; the part asks you to record the norm you actually stepped with.")
+PER_TENSOR_CLIPPING = Misconception(
+    "clipped each tensor on its own instead of by the global norm",
+    "Global-norm clipping computes ONE norm over all the gradients, sqrt(Σ over layers of ‖g‖²), and scales them all "
+    "by the same factor, so the update keeps its direction; clipping each tensor to max_norm changes it.")
+CLIPPING_NEVER_ACTED = Misconception(
+    "a clip threshold that never acts",
+    "A max_norm above every gradient norm of the run clips nothing, so nothing shows the clipping works. Choose one "
+    "that the run exceeds (0.5 does with the settings the part suggests).")
 NO_GATE = Misconception(
     "no gradcheck gate", f"Every {GATE_EVERY} steps (step 0 included) compare mlp_gradients with autograd on a few "
     "examples and stop if they disagree: a training run that trusts an unchecked backward can train on wrong "
@@ -355,22 +366,62 @@ def accuracy(params: dict[str, Tensor], X: Tensor, y: Tensor) -> float:
     return float((logits.argmax(dim=1) == y).double().mean())
 
 
-def _expect_history(history: Any, steps_hint: str, what: str) -> list[float]:
+def _floats(value: Any, count: int | None = None) -> bool:
+    return type(value) is list and bool(value) and all(type(v) is float for v in value) and (
+        count is None or len(value) == count)
+
+
+def _expect_history(history: Any, what: str) -> list[float]:
+    """The losses, once the history has the stated form: 'loss', 'grad_norms' per layer, 'max_norm', 'clipped_norm'."""
     __tracebackhide__ = True
-    if type(history) is not dict or "loss" not in history or "grad_norms" not in history:
-        raise GradingFailure(f"{what}: history must be a dict with the keys 'loss' and 'grad_norms'; got "
-                             f"{history!r:.80}.")
+    if type(history) is not dict or not {"loss", "grad_norms", "max_norm", "clipped_norm"} <= set(history):
+        raise GradingFailure(f"{what}: history must be a dict with the keys 'loss', 'grad_norms', 'max_norm' and "
+                             f"'clipped_norm'; got {history!r:.80}.")
     losses = history["loss"]
-    if type(losses) is not list or not losses or any(type(v) is not float for v in losses):
+    if not _floats(losses):
         raise GradingFailure(f"{what}: history['loss'] must be a non-empty list of Python floats (loss.item()), "
                              "one a step.")
     norms = history["grad_norms"]
-    if type(norms) is not dict or set(norms) != {"W1", "b1", "W2", "b2"} or any(
-            type(v) is not list or len(v) != len(losses) or any(type(x) is not float for x in v)
-            for v in norms.values()):
+    if type(norms) is not dict or set(norms) != {"W1", "b1", "W2", "b2"} or not all(
+            _floats(v, len(losses)) for v in norms.values()):
         raise GradingFailure(f"{what}: history['grad_norms'] must map each of W1, b1, W2, b2 to a list of floats, "
                              f"one per step ({len(losses)} steps).")
+    if type(history["max_norm"]) is not float or not _floats(history["clipped_norm"], len(losses)):
+        raise GradingFailure(f"{what}: history['max_norm'] must be a float and history['clipped_norm'] a list of "
+                             f"floats, one per step ({len(losses)} steps).")
     return losses
+
+
+def _expect_global_clipping(history: dict, what: str) -> None:
+    """The recorded clipped norms are min(global norm, max_norm) at every step, and clipping acted at least once."""
+    __tracebackhide__ = True
+    max_norm, clipped = history["max_norm"], history["clipped_norm"]
+    layers = list(history["grad_norms"].values())
+    steps = range(len(clipped))
+    total = [math.sqrt(sum(layer[t] ** 2 for layer in layers)) for t in steps]
+    acted = [t for t in steps if total[t] > max_norm * (1 + 1e-9)]
+    if not acted:
+        raise _proven(f"{what}: the global gradient norm never exceeded max_norm = {max_norm:g} (largest "
+                      f"{max(total):.4g}), so clipping never acted.", CLIPPING_NEVER_ACTED)
+    wrong = [t for t in steps if not math.isclose(clipped[t], min(total[t], max_norm), rel_tol=1e-6, abs_tol=1e-12)]
+    if not wrong:
+        return
+    per_tensor = [math.sqrt(sum(min(layer[t], max_norm) ** 2 for layer in layers)) for t in steps]
+    t = wrong[0]
+    message = (f"{what}: at step {t} the global norm was {total[t]:.6g} and max_norm {max_norm:g}, so the gradients "
+               f"you step with should have norm {min(total[t], max_norm):.6g}; history['clipped_norm'] says "
+               f"{clipped[t]:.6g} ({len(wrong)} of {len(clipped)} steps disagree).")
+    # Named on the learner's own records, when every disagreeing step fits one mistake and at least two steps
+    # tell it apart from the other (per-tensor clipping of tensors that are all below max_norm clips nothing).
+    def fits(values):
+        return [u for u in wrong if math.isclose(clipped[u], values[u], rel_tol=1e-6)]
+
+    telling = [u for u in wrong if not math.isclose(per_tensor[u], total[u], rel_tol=1e-6)]
+    if len(fits(per_tensor)) == len(wrong) and len(set(telling) & set(fits(per_tensor))) >= 2:
+        raise _proven(message, PER_TENSOR_CLIPPING)
+    if len(fits(total)) == len(wrong) and len(wrong) >= 2:
+        raise _proven(message, NOT_CLIPPED)
+    raise GradingFailure(message)
 
 
 def _run_train_digits(train_digits, split_seed: int) -> None:
@@ -385,14 +436,14 @@ def _run_train_digits(train_digits, split_seed: int) -> None:
     params, history = answer
     if type(params) is not dict or set(params) != {"W1", "b1", "W2", "b2"}:
         raise GradingFailure(f"{what}: params must be a dict with the keys W1, b1, W2, b2.")
-    losses = _expect_history(history, "", what)
-    gates = math.ceil(len(losses) / GATE_EVERY)
-    if routes.backward_runs >= len(losses):
-        raise _proven(f"{what} ran {routes.backward_runs} backward passes in {len(losses)} steps.",
-                      TRAINED_WITH_AUTOGRAD)
-    if routes.backward_runs < gates:
-        raise _proven(f"{what} ran {routes.backward_runs} backward passes in {len(losses)} steps: the gradcheck gate "
-                      f"should have run {gates} times.", NO_GATE)
+    steps = len(history["loss"]) if type(history) is dict and type(history.get("loss")) is list else 0
+    if steps and routes.backward_runs >= steps:
+        raise _proven(f"{what} ran {routes.backward_runs} backward passes in {steps} steps.", TRAINED_WITH_AUTOGRAD)
+    if steps and routes.backward_runs < math.ceil(steps / GATE_EVERY):
+        raise _proven(f"{what} ran {routes.backward_runs} backward passes in {steps} steps: the gradcheck gate "
+                      f"should have run {math.ceil(steps / GATE_EVERY)} times.", NO_GATE)
+    losses = _expect_history(history, what)
+    _expect_global_clipping(history, what)
     held_out = accuracy({k: torch.as_tensor(v, dtype=torch.float64) for k, v in params.items()}, X_test, y_test)
     if held_out < DIGITS_ACCURACY:
         raise GradingFailure(f"{what}: held-out accuracy {held_out:.1%} on {len(y_test)} digits; the part asks for at "
