@@ -38,6 +38,15 @@ def in_course(root: Path):
         os.environ["PATH"] = path
 
 
+def nbgrader_app():
+    """An nbgrader app initialized in the current directory: nbgrader_config.py read, the gradebook known."""
+    from nbgrader.apps import ExportApp
+
+    app = ExportApp()
+    app.initialize(["--log-level=ERROR"])
+    return app
+
+
 def collect(args: argparse.Namespace) -> int:
     from .collect import ArchiveRefused
     from .collect import collect as run
@@ -49,7 +58,7 @@ def collect(args: argparse.Namespace) -> int:
         return 2
     with in_course(args.course):
         try:
-            report = run(Path.cwd(), args.assignment, archives, args.lms)
+            report = run(args.assignment, archives, args.lms)
         except (RosterError, ArchiveRefused) as error:
             print(f"autograder.lms collect: {error}", file=sys.stderr)
             return 2
@@ -61,14 +70,13 @@ def collect(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     from nbgrader.api import Gradebook
-    from nbgrader.apps import ExportApp
 
+    output = str(args.output.resolve()) if args.output else ""  # relative to where the command was given
     with in_course(args.course):
-        app = ExportApp()
-        app.initialize(["--log-level=ERROR"])
+        app = nbgrader_app()
         plugin = EXPORTERS[args.lms](parent=app)
         plugin.assignment = list(args.assignments)
-        plugin.to = str(args.output.resolve()) if args.output else ""
+        plugin.to = output
         if args.missing:
             plugin.missing = args.missing
         try:
@@ -92,13 +100,11 @@ def export(args: argparse.Namespace) -> int:
 
 def late(args: argparse.Namespace) -> int:
     from nbgrader.api import MissingEntry
-    from nbgrader.apps import ExportApp
 
     from .late import late_submissions, recompute, report_lines
 
     with in_course(args.course):
-        app = ExportApp()  # any nbgrader app: it reads nbgrader_config.py and knows the gradebook
-        app.initialize(["--log-level=ERROR"])
+        app = nbgrader_app()
         try:
             if args.recompute:
                 recompute(app.coursedir.db_url, args.assignment, app.config)

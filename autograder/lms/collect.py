@@ -120,16 +120,20 @@ class Context:
     extracted: Path
 
 
+def collect_folder(app, step: str) -> Path:
+    """ZipCollect's folder for one step (``app.archive_directory`` or ``app.extracted_directory``)."""
+    return Path(os.path.join(app.coursedir.root, app.collect_directory_structure).format(
+        downloaded=app.downloaded_directory, assignment_id=app.coursedir.assignment_id, collect_step=step))
+
+
 def context(plugin) -> Context:
     app = plugin.parent
     coursedir = app.coursedir
     lms = LmsDownload(parent=plugin).lms
     roster = read_roster(Path(coursedir.root) / Roster(parent=plugin).path)
     release = Path(coursedir.format_path(coursedir.release_directory, ".", coursedir.assignment_id))
-    extracted = os.path.join(coursedir.root, app.collect_directory_structure).format(
-        downloaded=app.downloaded_directory, assignment_id=coursedir.assignment_id,
-        collect_step=app.extracted_directory)
-    return Context(lms, Lookup(roster, lms), {p.name for p in release.glob("*.ipynb")}, Path(extracted))
+    return Context(lms, Lookup(roster, lms), {p.name for p in release.glob("*.ipynb")},
+                   collect_folder(app, app.extracted_directory))
 
 
 @dataclass(frozen=True)
@@ -145,20 +149,17 @@ class ArchiveRefused(ValueError):
     inside the download, so the instructor can remove it and collect again)."""
 
 
-#: What nbgrader's extractor unpacks (``ExtractorPlugin.zip_ext``), archives inside archives too.
-ARCHIVES = (".zip", ".gz")
-
-
-def unpacked_size(archive, name: str, depth: int = 0) -> int:
-    """Bytes the archive ``archive`` (a path or a file object, called ``name``) unpacks to, archives inside it
-    included, as nbgrader would unpack them; nothing is unpacked. Nesting deeper than 4 levels counts as too large."""
+def unpacked_size(archive, name: str, archives: tuple[str, ...] = (".zip", ".gz"), depth: int = 0) -> int:
+    """Bytes the archive ``archive`` (a path or a file object, called ``name``) unpacks to, the archives inside it
+    (names ending in ``archives``, nbgrader's ``zip_ext``) included, as nbgrader would unpack them; nothing is
+    unpacked. Nesting deeper than 4 levels counts as too large."""
     if depth > 4:
         return 1 << 62
     try:
         if name.endswith(".zip"):
             with zipfile.ZipFile(archive) as opened:
-                return sum(unpacked_size(opened.open(i), f"{name}/{i.filename}", depth + 1)
-                           if i.filename.endswith(ARCHIVES) else i.file_size for i in opened.infolist())
+                return sum(unpacked_size(opened.open(i), f"{name}/{i.filename}", archives, depth + 1)
+                           if i.filename.endswith(archives) else i.file_size for i in opened.infolist())
         with (tarfile.open(archive) if isinstance(archive, (str, Path)) else tarfile.open(fileobj=archive)) as opened:
             return sum(member.size for member in opened.getmembers())
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
@@ -173,8 +174,8 @@ class LmsExtractor(ExtractorPlugin):
 
     def extract(self, archive_path: str, extracted_path: str) -> None:
         for path in sorted(Path(archive_path).rglob("*")):
-            if path.is_file() and path.name.endswith(ARCHIVES):
-                size = unpacked_size(path, path.name)
+            if path.is_file() and path.name.endswith(tuple(self.zip_ext)):
+                size = unpacked_size(path, path.name, tuple(self.zip_ext))
                 if size > self.max_megabytes << 20:
                     raise ArchiveRefused(f"{path.name} would unpack to {size >> 20} MB, more than "
                                          f"c.LmsExtractor.max_megabytes = {self.max_megabytes}; nothing was unpacked")
@@ -268,10 +269,11 @@ class Report:
         return lines
 
 
-def collect(root: Path, assignment: str, archives: list[Path], lms: str | None = None) -> Report:
+def collect(assignment: str, archives: list[Path], lms: str | None = None) -> Report:
     """Put ``archives`` (in the order given: later ones win ties) through nbgrader's ZipCollect into submitted/.
 
-    Runs in ``root`` (the course directory); a student found in the download replaces their previous submission."""
+    Runs in the current directory, the course root (nbgrader reads its configuration there); a student found in the
+    download replaces their previous submission."""
     from nbgrader.apps import ZipCollectApp
 
     app = ZipCollectApp()
@@ -280,8 +282,7 @@ def collect(root: Path, assignment: str, archives: list[Path], lms: str | None =
                     f"--ZipCollectApp.collector_plugin={LmsCollector.__module__}.{LmsCollector.__name__}"])
     if lms:
         app.config.LmsDownload.lms = lms
-    archive = Path(os.path.join(app.coursedir.root, app.collect_directory_structure).format(
-        downloaded=app.downloaded_directory, assignment_id=assignment, collect_step=app.archive_directory))
+    archive = collect_folder(app, app.archive_directory)
     shutil.rmtree(archive, ignore_errors=True)
     archive.mkdir(parents=True)
     for number, path in enumerate(archives, start=1):

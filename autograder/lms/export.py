@@ -7,10 +7,11 @@ submission gets a blank cell (``--missing zero``, or ``c.LmsExport.missing = "ze
 submission the grader could not grade is in the gradebook as 0 and exported as 0.
 
 * **Canvas** (Grades > Import): the columns ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
-  assignment; a second row ``Points Possible`` holds the maximum (Canvas reads it as a header and imports nothing
-  from it). Canvas finds the assignment by the number in a header ``Name (1234)``, so copy that header from Canvas's
-  own gradebook export into ``c.LmsExport.columns``; a header without a number makes Canvas create a new assignment.
-  Canvas identifies a student by ID, else SIS User ID, else SIS Login ID.
+  assignment (Canvas's GradebookImporter requires "Student" and "ID" first and "Section" last). Canvas finds the
+  assignment by the number in a header ``Name (1234)`` (copy it from Canvas's own gradebook export into
+  ``c.LmsExport.columns``), else by an exact title, else it creates a new assignment; it finds a student by ID, else
+  SIS User ID, else SIS Login ID, else name. No ``Points Possible`` row is written: Canvas would take its values as
+  new maxima for the assignments.
 * **Moodle** (Grades > Import > CSV file): ``First name, Last name, ID number, Email address``, then one column per
   assignment; in the import form map "Email address" to "Email address" (or "ID number" to "ID number") and each
   assignment column to its grade item. A blank cell is "no grade" in Moodle.
@@ -35,7 +36,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Dict, Enum, Unicode
 
-from .roster import Roster, Student, read_roster
+from .roster import COLUMNS, Roster, Student, read_roster
 
 
 class ExportError(RuntimeError):
@@ -90,46 +91,32 @@ class Sheet:
 
     header: list[str]
     rows: list[list[str]]
-    key_columns: list[int]  # a row's identity; rows whose key is blank (Canvas's Points Possible) are not compared
+    key_columns: list[int]  # a row's identity (for the preview)
     label_column: int  # the column that names a row for people
     grade_columns: list[int]
 
 
 @dataclass(frozen=True)
 class Format:
-    """How one LMS wants its import file."""
+    """How one LMS wants its import file: its student columns (and the roster field in each), then the grades."""
 
     name: str
-    identity: tuple[str, ...]  # roster columns, any one of which lets the LMS find the student
+    columns: tuple[str, ...]
+    fields: tuple[str, ...]  # the roster field (a :class:`Student` attribute) in each column
+    key: tuple[int, ...]  # the columns that identify a row, for the preview
+    identity: tuple[str, ...]  # roster fields, any one of which lets the LMS find the student
     identity_words: str
-
-    def header(self, columns: list[str]) -> list[str]:
-        raise NotImplementedError
-
-    def student_cells(self, student: Student) -> list[str]:
-        raise NotImplementedError
-
-
-class CanvasFormat(Format):
-    def header(self, columns):
-        return ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *columns]
-
-    def student_cells(self, student):
-        return [student.sortable_name, student.lms_user_id, student.sis_user_id, student.sis_login_id, student.section]
-
-
-class MoodleFormat(Format):
-    def header(self, columns):
-        return ["First name", "Last name", "ID number", "Email address", *columns]
-
-    def student_cells(self, student):
-        return [student.first_name, student.last_name, student.sis_user_id, student.email]
+    penalties: bool = False  # a late-penalty column after each score
 
 
 FORMATS = {
-    "canvas": CanvasFormat("Canvas", ("lms_user_id", "sis_user_id", "sis_login_id"),
-                           "an lms_user_id, sis_user_id or sis_login_id"),
-    "moodle": MoodleFormat("Moodle", ("email", "sis_user_id"), "an email or sis_user_id"),
+    "canvas": Format("Canvas", ("Student", "ID", "SIS User ID", "SIS Login ID", "Section"),
+                     ("sortable_name", "lms_user_id", "sis_user_id", "sis_login_id", "section"), (1, 2, 3),
+                     ("lms_user_id", "sis_user_id", "sis_login_id"), "an lms_user_id, sis_user_id or sis_login_id"),
+    "moodle": Format("Moodle", ("First name", "Last name", "ID number", "Email address"),
+                     ("first_name", "last_name", "sis_user_id", "email"), (2, 3), ("email", "sis_user_id"),
+                     "an email or sis_user_id"),
+    "csv": Format("CSV", COLUMNS, COLUMNS, (0,), ("id",), "an id", penalties=True),
 }
 
 
@@ -172,31 +159,22 @@ def build(grades: Grades, roster: list[Student], lms: str, columns: dict[str, st
             problems.not_in_roster.setdefault(student, []).append(assignment)
     problems.no_work = [s.id for s in roster if s.id not in grades.with_work]
 
-    def cells(student: Student, with_penalty: bool) -> list[str]:
-        out = []
+    form = FORMATS[lms]
+    header = list(form.columns)
+    for name in headers:
+        header += [name, f"{name} late penalty"] if form.penalties else [name]
+    findable = [s for s in roster if any(getattr(s, field) for field in form.identity)]
+    problems.no_identity = [s.id for s in roster if s not in findable]
+    rows = []
+    for student in findable:
+        row = [getattr(student, field) for field in form.fields]
         for assignment in assignments:
             grade = grades.by_assignment[assignment].get(student.id)
-            out.append(points(grade.final) if grade else ("0" if missing == "zero" else ""))
-            if with_penalty:
-                out.append(points(grade.penalty) if grade else "")
-        return out
-
-    if lms == "csv":
-        header = list(Student.__dataclass_fields__) + [h for a, h in zip(assignments, headers)
-                                                        for h in (h, f"{h} late penalty")]
-        rows = [[getattr(s, c) for c in Student.__dataclass_fields__] + cells(s, True) for s in roster]
-        base = len(Student.__dataclass_fields__)
-        return Sheet(header, rows, [0], 0, list(range(base, len(header)))), problems
-    form = FORMATS[lms]
-    findable = [s for s in roster if any(getattr(s, column) for column in form.identity)]
-    problems.no_identity = [s.id for s in roster if s not in findable]
-    header = form.header(headers)
-    base = len(header) - len(headers)
-    rows = [form.student_cells(s) + cells(s, False) for s in findable]
-    key = [1, 2, 3] if lms == "canvas" else [2, 3]
-    if lms == "canvas":
-        rows.insert(0, ["    Points Possible", "", "", "", ""] + [points(grades.max_scores[a]) for a in assignments])
-    return Sheet(header, rows, key, 0, list(range(base, len(header)))), problems
+            row.append(points(grade.final) if grade else ("0" if missing == "zero" else ""))
+            if form.penalties:
+                row.append(points(grade.penalty) if grade else "")
+        rows.append(row)
+    return Sheet(header, rows, list(form.key), 0, list(range(len(form.columns), len(header)))), problems
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
