@@ -1,5 +1,5 @@
 """Checks for exercise 06, in-place operations and leaf tensors: a manual SGD step, a manual training loop, and
-sorting snippets into "raises" / "silently wrong" / "fine".
+sorting snippets into "raises" / "silently wrong" / "fine" with the mechanism that decides each.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
 the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
@@ -23,6 +23,7 @@ import torch
 from torch.optim.sgd import sgd
 
 from ..checking import (
+    CourseBug,
     GradingFailure,
     Misconception,
     Route,
@@ -375,7 +376,11 @@ def check_train_manually(train_manually, seed: int | None = None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Part C: raises / silently wrong / fine, measured by running each snippet
+# Part C: raises / silently wrong / fine, measured by running each snippet; and the mechanism behind it
+
+#: What decides a snippet's outcome (the learner names it for every snippet).
+MECHANISMS = ("leaf guard", "version counter", ".data", "detach", "rebinding", "accumulation", "fine")
+
 
 @dataclass(frozen=True)
 class Snippet:
@@ -386,83 +391,127 @@ class Snippet:
     * "update": ``w`` is a model's parameter (a leaf), ``loss_of(w)`` a scalar loss, ``lr`` and ``steps`` numbers;
       the code means to do gradient descent on ``w`` (``steps`` times if it loops, else once). Fine means the
       parameter that was passed in holds what plain gradient descent gives.
+
+    ``verdict`` is what running it gives on this PyTorch (the check runs it and treats a disagreement as a course
+    bug); ``group`` decides the mechanism (:data:`GROUPS`).
     """
 
     id: str
     group: str
     kind: str
+    verdict: str
     source: str
 
+    @property
+    def mechanism(self) -> str:
+        return GROUPS[self.group][0]
 
-def _bank(*entries: tuple[str, str, str]) -> list[Snippet]:
-    return [Snippet(f"S{number:02d}", group, kind, source) for number, (group, kind, source) in
-            enumerate(entries, start=1)]
+
+def _bank(*entries: tuple[str, str, str, str]) -> list[Snippet]:
+    return [Snippet(f"S{number:02d}", *entry) for number, entry in enumerate(entries, start=1)]
 
 
+RAISES, WRONG, FINE = VERDICTS
 SNIPPETS = _bank(
-    ("saved", "gradient", "y = x.exp()\ny.mul_(2)\nloss = y.sum()"),
-    ("harmless", "gradient", "y = x * 2\ny += 1\nloss = (y ** 2).sum()"),
-    ("data_intermediate", "gradient", "y = torch.sigmoid(x)\ny.data.mul_(2)\nloss = y.sum()"),
-    ("no_grad_update", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
-                                 "        w -= lr * w.grad\n    w.grad = None"),
-    ("leaf", "gradient", "x[0] = 5.0\nloss = (x ** 2).sum()"),
-    ("detach_write", "gradient", "y = torch.sigmoid(x)\ny.detach().mul_(2)\nloss = y.sum()"),
-    ("rebinding", "update", "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
-    ("clone", "gradient", "y = torch.sigmoid(x)\nz = y.clone()\nz.mul_(2)\nloss = (y * z).sum()"),
-    ("no_reset", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
-                           "        w -= lr * w.grad"),
-    ("data_update", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    w.data -= lr * w.grad\n"
-                              "    w.grad = None"),
-    ("leaf", "update", "loss_of(w).backward()\nw -= lr * w.grad"),
-    ("saved", "gradient", "y = torch.tanh(x)\ny += 1\nloss = y.sum()"),
-    ("rebinding", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    w = w - lr * w.grad"),
-    ("harmless", "gradient", "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
-    ("data_intermediate", "gradient", "y = x.exp()\ny.data /= y.data.sum()\nloss = -y[0].log()"),
-    ("clone", "gradient", "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
-    ("no_grad_update", "update", "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
-                                 "        w.sub_(lr * w.grad)\n        w.grad.zero_()"),
-    ("detach_write", "gradient", "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
-    ("no_reset", "update", "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
-                           "    with torch.no_grad():\n        w -= lr * w.grad"),
-    ("data_update", "update", "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
+    ("saved", "gradient", RAISES, "y = x.exp()\ny.mul_(2)\nloss = y.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\ny += 1\nloss = (y ** 2).sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = torch.sigmoid(x)\ny.data.mul_(2)\nloss = y.sum()"),
+    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                       "    with torch.no_grad():\n        w -= lr * w.grad\n    w.grad = None"),
+    ("leaf", "gradient", RAISES, "x[0] = 5.0\nloss = (x ** 2).sum()"),
+    ("detach_write", "gradient", RAISES, "y = torch.sigmoid(x)\ny.detach().mul_(2)\nloss = y.sum()"),
+    ("rebinding", "update", WRONG, "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
+    ("clone", "gradient", FINE, "y = torch.sigmoid(x)\nz = y.clone()\nz.mul_(2)\nloss = (y * z).sum()"),
+    ("no_reset", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
+                                  "        w -= lr * w.grad"),
+    ("data_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                    "    w.data -= lr * w.grad\n    w.grad = None"),
+    ("leaf", "update", RAISES, "loss_of(w).backward()\nw -= lr * w.grad"),
+    ("saved", "gradient", RAISES, "y = torch.tanh(x)\ny += 1\nloss = y.sum()"),
+    ("rebinding", "update", RAISES, "for _ in range(steps):\n    loss_of(w).backward()\n    w = w - lr * w.grad"),
+    ("harmless", "gradient", FINE, "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x.exp()\ny.data /= y.data.sum()\nloss = -y[0].log()"),
+    ("clone", "gradient", FINE, "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
+    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                       "    with torch.no_grad():\n        w.sub_(lr * w.grad)\n"
+                                       "        w.grad.zero_()"),
+    ("detach_write", "gradient", RAISES, "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
+    ("no_reset", "update", WRONG, "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
+                                  "    with torch.no_grad():\n        w -= lr * w.grad"),
+    ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
+    ("detach_cut", "gradient", WRONG, "y = torch.sigmoid(x)\nloss = y.sum() + (y.detach() ** 2).sum()"),
+    ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y * y.detach()).sum()"),
 )
 
-#: What a wrong verdict on a snippet of each group most likely means.
-GROUP_MISTAKES = {
-    "leaf": Misconception(
+#: Every group: its mechanism, and what a wrong answer on a snippet of the group most likely means.
+GROUPS = {
+    "leaf": ("leaf guard", Misconception(
         "a write into a leaf goes through", "Outside torch.no_grad(), an in-place write into a leaf that requires "
-        "grad is refused on the spot: RuntimeError 'a leaf Variable that requires grad is being used in an "
-        "in-place operation'."),
-    "saved": Misconception(
+        "grad is refused on the spot by the leaf guard: RuntimeError 'a leaf Variable that requires grad is being "
+        "used in an in-place operation'.")),
+    "saved": ("version counter", Misconception(
         "overwriting a tensor that backward saved", "exp and tanh keep their output for backward; an in-place edit "
-        "bumps its version counter, and backward() raises 'modified by an inplace operation'."),
-    "harmless": Misconception(
-        "every in-place operation is an error", "An in-place edit only matters when it overwrites a leaf or a tensor "
-        "that a backward node saved. Adding or multiplying by a constant saves nothing, so editing y = x * 2 or "
-        "x + 1 in place is fine."),
-    "data_intermediate": Misconception(
-        ".data makes an in-place edit safe", "Writes through .data skip the version counter: no error, but backward "
-        "multiplies by the overwritten values. The gradient is wrong and only a finite-difference check shows it."),
-    "detach_write": Misconception(
+        "bumps its version counter, and backward() raises 'modified by an inplace operation'.")),
+    "detach_write": ("version counter", Misconception(
         "detach() gives an independent copy", "detach() shares memory and the version counter with the original: "
-        "writing into it changes the saved tensor, and backward raises. Use clone() for a copy you may modify."),
-    "clone": Misconception(
-        "writing into a clone spoils the original", "clone() copies the memory: editing the copy leaves the original "
-        "and everything backward saved from it alone, and gradients still flow through the clone."),
-    "no_grad_update": Misconception(
-        "an in-place update inside no_grad is an error", "Inside torch.no_grad() nothing is recorded, so the leaf "
-        "guard allows the write; w stays the same leaf and, with .grad reset each step, this is exactly SGD."),
-    "data_update": Misconception(
-        "a weight update through .data gives wrong numbers", "For a plain step, w.data -= lr * w.grad writes the "
-        "same memory as a no_grad update, so the numbers are right. Its danger is elsewhere: it hides the write "
-        "from the version counter, so a graph that saved w would silently use the new value."),
-    "rebinding": Misconception(
+        "writing into it changes the saved tensor, the counter sees it, and backward raises. Use clone() for a "
+        "copy you may modify.")),
+    "data_intermediate": (".data", Misconception(
+        ".data makes an in-place edit safe", "Writes through .data skip the version counter: no error, but backward "
+        "multiplies by the overwritten values. The gradient is wrong and only a finite-difference check shows it.")),
+    "detach_cut": ("detach", Misconception(
+        "a detached term still sends gradient", "A tensor made by detach() is a constant to backward: whatever is "
+        "computed from it contributes nothing to x.grad, so the gradient is wrong without an error.")),
+    "rebinding": ("rebinding", Misconception(
         "w = w - lr * w.grad updates the parameter", "It builds a new tensor and binds the name w to it: the "
         "parameter that was passed in never changes, and nothing tells you. In a loop the new w is no leaf, so the "
-        "next backward leaves w.grad as None and lr * None raises TypeError."),
-    "no_reset": Misconception(
-        "backward() overwrites .grad", "backward() adds into .grad. Without a reset, the second step uses the sum "
-        "of both gradients: no error, wrong weights."),
+        "next backward leaves w.grad as None and lr * None raises TypeError.")),
+    "no_reset": ("accumulation", Misconception(
+        "backward() overwrites .grad", "backward() adds into .grad. Without a reset after every update, the second "
+        "step uses the sum of both gradients: no error, wrong weights.")),
+    "harmless": ("fine", Misconception(
+        "every in-place operation is an error", "An in-place edit only matters when it overwrites a leaf or a tensor "
+        "that a backward node saved. Adding or multiplying by a constant saves nothing, so editing y = x * 2 or "
+        "x + 1 in place is fine.")),
+    "clone": ("fine", Misconception(
+        "writing into a clone spoils the original", "clone() copies the memory: editing the copy leaves the original "
+        "and everything backward saved from it alone, and gradients still flow through the clone.")),
+    "no_grad_update": ("fine", Misconception(
+        "an in-place update inside no_grad is an error", "Inside torch.no_grad() nothing is recorded, so the leaf "
+        "guard allows the write; w stays the same leaf and, with .grad reset each step, this is exactly SGD.")),
+    "data_update": ("fine", Misconception(
+        "a weight update through .data gives wrong numbers", "For a plain step, w.data -= lr * w.grad writes the "
+        "same memory as a no_grad update, so the numbers are right. Its danger is elsewhere: it hides the write "
+        "from the version counter, so a graph that saved w would silently use the new value.")),
+}
+
+
+#: What naming another mechanism for a snippet means, by the mechanism that really decides it.
+MECHANISM_MISTAKES = {
+    "leaf guard": Misconception(
+        "did not recognise the leaf guard", "An in-place write into a leaf that requires grad, while autograd "
+        "records, is refused on the spot, before any backward ('a leaf Variable that requires grad is being used in "
+        "an in-place operation'). The version counter only speaks inside backward()."),
+    "version counter": Misconception(
+        "did not recognise the version counter", "An in-place write into a tensor that a backward node saved bumps "
+        "its version counter, and backward() refuses ('modified by an inplace operation'). detach() shares that "
+        "counter with the original, so a write through it is caught the same way; only .data has a counter of "
+        "its own."),
+    ".data": Misconception(
+        "did not recognise a .data write", "A write through .data changes a saved tensor without moving its version "
+        "counter: backward uses the new values and no guard fires."),
+    "detach": Misconception(
+        "did not recognise a detach() cut", "Nothing is written here: detach() returns a tensor outside the graph, so "
+        "the term computed from it sends no gradient back. The gradient is wrong because a path is missing."),
+    "rebinding": Misconception(
+        "did not recognise rebinding", "w = w - lr * w.grad makes a new tensor and moves the name: the parameter "
+        "that was passed in is left behind (and in a loop the new w is no leaf, so its .grad is None)."),
+    "accumulation": Misconception(
+        "did not recognise accumulation", "Nothing is written in place wrongly here: .grad is simply not reset "
+        "between steps, so backward() adds each new gradient to the old ones."),
+    "fine": Misconception(
+        "named a mechanism for a snippet that is fine", "No guard fires and the result is right: the snippet "
+        "overwrites nothing backward needs and updates the parameter itself. Its mechanism is 'fine'."),
 }
 
 
@@ -495,13 +544,22 @@ def _first_line(error: Exception) -> str:
 
 
 def measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
-    """Run a snippet on the installed PyTorch: its verdict and the evidence for it."""
+    """Run a snippet on the installed PyTorch: its verdict and the evidence for it (a CourseBug if the verdict is
+    not the one the bank records, so that a mechanism is never graded against a behaviour that changed)."""
+    verdict, evidence = _measure(snippet, inputs)
+    if verdict != snippet.verdict:
+        raise CourseBug(f"snippet {snippet.id} is {verdict!r} on PyTorch {torch.__version__} ({evidence}), but the "
+                        f"exercise records {snippet.verdict!r}.")
+    return verdict, evidence
+
+
+def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
     if snippet.kind == "gradient":
         x = inputs.x.clone().requires_grad_(True)
         try:
             _run_source(snippet.source, {"torch": torch, "x": x})["loss"].backward()
         except Exception as error:  # noqa: BLE001 - any exception is the verdict "raises"
-            return "raises", _first_line(error)
+            return RAISES, _first_line(error)
         (fd,) = central_difference(lambda v: _run_source(snippet.source, {"torch": torch, "x": v.clone()})["loss"],
                                    inputs.x)
         got, truth = x.grad, fd
@@ -516,7 +574,7 @@ def measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
             _run_source(snippet.source, {"torch": torch, "w": w, "loss_of": loss_of, "lr": inputs.lr,
                                          "steps": inputs.steps})
         except Exception as error:  # noqa: BLE001
-            return "raises", _first_line(error)
+            return RAISES, _first_line(error)
         truth = inputs.w.clone()
         for _ in range(inputs.steps if "range(steps)" in snippet.source else 1):
             (grad,) = central_difference(loss_of, truth)
@@ -524,7 +582,7 @@ def measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
         got = w.detach()
         evidence = f"the parameter passed in now holds {fmt(got)}; gradient descent gives {fmt(truth)}"
     fine = bool(torch.allclose(got.to(torch.float64), truth, rtol=1e-6, atol=1e-8))
-    return ("fine" if fine else "silently wrong"), evidence
+    return (FINE if fine else WRONG), evidence
 
 
 def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
@@ -539,7 +597,7 @@ def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
 
 def _snippets_to_check(seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
     """Visible: the first snippet of every group, on the fixed inputs. Hidden: every snippet, each on its own random
-    inputs (a wrong verdict on any snippet loses the points at every seed)."""
+    inputs (a wrong answer on any snippet loses the points at every seed)."""
     if seed is None:
         groups: dict[str, Snippet] = {}
         for snippet in SNIPPETS:
@@ -549,46 +607,82 @@ def _snippets_to_check(seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
     return [(snippet, _snippet_inputs(gen)) for snippet in SNIPPETS]
 
 
-def _normalise(verdict) -> str | None:
-    if type(verdict) is not str:
+def _words(text: str) -> str:
+    return " ".join(text.strip().lower().replace("_", " ").replace("-", " ").replace("()", "").split())
+
+
+def _one_of(value, options: tuple[str, ...]) -> str | None:
+    """``value`` read as one of ``options`` (case, '_', '-', '()' and a leading '.' do not matter), else None."""
+    if type(value) is not str:
         return None
-    verdict = " ".join(verdict.strip().lower().replace("_", " ").replace("-", " ").split())
-    return verdict if verdict in VERDICTS else None
+    wanted = _words(value).lstrip(".")
+    return next((option for option in options if _words(option).lstrip(".") == wanted), None)
 
 
-def _read_verdicts(answer, what: str) -> dict[str, str]:
+def _read_answers(answer, what: str) -> dict[str, tuple[str, str]]:
+    """{snippet id: (verdict, mechanism)} from the learner's dict, or a GradingFailure saying what is missing."""
     __tracebackhide__ = True
+    example = "{'S01': ('raises', 'version counter'), 'S02': ('fine', 'fine'), ...}"
     if type(answer) is not dict:
-        raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict such as "
-                             "{'S01': 'raises', 'S02': 'fine', ...}.")
+        raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict such as {example}.")
     missing = [s.id for s in SNIPPETS if s.id not in answer]
     if missing:
-        raise GradingFailure(f"{what} has no verdict for {', '.join(missing)}: give one for every snippet.")
-    verdicts = {s.id: _normalise(answer[s.id]) for s in SNIPPETS}
-    invalid = [f"{i}: {answer[i]!r:.40}" if type(answer[i]) is str else f"{i}: {type(answer[i]).__name__}"
-               for i, v in verdicts.items() if v is None]
+        raise GradingFailure(f"{what} has no answer for {', '.join(missing)}: give one for every snippet.")
+    read, invalid = {}, []
+    for snippet in SNIPPETS:
+        pair = answer[snippet.id]
+        if type(pair) not in (tuple, list) or len(pair) != 2:
+            invalid.append(f"{snippet.id}: {pair!r:.40} is not a pair (verdict, mechanism)")
+            continue
+        verdict, mechanism = _one_of(pair[0], VERDICTS), _one_of(pair[1], MECHANISMS)
+        if verdict is None:
+            invalid.append(f"{snippet.id}: verdict {pair[0]!r:.30} is not one of {', '.join(map(repr, VERDICTS))}")
+        if mechanism is None:
+            invalid.append(f"{snippet.id}: mechanism {pair[1]!r:.30} is not one of "
+                           f"{', '.join(map(repr, MECHANISMS))}")
+        read[snippet.id] = (verdict, mechanism)
     if invalid:
-        raise GradingFailure(f"{what}: each verdict must be one of {', '.join(map(repr, VERDICTS))}; "
-                             f"got {'; '.join(invalid)}.")
-    return verdicts
+        raise GradingFailure(f"{what}: {'; '.join(invalid[:4])}{' ...' if len(invalid) > 4 else ''}. Expected a "
+                             f"dict such as {example}.")
+    return read
+
+
+def _snippet_failure(what: str, snippet: Snippet, inputs: SnippetInputs, said: str, evidence: str,
+                     suspect: Misconception) -> GradingFailure:
+    code = "\n".join("      " + line for line in snippet.source.splitlines())
+    return GradingFailure(f"{what}: {snippet.id} ({snippet.kind} snippet, run with {inputs.describe(snippet.kind)}):"
+                          f"\n{code}\n    you said {said!r}; {evidence}.", suspects=(suspect,))
 
 
 @check
 def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
-    """Part C: classify_snippets() returns {snippet id: verdict}; each snippet checked is run to find the truth, and
-    a wrong verdict is named after its group's misconception when two snippets of the group agree."""
+    """Part C, verdicts: each snippet checked is run to find the truth; a wrong verdict is named after its group's
+    misconception when two snippets of the group agree."""
     __tracebackhide__ = True
     what = "classify_snippets()"
-    verdicts = _read_verdicts(call_learner(classify_snippets, what=what), what)
+    answers = _read_answers(call_learner(classify_snippets, what=what), what)
     for snippet, inputs in _snippets_to_check(seed):
         with trial():
             truth, evidence = measure(snippet, inputs)
-            if verdicts[snippet.id] != truth:
-                code = "\n".join("      " + line for line in snippet.source.splitlines())
-                raise GradingFailure(f"{what}: {snippet.id} ({snippet.kind} snippet, run with "
-                                     f"{inputs.describe(snippet.kind)}):\n{code}\n    you said "
-                                     f"{verdicts[snippet.id]!r}; running it: {truth!r} ({evidence}).",
-                                     suspects=(GROUP_MISTAKES[snippet.group],))
+            if answers[snippet.id][0] != truth:
+                raise _snippet_failure(f"{what}, verdict", snippet, inputs, answers[snippet.id][0],
+                                       f"running it: {truth!r} ({evidence})", GROUPS[snippet.group][1])
+
+
+@check
+def check_snippet_mechanisms(classify_snippets, seed: int | None = None) -> None:
+    """Part C, mechanisms: the mechanism named for each snippet checked is the one that decides its outcome; a wrong
+    one is named after the true mechanism when two snippets of that mechanism agree."""
+    __tracebackhide__ = True
+    what = "classify_snippets()"
+    answers = _read_answers(call_learner(classify_snippets, what=what), what)
+    for snippet, inputs in _snippets_to_check(seed):
+        with trial():
+            truth, evidence = measure(snippet, inputs)
+            if answers[snippet.id][1] != snippet.mechanism:
+                raise _snippet_failure(f"{what}, mechanism", snippet, inputs, answers[snippet.id][1],
+                                       f"the mechanism that decides it is {snippet.mechanism!r} (running it: "
+                                       f"{truth!r}, {evidence})", MECHANISM_MISTAKES[snippet.mechanism])
 
 
 def show_snippets() -> None:
