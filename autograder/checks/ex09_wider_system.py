@@ -1,11 +1,15 @@
-"""Checks for exercise 09: name the failure mode behind a training trace, the review numbers, multiple choice.
+"""Checks for exercise 09: name the failure mode behind a training trace, evaluate and measure without a graph, and
+multiple-choice review questions whose answer cannot be found from the form of the options.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case is a :func:`trial`, and the
+cases are built so that each catalogued mistake shows in at least two of them, visible and hidden.
 
-The traces are real: :func:`training_trace` trains a tiny seeded model with the named bug (or none) and records
-what a careful training loop would log. Their fields are documented in the exercise notebook and in
-:func:`training_trace`.
+The traces are real: :func:`training_trace` trains a tiny seeded regression network with the named bug (or none) and
+records what a careful training loop logs. Every trace shows its failure's fingerprint clearly: a run whose draw did
+not (a missing ``zero_grad`` whose loss never bounced, a healthy run whose mini-batch noise looked like a bounce) is
+drawn again from the same generator, so each hidden trace shows its defining event at every grading seed
+(:data:`FINGERPRINTS`; tests/test_ex09_traces.py proves it over many seeds).
 """
 
 from __future__ import annotations
@@ -14,58 +18,100 @@ import contextlib
 import copy
 import functools
 import math
+import numbers
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
-from ..oracles import autograd_gradient, central_difference
+from ..checking import (
+    CourseBug,
+    GradingFailure,
+    Misconception,
+    call_learner,
+    check,
+    expect_close,
+    fmt,
+    proven_failure,
+    trial,
+)
 from ..seeding import choice, generator, uniform
-from . import ex01_chain_rule as chain_rule
-from .cases import randint
+from .cases import randint, random_mlp
 
 LABELS = ("missing zero_grad", "vanishing gradients", "exploding gradients", "broadcasting bug",
           "in-place on a leaf", "healthy")
 
+NOT_A_NUMBER = Misconception(
+    "a tensor where the part asks for a Python number",
+    "Return a plain Python number (loss.item(), float(...), int(...)): a tensor can keep its graph, and everything "
+    "that graph saved, alive for as long as the caller keeps the result.")
+
 # ---------------------------------------------------------------------------------------------------- traces
+
+STEPS = 40  # logged steps of every run (fewer when an exception stops it)
+SAMPLES = 1024  # training examples; as many held out
+BATCH = 256  # examples per step: the loss of each step is a mini-batch's, so it wiggles a little
+SMALL_BATCH = 128  # the "noisy" healthy runs' mini-batches: their loss wiggles more
+NOISE = 0.2  # standard deviation of the targets' noise
+CLIP = 1.0  # global-norm clipping of the "clipped" exploding runs (the logged grad_norm is before clipping)
+
+#: The ways each mode is trained.
+VARIANTS = {
+    "missing zero_grad": ("",),
+    "vanishing gradients": ("",),
+    "exploding gradients": ("diverges", "clipped"),  # clipped: the loss stays finite, the gradients do not shrink
+    "broadcasting bug": ("",),
+    "in-place on a leaf": ("clamps the weights", "updates outside no_grad"),
+    "healthy": ("", "noisy"),  # noisy: smaller mini-batches, so the loss wiggles more
+}
+#: The runs a test of diagnose trains, in this order (visible) or shuffled (hidden): every mode and variant, each
+#: mistake in at least two runs (two clipped exploding runs, so that waiting for inf/nan shows twice).
+KINDS = (("missing zero_grad", ""), ("missing zero_grad", ""), ("vanishing gradients", ""),
+         ("vanishing gradients", ""), ("exploding gradients", "diverges"), ("exploding gradients", "clipped"),
+         ("exploding gradients", "clipped"), ("broadcasting bug", ""), ("broadcasting bug", ""),
+         ("in-place on a leaf", "clamps the weights"), ("in-place on a leaf", "updates outside no_grad"),
+         ("healthy", ""), ("healthy", "noisy"))
 
 
 @dataclass(frozen=True)
 class Run:
-    """One training run: the network, the data and the loop settings, all drawn from a generator."""
+    """One training run's network and loop settings, drawn from a generator."""
 
-    widths: list[int]
+    widths: tuple[int, ...]
     activation: type[nn.Module] | None
     gain: float  # weights ~ N(0, gain² / fan_in); biases 0
     last_gain: float  # the same for the last layer
-    offset: float  # the targets' mean
     lr: float
-    steps: int
-    samples: int
+    batch: int
+    clamp_at: int  # the step at which "clamps the weights" clamps them
 
 
 def _between(gen: torch.Generator, low: float, high: float) -> float:
     return float(uniform(gen, (), low, high))
 
 
-def _run_for(mode: str, gen: torch.Generator) -> Run:
-    """Sizes and settings that make ``mode``'s signature unmistakable, whatever the draw."""
+def _run_for(mode: str, variant: str, gen: torch.Generator) -> Run:
+    """Sizes and settings for ``mode``: deep tanh stacks with small weights vanish, deep linear stacks with large
+    weights explode, and the other modes share one small, well-conditioned regression network."""
     d = randint(gen, 2, 4)
-    if mode == "vanishing gradients":  # 12-16 tanh layers with small weights: each layer shrinks the gradient
+    clamp_at = randint(gen, 5, 25)
+    if mode == "vanishing gradients":
         width = randint(gen, 6, 12)
-        return Run([d] + [width] * randint(gen, 12, 16) + [1], nn.Tanh, _between(gen, 0.25, 0.4),
-                   _between(gen, 0.25, 0.4), 0.0, _between(gen, 0.05, 0.2), 12, randint(gen, 64, 128))
-    if mode == "exploding gradients":  # 10-14 linear layers with large weights: each layer multiplies it
-        width, gain = randint(gen, 6, 12), _between(gen, 3.0, 4.0)
-        return Run([d] + [width] * randint(gen, 10, 14) + [1], None, gain, gain, 0.0,
-                   _between(gen, 0.01, 0.05), 10, randint(gen, 64, 128))
-    # The other modes share one small, well-conditioned regression: d inputs -> width tanh units -> 1 output.
+        gain = _between(gen, 0.25, 0.4)
+        return Run((d, *[width] * randint(gen, 12, 16), 1), nn.Tanh, gain, gain, _between(gen, 0.05, 0.1), BATCH,
+                   clamp_at)
+    if mode == "exploding gradients":
+        width = randint(gen, 6, 12)
+        gain = _between(gen, 3.0, 4.0)
+        return Run((d, *[width] * randint(gen, 10, 14), 1), None, gain, gain, _between(gen, 0.01, 0.05), BATCH,
+                   clamp_at)
     width = randint(gen, 4, 8)
-    lr = _between(gen, 0.05, 0.15) if mode == "missing zero_grad" else _between(gen, 0.5, 1.0) / (width + 2)
-    return Run([d, width, 1], nn.Tanh, 1.0, 0.1, _between(gen, 3.0, 5.0) * choice(gen, [-1.0, 1.0]), lr, 60,
-               randint(gen, 64, 128))
+    lr = _between(gen, 0.06, 0.12) if mode == "missing zero_grad" else _between(gen, 0.03, 0.06)
+    return Run((d, *[width] * randint(gen, 1, 3), 1), nn.Tanh, 1.0, _between(gen, 0.3, 1.0), lr,
+               SMALL_BATCH if variant == "noisy" else BATCH, clamp_at)
 
 
 def _network(run: Run, gen: torch.Generator) -> nn.Sequential:
@@ -88,9 +134,10 @@ def _regression(run: Run, gen: torch.Generator):
     d = run.widths[0]
     w = torch.randn(d, 1, generator=gen, dtype=torch.float64)
     w = w / w.norm() * _between(gen, 1.0, 2.0)
-    x = torch.randn(2 * run.samples, d, generator=gen, dtype=torch.float64)
-    y = x @ w + run.offset + 0.05 * torch.randn(2 * run.samples, 1, generator=gen, dtype=torch.float64)
-    return x[:run.samples], y[:run.samples], x[run.samples:], y[run.samples:]
+    offset = _between(gen, 2.0, 4.0) * choice(gen, [-1.0, 1.0])
+    x = torch.randn(2 * SAMPLES, d, generator=gen, dtype=torch.float64)
+    y = x @ w + offset + NOISE * torch.randn(2 * SAMPLES, 1, generator=gen, dtype=torch.float64)
+    return x[:SAMPLES], y[:SAMPLES], x[SAMPLES:], y[SAMPLES:]
 
 
 def _output_gradient_norms(model: nn.Sequential) -> tuple[list[float], list]:
@@ -117,32 +164,8 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-def training_trace(mode: str, seed: torch.Generator | int = 0) -> dict:
-    """Train a tiny model with the bug ``mode`` (one of :data:`LABELS`) and return what the loop logged.
-
-    ``seed`` is an integer, or a torch.Generator to draw the run's sizes, settings, weights and data from.
-
-    Fields: ``loss`` (training loss per step, as the training code computed it), ``grad_norm`` (global L2 norm of all
-    parameters' ``.grad`` when the update was applied), ``val_loss`` (held-out mean squared error per step, computed
-    separately with matching shapes), ``baseline_loss`` (the held-out error of always predicting the mean training
-    target), ``layer_grad_norms`` (‖∂loss/∂(output of each Linear)‖ at the first step, first layer to last) and
-    ``raised`` (``None``, or ``"ExceptionType: message"`` if training stopped with an exception).
-    """
-    if mode not in LABELS:
-        raise ValueError(f"unknown mode {mode!r}; one of {LABELS}")
-    if isinstance(seed, int):
-        return copy.deepcopy(_seeded_trace(mode, seed))
-    with _one_thread():
-        return _train(mode, _run_for(mode, seed), seed)
-
-
-@functools.lru_cache(maxsize=64)
-def _seeded_trace(mode: str, seed: int) -> dict:
-    """Runs from an integer seed are deterministic: train each once (the notebook and the public test reuse them)."""
-    return training_trace(mode, torch.Generator().manual_seed(seed))
-
-
-def _train(mode: str, run: Run, gen: torch.Generator) -> dict:
+def _train(mode: str, variant: str, gen: torch.Generator) -> dict:
+    run = _run_for(mode, variant, gen)
     model = _network(run, gen)
     x, y, x_val, y_val = _regression(run, gen)
     if mode == "broadcasting bug":
@@ -151,304 +174,728 @@ def _train(mode: str, run: Run, gen: torch.Generator) -> dict:
     norms, hooks = _output_gradient_norms(model)
     trace = {"loss": [], "grad_norm": [], "val_loss": [], "layer_grad_norms": norms,
              "baseline_loss": F.mse_loss(torch.full_like(y_val, y.mean().item()), y_val).item(), "raised": None}
-    for _ in range(run.steps):
+    for step in range(STEPS):
+        batch = torch.randperm(SAMPLES, generator=gen)[:run.batch]
         if mode != "missing zero_grad":
             for p in params:
                 p.grad = None
-        loss = ((model(x) - y) ** 2).mean()
+        loss = ((model(x[batch]) - y[batch]) ** 2).mean()
         loss.backward()
         for hook in hooks:  # the per-layer norms are recorded at the first step only
             hook.remove()
         hooks = []
+        grad_norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item()
         trace["loss"].append(loss.item())
-        trace["grad_norm"].append(torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item())
+        trace["grad_norm"].append(grad_norm)
         with torch.no_grad():
             trace["val_loss"].append(F.mse_loss(model(x_val), y_val).item())
+        scale = min(1.0, CLIP / (grad_norm + 1e-6)) if variant == "clipped" else 1.0
         try:
-            _sgd_step(params, run.lr, careless=mode == "in-place on a leaf")
+            _sgd_step(model, run.lr * scale, mode, variant, step == run.clamp_at)
         except RuntimeError as error:
             trace["raised"] = f"{type(error).__name__}: {error}"
             break
     return trace
 
 
-def _sgd_step(params: list[torch.Tensor], lr: float, careless: bool) -> None:
-    """p -= lr·grad for every parameter; the careless version forgets torch.no_grad() (and so raises)."""
+def _sgd_step(model: nn.Sequential, lr: float, mode: str, variant: str, clamp_now: bool) -> None:
+    """p -= lr·grad for every parameter. The in-place bug either forgets torch.no_grad() around the update, or
+    "keeps the first layer's weights bounded" with an in-place clamp outside it; both raise."""
+    careless = mode == "in-place on a leaf" and variant == "updates outside no_grad"
+    if mode == "in-place on a leaf" and variant == "clamps the weights" and clamp_now:
+        model[0].weight.clamp_(-1.0, 1.0)
     with contextlib.nullcontext() if careless else torch.no_grad():
-        for p in params:
+        for p in model.parameters():
             p -= lr * p.grad
 
 
+def depth_ratio(trace: dict) -> float:
+    """layer_grad_norms: the first layer's over the last layer's."""
+    layers = trace["layer_grad_norms"]
+    return layers[0] / layers[-1]
+
+
+def bounce(trace: dict) -> tuple[float, float]:
+    """The largest loss[t] / min(loss[:t]) over finite steps, and how far the loss had fallen (best / first) then."""
+    loss = trace["loss"]
+    found = (1.0, 1.0)
+    for t in range(1, len(loss)):
+        best = min(loss[:t])
+        if math.isfinite(loss[t]) and loss[t] / best > found[0]:
+            found = (loss[t] / best, best / loss[0])
+    return found
+
+
+def _finite(trace: dict) -> bool:
+    return all(math.isfinite(v) for v in trace["loss"] + trace["grad_norm"] + trace["layer_grad_norms"])
+
+
+def _ordinary(trace: dict) -> bool:
+    return _finite(trace) and 1e-2 <= depth_ratio(trace) <= 1e2 and trace["raised"] is None
+
+
+def _wiggles(trace: dict) -> bool:
+    """Mini-batch noise: the loss rises now and then, but never twice above its best."""
+    loss = trace["loss"]
+    return bounce(trace)[0] <= 2.0 and any(b > 1.05 * a for a, b in zip(loss, loss[1:]))
+
+
+def _val_over_baseline(trace: dict) -> float:
+    return trace["val_loss"][-1] / trace["baseline_loss"]
+
+
+#: What every trace of a mode (and variant) shows, with margins around the thresholds of the reference solution
+#: (depth ratio 1e±3, bounce 3, held-out loss half the baseline). A draw without it is trained again.
+FINGERPRINTS: dict[tuple[str, str], Callable[[dict], bool]] = {
+    ("missing zero_grad", ""): lambda t: _ordinary(t) and bounce(t)[0] >= 4.0 and bounce(t)[1] <= 0.5,
+    ("vanishing gradients", ""): lambda t: _finite(t) and t["raised"] is None and depth_ratio(t) <= 1e-4
+    and _wiggles(t) and _val_over_baseline(t) >= 0.8,
+    ("exploding gradients", "diverges"): lambda t: depth_ratio(t) >= 1e4 and t["raised"] is None
+    and not all(math.isfinite(v) for v in t["loss"]),
+    ("exploding gradients", "clipped"): lambda t: depth_ratio(t) >= 1e4 and t["raised"] is None and _finite(t),
+    ("broadcasting bug", ""): lambda t: _ordinary(t) and _wiggles(t) and _val_over_baseline(t) >= 0.8,
+    ("in-place on a leaf", "clamps the weights"): lambda t: "leaf Variable" in (t["raised"] or "")
+    and len(t["loss"]) > 5,
+    ("in-place on a leaf", "updates outside no_grad"): lambda t: "leaf Variable" in (t["raised"] or "")
+    and len(t["loss"]) == 1,
+    ("healthy", ""): lambda t: _ordinary(t) and _wiggles(t) and _val_over_baseline(t) <= 0.25,
+    ("healthy", "noisy"): lambda t: _ordinary(t) and _wiggles(t) and bounce(t)[0] >= 1.6
+    and _val_over_baseline(t) <= 0.25,
+}
+ATTEMPTS = 60
+
+
+def _trace(mode: str, variant: str, gen: torch.Generator) -> dict:
+    """A run of ``mode`` that shows its fingerprint, drawn (again, if needed) from ``gen``."""
+    shows = FINGERPRINTS[mode, variant]
+    with _one_thread():
+        for _ in range(ATTEMPTS):
+            trace = _train(mode, variant, gen)
+            if shows(trace):
+                return trace
+    raise CourseBug(f"no run of {mode!r} ({variant or 'plain'}) showed its fingerprint in {ATTEMPTS} draws.")
+
+
+def training_trace(mode: str, seed: torch.Generator | int = 0, variant: str | None = None) -> dict:
+    """Train a tiny model with the bug ``mode`` (one of :data:`LABELS`) and return what the loop logged.
+
+    ``seed`` is an integer, or a torch.Generator to draw the run's sizes, settings, weights and data from;
+    ``variant`` one of :data:`VARIANTS` ``[mode]`` (default: chosen by an integer seed, the first one otherwise).
+
+    Fields: ``loss`` (training loss of each step's mini-batch, as the training code computed it), ``grad_norm``
+    (global L2 norm of all parameters' ``.grad`` when the update was applied), ``val_loss`` (held-out mean squared
+    error after each step, computed separately with matching shapes), ``baseline_loss`` (the held-out error of always
+    predicting the mean training target), ``layer_grad_norms`` (‖∂loss/∂(output of each Linear)‖ at the first step,
+    first layer to last) and ``raised`` (``None``, or ``"ExceptionType: message"`` if training stopped with an
+    exception; the lists then end there).
+    """
+    if mode not in LABELS:
+        raise ValueError(f"unknown mode {mode!r}; one of {LABELS}")
+    variants = VARIANTS[mode]
+    if variant is None:
+        variant = variants[seed % len(variants)] if isinstance(seed, int) else variants[0]
+    if variant not in variants:
+        raise ValueError(f"unknown variant {variant!r} of {mode!r}; one of {variants}")
+    if isinstance(seed, int):
+        return copy.deepcopy(_seeded_trace(mode, seed, variant))
+    return _trace(mode, variant, seed)
+
+
+@functools.lru_cache(maxsize=128)
+def _seeded_trace(mode: str, seed: int, variant: str) -> dict:
+    """Runs from an integer seed are deterministic: train each once (the notebook and the public test reuse them)."""
+    return _trace(mode, variant, torch.Generator().manual_seed(seed))
+
+
+#: The runs a learner derives the rules from (per label); the visible test trains KINDS from VISIBLE_SEED + k.
+EXAMPLE_SEEDS = (1, 2, 3, 4)
+VISIBLE_SEED = 100
+
+
+def example_traces() -> dict[str, list[dict]]:
+    """{label: [trace, ...]}: labelled runs to derive the diagnosis rules from (the visible test uses other runs)."""
+    return {label: [training_trace(label, seed) for seed in EXAMPLE_SEEDS] for label in LABELS}
+
+
+# ---------------------------------------------------------------------------------------------------- Part A
+
+SWAPPED = Misconception(
+    "vanishing and exploding swapped",
+    "layer_grad_norms runs from the FIRST layer (input side) to the LAST. A first layer whose gradient is orders of "
+    "magnitude smaller than the last one's received a gradient that shrank on its way back (vanishing); larger, one "
+    "that grew (exploding).")
+ACCUMULATION_AS_EXPLOSION = Misconception(
+    "a missing zero_grad called 'exploding'",
+    "The loss bounces back up, but everything stays finite and the per-layer norms are ordinary: nothing is "
+    "multiplied through depth. The step grows because .grad keeps the SUM of all earlier gradients: accumulation, "
+    "not explosion.")
+WAITED_FOR_NAN = Misconception(
+    "waited for inf/nan to call it exploding",
+    "Runs that clip their gradients keep a finite loss, yet their gradients still grow by orders of magnitude from "
+    "the last layer to the first. The per-layer profile is the fingerprint; inf/nan is only its loudest outcome.")
+TRUSTED_TRAINING_LOSS = Misconception(
+    "trusted the falling training loss",
+    "The training loss falls smoothly, but val_loss ends near baseline_loss: the model learned no more than the mean "
+    "of the targets, because it optimised another loss than intended ((n, 1) predictions minus (n,) targets "
+    "broadcast to an (n, n) matrix).")
+STOPPED_AT_LOSS = Misconception(
+    "stopped at the loss",
+    "Vanishing gradients and the broadcasting bug both end at the baseline, with the same loss curve. Only the "
+    "per-layer profile tells them apart: a first layer that receives almost nothing is vanishing; ordinary "
+    "per-layer norms mean the loss itself is wrong.")
+NOISE_AS_BOUNCE = Misconception(
+    "mini-batch noise read as a bounce",
+    "Each step's loss is computed on a random mini-batch, so even a healthy curve rises a little now and then. A "
+    "missing zero_grad makes the loss climb several times above its best after it has fallen: set your threshold in "
+    "the gap the example traces show between the two.")
+MISSED_BOUNCE = Misconception(
+    "missed the bounce",
+    "This run fell fast and then climbed back several times above its best loss, with ordinary per-layer norms: "
+    "the accumulated .grad overshoots. Look for the bounce before judging the end of the run.")
+IGNORED_EXCEPTION = Misconception(
+    "ignored the exception",
+    "Training stopped with an exception: trace['raised'] is the loudest symptom of all, so read it first.")
+HELD_OUT_TOO_STRICT = Misconception(
+    "held-out threshold too strict",
+    "A healthy run ends with val_loss a fraction of baseline_loss, never zero (the targets are noisy); the "
+    "broadcasting bug ends near baseline_loss itself. Put the cut in the gap between the two.")
+CHANGED_TRACE = Misconception(
+    "changed the trace it reads",
+    "diagnose only reads the trace: the caller keeps plotting and logging it. Clean or sort into new lists "
+    "(sorted(...), a list comprehension) instead of assigning into the trace or sorting its lists in place.")
+
+
+def _misread(mode: str, variant: str, got: str) -> Misconception | None:
+    """The mistake a wrong label reveals, if any (named when two traces agree)."""
+    if mode == "in-place on a leaf":
+        return IGNORED_EXCEPTION
+    if {mode, got} == {"vanishing gradients", "exploding gradients"}:
+        return SWAPPED
+    if mode == "exploding gradients" and variant == "clipped":
+        return WAITED_FOR_NAN
+    if mode == "missing zero_grad":
+        return ACCUMULATION_AS_EXPLOSION if got == "exploding gradients" else MISSED_BOUNCE
+    if got == "missing zero_grad":
+        return NOISE_AS_BOUNCE
+    if {mode, got} == {"vanishing gradients", "broadcasting bug"}:
+        return STOPPED_AT_LOSS
+    if (mode, got) == ("broadcasting bug", "healthy"):
+        return TRUSTED_TRAINING_LOSS
+    if (mode, got) == ("healthy", "broadcasting bug"):
+        return HELD_OUT_TOO_STRICT
+    return None
+
+
 def _summary(trace: dict) -> str:
-    """The facts a learner needs to see why a trace has its label, on a few lines."""
+    """What the trace shows, on a few lines (the numbers, not the verdict)."""
     loss, grad, layers = trace["loss"], trace["grad_norm"], trace["layer_grad_norms"]
-    best = min(range(len(loss)), key=lambda t: loss[t] if math.isfinite(loss[t]) else math.inf)
-    ratio = layers[0] / layers[-1] if layers[-1] else math.nan
+    finite = [t for t in range(len(loss)) if math.isfinite(loss[t])]
+    best = min(finite, key=lambda t: loss[t]) if finite else 0
     return "\n".join([
         f"  steps logged:       {len(loss)}; raised: {trace['raised']}",
-        f"  loss:               {fmt(loss[0])} at the start, best {fmt(loss[best])} (step {best}), "
-        f"{fmt(loss[-1])} at the end",
+        f"  loss:               {fmt(loss[0])} at the start, best {fmt(loss[best])} (step {best}), largest after the "
+        f"best {fmt(max(loss[best:], key=lambda v: v if math.isfinite(v) else math.inf))}, {fmt(loss[-1])} at the end",
         f"  grad_norm:          {fmt(grad[0])} at the start, {fmt(grad[-1])} at the end",
         f"  val_loss:           {fmt(trace['val_loss'][-1])} at the end; baseline_loss {fmt(trace['baseline_loss'])}",
-        f"  layer_grad_norms:   first {fmt(layers[0])}, last {fmt(layers[-1])} (first / last = {fmt(ratio)})"])
+        f"  layer_grad_norms:   first {fmt(layers[0])}, last {fmt(layers[-1])}"])
 
 
-# (true label, your label) -> (name of the mistake, what to look at instead)
-LABEL_MISTAKES = {
-    ("vanishing gradients", "exploding gradients"): (
-        "vanishing and exploding swapped", "layer_grad_norms runs from the FIRST layer (input side) to the LAST. "
-        "Here the first layer's gradient is orders of magnitude SMALLER than the last one's: it shrank on its way "
-        "back, which is vanishing."),
-    ("exploding gradients", "vanishing gradients"): (
-        "vanishing and exploding swapped", "layer_grad_norms runs from the FIRST layer (input side) to the LAST. "
-        "Here the first layer's gradient is orders of magnitude LARGER than the last one's (and the loss turns "
-        "inf/nan): it grew on its way back, which is exploding."),
-    ("missing zero_grad", "exploding gradients"): (
-        "a missing zero_grad called 'exploding'", "The loss bounces back up, but everything stays finite and the "
-        "per-layer norms are ordinary: nothing is multiplied through depth. The step grows because .grad keeps "
-        "the SUM of all earlier gradients — accumulation, not explosion."),
-    ("broadcasting bug", "healthy"): (
-        "trusted the falling training loss", "The training loss falls smoothly, but val_loss ends near "
-        "baseline_loss: the model learned no more than the mean of the targets. It optimised a different loss "
-        "than intended — (n, 1) predictions minus (n,) targets broadcast to an (n, n) matrix."),
-    ("vanishing gradients", "broadcasting bug"): (
-        "stopped at the loss", "Both runs end at the baseline, but here layer_grad_norms shows the first layer "
-        "receiving almost no gradient: look at the per-layer profile before blaming the loss."),
-    ("broadcasting bug", "vanishing gradients"): (
-        "stopped at the loss", "Both runs end at the baseline, but here the per-layer gradient norms are all of "
-        "ordinary size: nothing vanished. The loss itself is wrong."),
-}
+def _same(a, b) -> bool:
+    """Equal, with nan equal to nan (traces hold nan once a run has diverged)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
-def _label_hint(expected: str, got: str) -> str:
-    if (expected, got) in LABEL_MISTAKES:
-        name, hint = LABEL_MISTAKES[expected, got]
-        return f"\nLikely misconception: {name}. {hint}"
-    if expected == "in-place on a leaf":
-        return "\nThe loudest symptom of all: training stopped with an exception. Read trace['raised'] first."
-    if expected == "healthy":
-        return "\nNothing went wrong in this run: check which of your rules fired, and whether its threshold is loose."
-    return ""
+def _judge_label(diagnose, trace: dict, mode: str, variant: str, what: str) -> None:
+    __tracebackhide__ = True
+    before = copy.deepcopy(trace)
+    label = call_learner(diagnose, trace, what=what)  # the caller's own trace: diagnose must leave it alone
+    if not _same(trace, before):
+        changed = [key for key in before if not _same(trace.get(key), before[key])] or sorted(set(trace) - set(before))
+        raise proven_failure(f"{what} changed the trace it was given (the field(s) {', '.join(map(str, changed))}).",
+                             CHANGED_TRACE)
+    if not isinstance(label, str) or label.strip() not in LABELS:
+        raise GradingFailure(f"{what} returned {label!r:.80}; expected one of the labels {LABELS}.")
+    got = label.strip()
+    if got != mode:
+        kind = f" ({variant})" if variant else ""
+        mistake = _misread(mode, variant, got)
+        raise GradingFailure(f"{what} returned {got!r}, but this run was trained with: {mode!r}{kind}.\n"
+                             f"{_summary(before)}", suspects=(mistake,) if mistake else ())
 
 
+@check
 def check_diagnose(diagnose, seed: int | None = None) -> None:
-    """Part A: diagnose(trace) names the failure mode of a real training trace (one of LABELS)."""
+    """Part A: diagnose(trace) names the failure mode of a real training trace (one of LABELS), leaving the trace
+    unchanged. One run of every kind in KINDS: fixed runs (visible), or fresh ones in a random order (hidden)."""
     __tracebackhide__ = True
     if seed is None:
-        runs = [(mode, 900 + number) for number, mode in enumerate(LABELS)]
+        runs = [(mode, variant, VISIBLE_SEED + k) for k, (mode, variant) in enumerate(KINDS)]
     else:
         gen = generator("09/diagnose", seed)
-        runs = [(LABELS[i], gen) for i in torch.randperm(len(LABELS), generator=gen).tolist()]
-    for number, (mode, source) in enumerate(runs, start=1):
-        trace = training_trace(mode, source)
-        what = f"diagnose(trace) for trace {number} of {len(runs)}"
-        label = call_learner(diagnose, copy.deepcopy(trace), what=what)
-        if not isinstance(label, str) or label.strip() not in LABELS:
-            raise GradingFailure(f"{what} returned {label!r:.80}; expected one of the labels {LABELS}.")
-        if label.strip() != mode:
-            raise GradingFailure(f"{what} returned {label.strip()!r}, but this run was trained with: {mode!r}.\n"
-                                 f"{_summary(trace)}{_label_hint(mode, label.strip())}")
+        runs = [(*KINDS[i], gen) for i in torch.randperm(len(KINDS), generator=gen).tolist()]
+    for number, (mode, variant, source) in enumerate(runs, start=1):
+        with trial():
+            trace = training_trace(mode, source, variant)
+            _judge_label(diagnose, trace, mode, variant, what=f"diagnose(trace) for trace {number} of {len(runs)}")
 
 
-# ---------------------------------------------------------------------------------------------------- Part B
+# ---------------------------------------------------------------------------------------------------- Part B1
+
+RECORDED_GRAPH = Misconception(
+    "recorded a graph during evaluation",
+    "Autograd saved tensors for a backward pass that never comes: evaluation needs no gradients. Run the model "
+    "inside torch.no_grad() (or torch.inference_mode()) so that nothing is recorded; detaching or calling .item() "
+    "afterwards is too late, the graph was already built.")
+BROADCAST_LOSS = Misconception(
+    "(n, 1) predictions against (n,) targets",
+    "The model returns shape (n, 1); targets shaped (n,) broadcast against it to an (n, n) matrix of every "
+    "prediction minus every target, and its mean is not the mean squared error. Bring both to the same shape first "
+    "(targets.reshape(predictions.shape), or flatten both).")
+SUM_NOT_MEAN = Misconception(
+    "summed the squared errors",
+    "The mean squared error divides the sum of squared errors by the number of examples, so that it does not grow "
+    "with the size of the held-out set.")
+ROOT_MEAN = Misconception(
+    "root of the mean squared error",
+    "The traces log the mean squared error itself, without a square root, so that it compares with the training "
+    "loss.")
 
 
-def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:
-    """Part B1: the review's chain-rule numbers, exactly as exercise 01 checks them (y = 3x + 1, z = y²)."""
+def _count_saved(fn: Callable, saved: list) -> Callable:
+    """``fn``, counting the tensors autograd saves for backward while it runs (the lesson's saved-tensor hooks)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        def pack(tensor):
+            saved.append(tuple(tensor.shape))
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            return fn(*args, **kwargs)
+
+    return run
+
+
+def _loss_cases(seed: int | None):
+    """(model, inputs, targets): two cases with (n,) targets and two with (n, 1) ones."""
+    gen = generator("09/held_out_loss", seed) if seed is not None else torch.Generator().manual_seed(909)
+    for flat in (True, False, True, False):
+        d, width, n = randint(gen, 2, 4), randint(gen, 3, 6), randint(gen, 6, 12)
+        model = random_mlp(gen, (d, width, 1))
+        inputs = uniform(gen, (n, d))
+        targets = uniform(gen, (n,) if flat else (n, 1))
+        yield model, inputs, targets
+
+
+@check
+def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
+    """Part B1: held_out_loss(model, inputs, targets) is the mean squared error of model(inputs) against targets
+    ((n,) or (n, 1)), as a Python float, computed without recording a graph and without changing its arguments."""
     __tracebackhide__ = True
-    chain_rule.check_chain_rule_example(chain_rule_example, seed=seed)
+    for model, inputs, targets in _loss_cases(seed):
+        with trial():
+            n, d = inputs.shape
+            what = f"held_out_loss(model, inputs of shape {(n, d)}, targets of shape {tuple(targets.shape)})"
+            saved: list = []
+            answer = call_learner(_count_saved(held_out_loss, saved), model, inputs, targets, what=what)
+            if saved:
+                raise proven_failure(f"{what} recorded a graph: autograd saved {len(saved)} tensor(s) for backward "
+                                     "while it ran.", RECORDED_GRAPH)
+            if isinstance(answer, torch.Tensor) or not isinstance(answer, float):
+                raise proven_failure(f"{what} returned {type(answer).__name__} {answer!r:.60}; expected a Python "
+                                     "float.", NOT_A_NUMBER)
+            with torch.no_grad():
+                predictions = model(inputs)
+            errors = (predictions.reshape(-1) - targets.reshape(-1)) ** 2
+            symptoms = [SUM_NOT_MEAN.looks_like(errors.sum()), ROOT_MEAN.looks_like(errors.mean().sqrt())]
+            if targets.dim() == 1:
+                symptoms.append(BROADCAST_LOSS.looks_like(((predictions - targets) ** 2).mean()))
+            expect_close(answer, errors.mean(), what=what, source="expected", rtol=1e-9, atol=1e-12,
+                         symptoms=symptoms)
 
 
-def _pair(value, *, what: str, names: str) -> tuple:
+# ---------------------------------------------------------------------------------------------------- Part B2
+
+DOUBLE_COUNTED = Misconception(
+    "counted a shared storage twice",
+    "A tensor saved by two operations (an activation's output is saved by the activation and by the next Linear) "
+    "is one block of memory: key the sizes by the storage (tensor.untyped_storage().data_ptr()) and count each once.")
+PARAMETERS_COUNTED = Misconception(
+    "counted the parameters",
+    "Linear saves its weight too, but the parameters exist whether or not a graph is recorded: leave out every "
+    "storage that belongs to a parameter of the model.")
+TENSOR_NOT_STORAGE = Misconception(
+    "counted the view, not its storage",
+    "A saved view (here the inputs, a slice of a larger batch) keeps its WHOLE storage alive: count "
+    "tensor.untyped_storage().nbytes(), not the view's numel() * element_size().")
+FOUR_BYTES = Misconception(
+    "four bytes per number",
+    "float64 takes 8 bytes per number, float32 4: read the size from the storage (untyped_storage().nbytes()) "
+    "rather than assuming one.")
+GRAD_MODE_IGNORED = Misconception(
+    "measured under the caller's no_grad",
+    "Recording is a setting of the thread, not of the model: called inside torch.no_grad(), your forward pass "
+    "recorded nothing. Switch it back on for the measurement with torch.enable_grad().")
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"ReLU": nn.ReLU, "Tanh": nn.Tanh, "Sigmoid": nn.Sigmoid, "GELU": nn.GELU}
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    storage: int  # data_ptr of its storage
+    storage_bytes: int
+    pointer: int  # data_ptr of the tensor itself
+    tensor_bytes: int
+    element_size: int
+    parameter: bool
+
+
+def saved_tensors(model: nn.Module, inputs: torch.Tensor) -> list[SavedTensor]:
+    """Every tensor autograd saves during one recording forward pass of ``model`` on ``inputs``."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: list[SavedTensor] = []
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        saved.append(SavedTensor(storage.data_ptr(), storage.nbytes(), tensor.data_ptr(),
+                                 tensor.numel() * tensor.element_size(), tensor.element_size(),
+                                 storage.data_ptr() in parameters))
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(inputs)
+    return saved
+
+
+def _distinct(saved: list[SavedTensor], key: str) -> list[SavedTensor]:
+    return list({getattr(s, key): s for s in reversed(saved)}.values())
+
+
+def graph_bytes_reference(model: nn.Module, inputs: torch.Tensor) -> int:
+    """Bytes of the distinct non-parameter storages autograd saves in model(inputs): the memory the graph keeps."""
+    return sum(s.storage_bytes for s in _distinct([s for s in saved_tensors(model, inputs) if not s.parameter],
+                                                   "storage"))
+
+
+def _graph_bytes_symptoms(saved: list[SavedTensor]) -> list:
+    own = [s for s in saved if not s.parameter]
+    return [DOUBLE_COUNTED.looks_like(sum(s.storage_bytes for s in own), rtol=0, atol=0.5),
+            PARAMETERS_COUNTED.looks_like(sum(s.storage_bytes for s in _distinct(saved, "storage")), rtol=0, atol=0.5),
+            TENSOR_NOT_STORAGE.looks_like(sum(s.tensor_bytes for s in _distinct(own, "pointer")), rtol=0, atol=0.5),
+            FOUR_BYTES.looks_like(sum(s.tensor_bytes // s.element_size * 4 for s in _distinct(own, "pointer")),
+                                  rtol=0, atol=0.5),
+            GRAD_MODE_IGNORED.looks_like(0, rtol=0, atol=0.5)]
+
+
+def _bytes_cases(seed: int | None):
+    """(model, inputs, description, called under no_grad): the dtypes, views and grad modes are fixed so that each
+    mistake shows in two cases; sizes and activations are drawn."""
+    gen = generator("09/graph_bytes", seed) if seed is not None else torch.Generator().manual_seed(919)
+    names = list(ACTIVATIONS)
+    order = torch.randperm(len(names), generator=gen).tolist()
+    for case, (dtype, view, no_grad) in enumerate([(torch.float64, False, False), (torch.float32, True, True),
+                                                   (torch.float64, True, False), (torch.float32, False, True)]):
+        activation = names[order[case]]
+        d, n = randint(gen, 3, 8), randint(gen, 4, 16)
+        widths = [d] + [randint(gen, 4, 12) for _ in range(randint(gen, 1, 3))] + [randint(gen, 1, 4)]
+        layers: list[nn.Module] = []
+        for k, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+            layers += [ACTIVATIONS[activation]()] if k else []
+            layers.append(nn.Linear(n_in, n_out, dtype=dtype))
+        model = nn.Sequential(*layers)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(uniform(gen, tuple(p.shape), -1.0, 1.0))
+        batch = uniform(gen, (2 * n if view else n, d)).to(dtype)
+        inputs = batch[:n] if view else batch
+        shown = f"the first {n} rows of a {2 * n}-row batch" if view else f"of shape {(n, d)}"
+        described = f"an MLP {widths} with {activation}, {str(dtype).replace('torch.', '')}, inputs {shown}"
+        yield model, inputs, described, no_grad
+
+
+@check
+def check_graph_bytes(graph_bytes, seed: int | None = None) -> None:
+    """Part B2: graph_bytes(model, inputs) is the number of bytes of the distinct storages, parameters excluded,
+    that autograd saves during a recording forward pass of model(inputs): a Python int, measured even when the caller
+    switched recording off, without changing the model or the inputs."""
     __tracebackhide__ = True
-    if not isinstance(value, (tuple, list)) or len(value) != len(names.split(", ")):
-        raise GradingFailure(f"{what} returned {value!r:.80}; expected a tuple ({names}).")
-    return tuple(as_answer(v, what=what, shape=()) for v in value)
-
-
-def check_residual_gradient(residual_gradient, seed: int | None = None) -> None:
-    """Part B2: residual_gradient(upstream, branch_derivative) = (identity route's share of dL/dx, dL/dx)."""
-    __tracebackhide__ = True
-    if seed is None:
-        cases = [(1.5, 0.2), (2.0, -0.5)]
-    else:
-        gen = generator("09/residual_gradient", seed)
-        # |F'| <= 0.8 keeps 1 + F' away from 0, where "averaged the routes" would coincide with the answer.
-        cases = [(round(_between(gen, 0.5, 3.0) * choice(gen, [-1.0, 1.0]), 3),
-                  round(_between(gen, 0.1, 0.8) * choice(gen, [-1.0, 1.0]), 3)) for _ in range(3)]
-    for g, slope in cases:
-        what = f"residual_gradient(upstream={g:g}, branch_derivative={slope:g})"
-        identity, total = _pair(call_learner(residual_gradient, g, slope, what=what), what=what,
-                                names="identity_part, total")
-        loss = lambda x, g=g, slope=slope: g * (x + slope * x)  # noqa: E731 - L = g·y with y = x + F(x), F'(x) = slope
-        expect_close(identity, g, what=f"{what}: the identity route's share", source="expected", rtol=1e-9,
-                     atol=1e-12, misconceptions=[
-            Misconception("identity route scaled by F′", "The identity route y = x has derivative 1: it passes "
-                          "the upstream gradient on unchanged.", value=g * slope),
-            Misconception("returned the total", "The first value is the identity route's share alone.",
-                          value=g * (1 + slope))])
-        expect_close(total, autograd_gradient(loss, 0.7)[0], what=f"{what}: dL/dx", fd=central_difference(loss, 0.7)[0],
-                     rtol=1e-9, atol=1e-12, misconceptions=[
-            Misconception("residual derivative F′ instead of 1 + F′", "dL/dx = upstream·(1 + F′): the identity "
-                          "route adds the upstream gradient itself.", value=g * slope),
-            Misconception("averaged the routes", "Gradients arriving by two routes add up; they are never "
-                          "averaged: upstream·1 + upstream·F′.", value=g * (1 + slope) / 2),
-            Misconception("added 1 instead of the upstream gradient", "The identity route contributes upstream·1, "
-                          "not 1.", value=1 + g * slope)])
-
-
-def check_gradient_cost(gradient_cost, seed: int | None = None) -> None:
-    """Part B3: gradient_cost(n) = (central-difference passes, forward-difference passes, backward passes)."""
-    __tracebackhide__ = True
-    gen = generator("09/gradient_cost", seed) if seed is not None else None
-    sizes = [1, 1000] if gen is None else [randint(gen, 2, 10**6) for _ in range(2)]
-    for n in sizes:
-        what = f"gradient_cost({n})"
-        central, forward, backward = _pair(call_learner(gradient_cost, n, what=what), what=what,
-                                           names="central, forward, backward")
-        expect_close(central, 2 * n, what=f"{what}: forward passes for central differences", source="expected",
-                     rtol=0.0, atol=0.0, misconceptions=[
-            Misconception("one pass per input", "Central differences evaluate f twice per input, at x + h and at "
-                          "x - h.", value=n),
-            Misconception("forward-difference count", "n + 1 is the forward difference (f(x) once, then "
-                          "f(x + h) per input); the central one needs 2n.", value=n + 1)])
-        expect_close(forward, n + 1, what=f"{what}: forward passes for forward differences", source="expected",
-                     rtol=0.0, atol=0.0, misconceptions=[
-            Misconception("forgot the shared f(x)", "f(x) is evaluated once and reused: n + 1.", value=n)])
-        expect_close(backward, 1, what=f"{what}: backward passes for reverse-mode autodiff", source="expected",
-                     rtol=0.0, atol=0.0, misconceptions=[
-            Misconception("one backward pass per parameter", "One backward pass of a scalar loss yields the "
-                          "partial derivatives for ALL inputs at once: that is why training uses reverse mode.",
-                          value=n)])
+    for model, inputs, described, no_grad in _bytes_cases(seed):
+        with trial():
+            what = f"graph_bytes(model, inputs) for {described}{', called inside torch.no_grad()' if no_grad else ''}"
+            with torch.no_grad() if no_grad else contextlib.nullcontext():
+                answer = call_learner(graph_bytes, model, inputs, what=what)
+            if isinstance(answer, (torch.Tensor, bool)) or not isinstance(answer, numbers.Integral):
+                raise proven_failure(f"{what} returned {type(answer).__name__} {answer!r:.60}; expected a Python int.",
+                                     NOT_A_NUMBER)
+            saved = saved_tensors(model, inputs)
+            expected = graph_bytes_reference(model, inputs)
+            if expected <= 0:
+                raise CourseBug(f"the forward pass of {described} saved nothing for backward.")
+            expect_close(int(answer), expected, what=what, source="measured", rtol=0.0, atol=0.5,
+                         symptoms=_graph_bytes_symptoms(saved))
 
 
 # ---------------------------------------------------------------------------------------------------- Part C
 
+ANSWERED_BY_POSITION = Misconception(
+    "answered by position",
+    "Your function returned the same letter for two different orders of the same options. The options come in a "
+    "new order under new letters at grading time: choose by content (letter_of(options, phrase)), not by letter.")
+
 
 @dataclass(frozen=True)
 class Question:
-    """A multiple-choice item: the prompt, the correct option, and each distractor with the mistake it reveals."""
+    """A multiple-choice item: the prompt, the right option, and each wrong option with the mistake it reveals."""
 
+    name: str
     prompt: str
     correct: str
-    distractors: tuple[tuple[str, str, str], ...]  # (option text, name of the mistake, why it is wrong)
-    position: int  # where the correct option sits in the notebook's order (0 = a)
+    distractors: tuple[tuple[str, Misconception], ...]
+    position: int  # where the right option sits in the notebook's order (0 = a)
 
     def options(self) -> list[str]:
-        texts = [text for text, _, _ in self.distractors]
+        """The options in the notebook's order."""
+        texts = [text for text, _ in self.distractors]
         texts.insert(self.position, self.correct)
         return texts
 
+    def mistake(self, text: str) -> Misconception | None:
+        return next((m for option, m in self.distractors if option == text), None)
 
-QUESTIONS = {
-    "autograd_mechanism": Question(
-        "How does PyTorch's autograd compute the gradient of a loss?",
-        "It records the forward pass into a graph and applies each operation's local backward rule, from the loss "
-        "back.",
-        (("It nudges each parameter by a tiny step, re-runs the model and divides the change in the loss by the "
-          "step.", "finite differences", "That is a finite difference — our oracle, not autograd: 2n forward passes "
-          "for n parameters, and only approximate."),
-         ("It derives one symbolic formula for the derivative of the whole model, simplifies it, then evaluates it.",
-          "symbolic formula", "Autograd never builds a formula for the whole model; it only needs each primitive "
-          "operation's local rule, applied along the recorded graph."),
-         ("It computes the exact gradient of the last layer and adjusts the earlier layers in proportion to it.",
-          "only the last layer", "The chain rule carries the gradient through every layer back to every "
-          "parameter — exercise 07 measured it layer by layer.")),
+
+FINITE_DIFFERENCES = Misconception(
+    "autograd taken for finite differences",
+    "Nudging and re-running is a finite difference: our oracle, not autograd. It costs two forward passes per "
+    "parameter and is only approximate.")
+SYMBOLIC = Misconception(
+    "autograd taken for symbolic differentiation",
+    "Autograd never builds a formula for the whole model; it only needs each primitive operation's local rule, "
+    "applied along the recorded graph.")
+LAST_LAYER_ONLY = Misconception(
+    "gradients only for the last layer",
+    "The chain rule carries the gradient through every layer back to every parameter: exercise 07 measured it "
+    "layer by layer.")
+INTERMEDIATE_GRAD = Misconception(
+    "intermediate tensors keep .grad",
+    "Only leaves keep a .grad (an intermediate one only after retain_grad()), and backward frees the graph unless "
+    "asked to retain it.")
+BACKWARD_RETURNS = Misconception(
+    "backward returns the gradients",
+    "backward() returns None and stores the gradients in the leaves' .grad; torch.autograd.grad is the function "
+    "that returns them.")
+BACKWARD_UPDATES = Misconception(
+    "backward updates the weights",
+    "backward() only computes gradients; the optimizer's step(), or your own update under no_grad, changes the "
+    "weights.")
+ZERO_GRAD_FREES_GRAPH = Misconception(
+    "zero_grad frees the graph", "backward() frees the graph itself; zero_grad only touches .grad.")
+FILLED_GRAD_RAISES = Misconception(
+    "backward refuses a filled .grad",
+    "backward() raises nothing: it silently adds, which is exactly why a forgotten reset is dangerous.")
+ZERO_GRAD_RESETS_WEIGHTS = Misconception(
+    "zero_grad resets the weights", "zero_grad clears the gradients (sets .grad to None), never the weights.")
+FD_EXACT = Misconception(
+    "finite differences are exact",
+    "Finite differences are approximate (truncation and round-off, exercise 01), and reverse mode needs MORE "
+    "memory: it keeps the graph.")
+AUTODIFF_APPROXIMATE = Misconception(
+    "autodiff is approximate",
+    "Reverse mode is exact up to floating-point round-off: it applies exact local derivatives.")
+FD_ONE_INPUT = Misconception(
+    "finite differences need a single input",
+    "They work for any number of inputs, with one or two evaluations per input: that cost is the problem.")
+IDENTITY_SCALED = Misconception(
+    "identity path scaled by F′",
+    "The identity y = x has derivative 1: it passes the upstream gradient on unchanged, and the branch adds F′(x) "
+    "times it.")
+ROUTES_AVERAGED = Misconception(
+    "routes averaged", "Gradients arriving by two routes add up; they are never shared out or averaged.")
+ONE_NOT_UPSTREAM = Misconception(
+    "1 added instead of the upstream gradient",
+    "The identity path contributes ∂L/∂y · 1, the upstream gradient itself, not the number 1.")
+
+QUESTIONS = (
+    Question(
+        "autograd_mechanism", "How does PyTorch's autograd compute the gradient of a loss?",
+        "It records each operation of the forward pass in a graph, then applies their local backward rules from the "
+        "loss back.",
+        (("It computes the gradient of the loss by nudging each parameter a little, running the model again and "
+          "dividing the change.", FINITE_DIFFERENCES),
+         ("It derives one symbolic formula for the derivative of the whole model, simplifies that formula, and then "
+          "evaluates it.", SYMBOLIC),
+         ("It computes the exact gradient of the last layer only and adjusts the earlier layers in proportion to "
+          "that gradient.", LAST_LAYER_ONLY)),
         position=1),
-    "what_backward_populates": Question(
-        "What does loss.backward() leave behind?",
-        "It adds the gradient of the loss into .grad of every leaf tensor that requires grad, such as the "
+    Question(
+        "what_backward_populates", "What does loss.backward() leave behind?",
+        "The gradient of the loss, added into the .grad of every leaf tensor that requires grad, such as the model's "
         "parameters.",
-        (("It stores a .grad on every tensor of the graph, intermediate results included, and frees the graph.",
-          "intermediates keep .grad", "Only leaves keep their .grad; an intermediate tensor keeps it only if you "
-          "call retain_grad() on it."),
-         ("It leaves the tensors alone and returns the gradients as a list, one entry per parameter of the model.",
-          "backward returns the gradients", "backward() returns None; the gradients are stored in the leaves' "
-          ".grad (torch.autograd.grad is the function that returns them)."),
-         ("It subtracts the gradients from the parameters, so the weights are already updated when it returns.",
-          "backward updates the weights", "backward() only computes gradients; the optimizer's step() (or your "
-          "own update under no_grad) changes the weights.")),
+        (("A .grad on every tensor of the graph, intermediate results included, while the graph is kept for the next "
+          "call.", INTERMEDIATE_GRAD),
+         ("Nothing inside the tensors: it returns the loss's gradients as a list, one per parameter, ready for the "
+          "optimizer.", BACKWARD_RETURNS),
+         ("Updated weights: it subtracts each gradient from its parameter, so the model has already learned when it "
+          "returns.", BACKWARD_UPDATES)),
         position=0),
-    "why_zero_grad": Question(
-        "Why does a training loop reset the gradients (optimizer.zero_grad()) once per step?",
-        "Because backward adds into .grad instead of overwriting it, so steps would use the sum of old gradients.",
-        (("To free the graph of the previous step, which would otherwise be kept and recorded a second time.",
-          "zero_grad frees the graph", "The graph is freed by backward() itself; zero_grad only touches .grad."),
-         ("Because backward() raises an error when a tensor's .grad already holds a value from the last step.",
-          "backward refuses a filled .grad", "It raises nothing — it silently adds, which is exactly why forgetting "
-          "the reset is dangerous."),
-         ("To set the weights back to zero so that every batch starts training from the same initial point.",
-          "zero_grad resets the weights", "zero_grad clears the gradients (sets .grad to None), never the "
-          "weights.")),
+    Question(
+        "why_zero_grad", "Why does a training loop clear the gradients once per step?",
+        "Backward adds into .grad rather than overwriting it, so each step would follow the sum of all earlier "
+        "gradients.",
+        (("The graph of the previous step would otherwise stay in memory and be differentiated a second time by "
+          "backward.", ZERO_GRAD_FREES_GRAPH),
+         ("Calling backward raises an error when a tensor's .grad still holds a value left over from the previous "
+          "step.", FILLED_GRAD_RAISES),
+         ("The weights have to return to zero once per step, so that every batch starts training from the same "
+          "initial point.", ZERO_GRAD_RESETS_WEIGHTS)),
         position=3),
-    "autodiff_vs_finite_differences": Question(
-        "Why is a network trained with reverse-mode autodiff rather than with finite differences?",
-        "One backward pass gives the exact gradient for all parameters; central differences need 2n forward passes.",
-        (("Finite differences give the exact gradient too, but reverse mode needs less memory to compute it.",
-          "finite differences are exact", "Finite differences are approximate (truncation and round-off error, "
-          "exercise 01); and reverse mode actually needs MORE memory, to keep the graph."),
-         ("Reverse mode only approximates the gradient, but its approximation is cheaper than finite differences.",
-          "autodiff is approximate", "Reverse mode is exact up to floating-point round-off: it applies exact local "
-          "derivatives."),
-         ("Finite differences only work for functions of a single input, and a network has millions of inputs.",
-          "finite differences need one input", "They work for any number of inputs, one or two evaluations per "
-          "input — that cost is the problem, not a limitation to one input.")),
+    Question(
+        "autodiff_vs_finite_differences",
+        "Why is a large network trained with reverse-mode autodiff rather than with finite differences?",
+        "One backward pass gives the exact gradient of every parameter; central differences need two forward passes "
+        "for each.",
+        (("Both give the exact gradient, but reverse mode needs less memory because it never stores a nudged copy of "
+          "the network.", FD_EXACT),
+         ("Reverse mode also approximates the gradient, but its approximation takes less compute than a finite "
+          "difference does.", AUTODIFF_APPROXIMATE),
+         ("Finite differences only work for functions of a single input, and a large network has millions of inputs "
+          "to adjust.", FD_ONE_INPUT)),
         position=2),
-}
+    Question(
+        "residual_identity_path",
+        "A residual block computes y = x + F(x). What does its identity path add to ∂L/∂x?",
+        "The upstream gradient ∂L/∂y itself, unscaled, so some gradient still reaches x however small F′(x) becomes.",
+        (("The upstream gradient multiplied by F′(x), so the block passes on only what its branch lets through to x.",
+          IDENTITY_SCALED),
+         ("Half of the upstream gradient, because the identity path and the branch share it equally on their way "
+          "back to x.", ROUTES_AVERAGED),
+         ("A constant 1, whatever the upstream gradient is, which is what keeps the gradient at x from vanishing.",
+          ONE_NOT_UPSTREAM)),
+        position=1),
+)
 
 LETTERS = "abcd"
 
 
-def _shuffled(question: Question, gen: torch.Generator) -> list[str]:
-    """The options in a random order in which the correct one never keeps its notebook letter."""
+def _shuffled(question: Question, gen: torch.Generator, away_from: list[str] | None = None) -> list[str]:
+    """The options in a random order; given ``away_from`` (another order), one in which no option keeps its letter
+    from that order (a uniformly drawn derangement of it)."""
     texts = question.options()
     while True:
-        order = torch.randperm(len(texts), generator=gen).tolist()
-        if order.index(question.position) != question.position:
-            return [texts[i] for i in order]
+        order = [texts[i] for i in torch.randperm(len(texts), generator=gen).tolist()]
+        if away_from is None or all(a != b for a, b in zip(order, away_from)):
+            return order
 
 
-def _chosen(answer, options: dict[str, str], *, what: str) -> str:
-    __tracebackhide__ = True
-    letter = answer.strip().lower().strip("()") if isinstance(answer, str) else None
-    if letter not in options:
-        raise GradingFailure(f"{what} returned {answer!r:.60}; expected one of the letters {list(options)}.")
-    return letter
-
-
-def _explain_choice(name: str, question: Question, options: dict[str, str], letter: str, public: bool) -> str:
-    what = f"{name}(options)"
-    lines = [f"{what} chose ({letter}) \"{options[letter]}\" — that is not the right answer to: {question.prompt}"]
-    if not public and question.options()[LETTERS.index(letter)] == question.correct:
-        lines.append("Likely misconception: answered by position. In these options the letters are shuffled; "
-                     "you returned the letter the right answer has in the notebook. Choose by content "
-                     "(letter_of(options, phrase)), not by letter.")
+def presentations(question: Question, seed: int | None) -> list[list[str]]:
+    """The two orders a check offers the options in: the notebook's and a shuffle (visible), two shuffles (hidden,
+    from the grading seed). No option has the same letter in both orders, so the right option moves: a fixed letter
+    is wrong in one order at least; a letter returned twice means two different options (a choice by position), one
+    option chosen twice means two different letters (a choice by content). Each order alone is uniformly random, so
+    the right option is equally likely under every letter."""
+    if seed is None:
+        gen = torch.Generator().manual_seed(929 + QUESTIONS.index(question))
+        first = question.options()
     else:
-        lines += [f"Likely misconception: {mistake}. {why}" for text, mistake, why in question.distractors
-                  if options[letter] == text]
-    return "\n".join(lines)
+        gen = generator(f"09/multiple_choice/{question.name}", seed)
+        first = _shuffled(question, gen)
+    return [first, _shuffled(question, gen, away_from=first)]
 
 
+CHOSE_BY_FORM = Misconception(
+    "chose by the form of the options",
+    "Every wrong choice you made shares a form (the longest option, the shortest, or the one repeating the "
+    "question's words), not a content. The options here are alike in length and form on purpose: read what each "
+    "one claims and pick the one the course showed to be true.")
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[\w′.']+", text.lower()))
+
+
+#: Naive rules that choose an option by its form: name -> the indices of the options the rule may pick.
+FORM_RULES: dict[str, Callable[[list[str], str], set[int]]] = {
+    "the longest option": lambda texts, prompt: {i for i, t in enumerate(texts) if len(t) == max(map(len, texts))},
+    "the shortest option": lambda texts, prompt: {i for i, t in enumerate(texts) if len(t) == min(map(len, texts))},
+    "the option sharing the most words with the question": lambda texts, prompt: {
+        i for i, t in enumerate(texts)
+        if len(_words(t) & _words(prompt)) == max(len(_words(u) & _words(prompt)) for u in texts)},
+}
+
+
+def _ask(answer, texts: list[str], what: str) -> tuple[str, dict[str, str]] | GradingFailure:
+    """The letter the learner's function picks among ``texts`` (or the failure it caused)."""
+    __tracebackhide__ = True
+    options = dict(zip(LETTERS, texts))
+    try:
+        letter = call_learner(answer, dict(options), what=what)
+    except GradingFailure as failure:
+        return failure
+    picked = letter.strip().lower().strip("()") if isinstance(letter, str) else None
+    if picked not in options:
+        return GradingFailure(f"{what} returned {letter!r:.60}; expected one of the letters {list(options)}.")
+    return picked, options
+
+
+def _form_of(wrong: list[tuple[Question, str, dict[str, str]]]) -> str | None:
+    """The form rule every wrong choice obeys, when the wrong choices span at least two questions."""
+    if len({question.name for question, _, _ in wrong}) < 2:
+        return None
+    for form, rule in FORM_RULES.items():
+        if all(LETTERS.index(letter) in rule(list(options.values()), question.prompt)
+               for question, letter, options in wrong):
+            return form
+    return None
+
+
+@check
 def check_multiple_choice(*answers, seed: int | None = None) -> None:
-    """Part C: one function per question of QUESTIONS, in that order; each picks the correct option's letter.
+    """Part C: one function per question of QUESTIONS, in that order; each returns the right option's letter.
 
-    The public test offers the options in the notebook's order; the hidden test shuffles them so that the correct
-    one never keeps its notebook letter: an answer must be chosen by content, not by position.
+    Each question is asked twice, in two orders (see :func:`presentations`); each asking is a trial. A wrong option
+    chosen in both orders names the mistake it stands for; the same letter for two different options names
+    "answered by position"; wrong choices in two questions or more that all obey one rule of form name that.
     """
     __tracebackhide__ = True
-    gen = generator("09/multiple_choice", seed) if seed is not None else None
-    for (name, question), answer in zip(QUESTIONS.items(), answers, strict=True):
-        texts = question.options() if gen is None else _shuffled(question, gen)
-        options = dict(zip(LETTERS, texts))
-        what = f"{name}(options)"
-        letter = _chosen(call_learner(answer, dict(options), what=what), options, what=what)
-        if options[letter] != question.correct:
-            raise GradingFailure(_explain_choice(name, question, options, letter, public=gen is None))
+    asked = []
+    for question, answer in zip(QUESTIONS, answers, strict=True):
+        orders = presentations(question, seed)
+        picks = [_ask(answer, texts, f"{question.name}(options), order {k + 1} of {len(orders)}")
+                 for k, texts in enumerate(orders)]
+        asked.append((question, picks))
+    wrong = [(question, *pick) for question, picks in asked for pick in picks
+             if not isinstance(pick, GradingFailure) and pick[1][pick[0]] != question.correct]
+    form = _form_of(wrong)
+    for question, picks in asked:
+        letters = {pick[0] for pick in picks if not isinstance(pick, GradingFailure)}
+        for k, pick in enumerate(picks):
+            with trial():
+                if isinstance(pick, GradingFailure):
+                    raise pick
+                letter, options = pick
+                if options[letter] == question.correct:
+                    continue
+                if form:  # one rule explains the wrong choices of two questions or more
+                    suspects = (CHOSE_BY_FORM,)
+                elif len(letters) == 1 and len(picks) == 2 and not isinstance(picks[1 - k], GradingFailure):
+                    suspects = (ANSWERED_BY_POSITION,)  # one letter for two different options
+                else:  # the same wrong statement chosen in both orders names what it stands for
+                    suspects = tuple(m for m in [question.mistake(options[letter])] if m)
+                note = f"\n  (Each of your wrong choices was {form}.)" if form else ""
+                raise GradingFailure(
+                    f"{question.name}(options), order {k + 1} of {len(picks)}, chose ({letter}) "
+                    f"\"{options[letter]}\": that is not the right answer to: {question.prompt}{note}",
+                    suspects=suspects)
 
 
-def question_markdown(name: str) -> str:
-    """The question and its options as Markdown, in the notebook's order (used to write the notebook)."""
-    question = QUESTIONS[name]
+def question_markdown(question: Question) -> str:
+    """The question and its options as Markdown, in the notebook's order (the notebook shows exactly this)."""
     options = "\n".join(f"- ({letter}) {text}" for letter, text in zip(LETTERS, question.options()))
-    return f"**`{name}`** — {question.prompt}\n\n{options}"
-
+    return f"**`{question.name}`** — {question.prompt}\n\n{options}"
