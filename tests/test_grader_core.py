@@ -185,3 +185,23 @@ def test_the_class_report_escapes_names_and_says_what_matters(tmp_path):
     assert "| a \\| b .grad (torch.no_grad()) | 1 | `t` |" in text
     assert "Graded without the sandbox" in text
     assert "**ada**: cell 5 (t): Course bug, not yours: x." in text
+
+
+def test_the_grade_command_refuses_a_configuration_that_would_execute_outside_the_sandbox(tmp_path):
+    import subprocess
+    import sys
+
+    from autograder import course
+
+    root = course.copy_course(tmp_path / "course", assignment_ids=["01-chain-rule"])
+    course.generate_release(root, ["01-chain-rule"])
+    with (root / "nbgrader_config.py").open("a") as config:
+        config.write("\nfrom nbgrader.preprocessors import Execute\n"
+                     "class MyExecute(Execute):\n    pass\n"
+                     "c.Autograde.autograde_preprocessors = [MyExecute]\n")
+    (root / "submitted" / "ada" / "01-chain-rule").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", "01-chain-rule", "--course", str(root),
+                           "--quiet", "--no-sandbox"], cwd=root, env=course.tool_environment(), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 2 and "would execute the submissions itself" in done.stderr, done.stderr
+    assert not (root / "autograded").exists()

@@ -16,6 +16,7 @@ from pathlib import Path
 from . import report
 from .batch import FAILED, GRADED
 from .executor import WorkerFailed
+from .replay import ReplayNotInstalled
 from .run import DEFAULT_MEMORY_MB, Options, Result, grade
 from .sandbox import SandboxUnavailable
 
@@ -114,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     except SandboxUnavailable as error:
         print(f"autograder grade: cannot grade safely here: {error}", file=sys.stderr)
         return 2
-    except WorkerFailed as error:
+    except (WorkerFailed, ReplayNotInstalled) as error:
         print(f"autograder grade: {error}", file=sys.stderr)
         return 2
     print(summary(args.assignment, result))

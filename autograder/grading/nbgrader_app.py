@@ -215,6 +215,12 @@ class Course:
 
         return sanitize
 
+    def check_replay(self) -> None:
+        """:class:`~autograder.grading.replay.ReplayNotInstalled` if this course's nbgrader configuration would
+        execute notebooks itself (checked before anything runs)."""
+        replay.install(self._converter(replay.ReplayAutograde, "*"), replay.Replays())
+        self.coursedir.student_id = "*"
+
     def autograde(self, student: str, replays: replay.Replays) -> tuple[str | None, list[str]]:
         """nbgrader's Autograde for one student, answered from ``replays``: (error or None, warnings)."""
         converter = self._converter(replay.ReplayAutograde, student)

@@ -84,6 +84,7 @@ def grade(options: Options, on_graded: Callable[[str], None] = lambda student: N
 
     started = time.perf_counter()
     course = Course(options.course, options.assignment)
+    course.check_replay()
     timeout = options.timeout or float(course.app.config.Execute.get("timeout", 30) or 30)
     course.ensure_in_gradebook()
     notebook_ids = course.notebook_ids()
