@@ -72,6 +72,9 @@ def server_environment(home: str, tmp: str = "/tmp") -> dict[str, str]:
             "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "agg", **library}
 
 
+_END = object()
+
+
 class WorkerFailed(RuntimeError):
     """A worker server could not start (the message says why, with the end of its log)."""
 
@@ -302,24 +305,30 @@ class Executor:
 
     # -- the loop ---------------------------------------------------------------------------------------------------
 
-    def run(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, NotebookRun]]:
-        jobs = iter(jobs)  # consumed lazily
+    def run(self, jobs: Iterable[Job | None]) -> Iterator[tuple[Job, NotebookRun]]:
+        """Yield ``(job, NotebookRun)`` as each job finishes. ``jobs`` is consumed lazily, when a worker is free; an
+        item ``None`` means that no job is ready yet (it is asked for again shortly)."""
+        jobs = iter(jobs)
         selector = selectors.DefaultSelector()
         for worker in self.workers:
             selector.register(worker.channel, selectors.EVENT_READ, ("control", worker))
-        exhausted = False
+        exhausted = starved = False
         try:
             while True:
+                starved = False
                 for worker in self.workers:
-                    if not exhausted and worker.ready and worker.running is None:
-                        job = next(jobs, None)
-                        if job is None:
+                    if not exhausted and not starved and worker.ready and worker.running is None:
+                        job = next(jobs, _END)
+                        if job is _END:
                             exhausted = True
+                        elif job is None:
+                            starved = True
                         else:
                             self._begin(worker, job, selector)
                 if exhausted and not any(w.running for w in self.workers):
                     return
-                for key, _ in selector.select(timeout=self._wait()):
+                wait = min(self._wait(), 0.02) if starved else self._wait()
+                for key, _ in selector.select(timeout=wait):
                     kind, worker = key.data
                     if kind == "control":
                         self._control(worker, selector)

@@ -19,7 +19,6 @@ SaveAutoGrades...) is nbgrader's own.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import nbformat
@@ -116,7 +115,7 @@ class ReplaySanitize(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         replay = _replays(resources).take(resources, "sanitize")
         replay.sanitize_replayed = True
-        return copy.deepcopy(replay.sanitized), resources
+        return replay.sanitized, resources  # not copied: nbgrader writes it out and reads the file back
 
 
 class ReplayExecute(Execute):

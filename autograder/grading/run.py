@@ -110,11 +110,11 @@ def grade(options: Options, on_graded: Callable[[str], None] = lambda student: N
     executor = Executor(_worker_settings(options, course, timeout, seed, notebooks), jobs=options.jobs,
                         warmup=[code_cells(notebook) for notebook in notebooks]) if todo else None
     extra = course.extra_files_folder()
+    replays = Replays()
     try:
-        replays, jobs = _sanitize(course, todo, notebook_ids, outcomes, extra)
         if executor is not None:
-            result.execution_seconds, result.restarts = _execute_and_grade(
-                course, executor, jobs, replays, outcomes, options, timeout, result, on_graded)
+            result.execution_seconds, result.restarts = _pipeline(
+                course, executor, todo, notebook_ids, replays, outcomes, options, timeout, extra, result, on_graded)
     finally:
         if executor is not None:
             executor.close()
@@ -156,16 +156,20 @@ def grade(options: Options, on_graded: Callable[[str], None] = lambda student: N
     return result
 
 
-def _sanitize(course, todo: list[str], notebook_ids: list[str], outcomes: dict[str, Outcome],
-              extra: Path | None) -> tuple[Replays, list[Job]]:
-    """nbgrader's sanitizing of every notebook to grade; the ungradable are marked FAILED with the reason."""
-    sanitize = course.sanitizer()
-    release = {notebook_id: notes.release_cells(course.release_folder() / f"{notebook_id}.ipynb")
-               for notebook_id in notebook_ids}
-    replays, jobs = Replays(), []
-    for student in todo:
-        folder = course.path("submitted", student)
-        for notebook_id in notebook_ids:
+class _Sanitizer:
+    """nbgrader's sanitizing of one student's notebooks at a time; the ungradable are marked FAILED with the
+    reason."""
+
+    def __init__(self, course, notebook_ids: list[str], replays: Replays, extra: Path | None):
+        self.course, self.notebook_ids, self.replays, self.extra = course, notebook_ids, replays, extra
+        self.sanitize = course.sanitizer()
+        self.release = {notebook_id: notes.release_cells(course.release_folder() / f"{notebook_id}.ipynb")
+                        for notebook_id in notebook_ids}
+
+    def jobs(self, student: str, outcome: Outcome) -> list[Job]:
+        folder = self.course.path("submitted", student)
+        jobs = []
+        for notebook_id in self.notebook_ids:
             path = folder / f"{notebook_id}.ipynb"
             problem = None
             if not path.exists():
@@ -173,31 +177,50 @@ def _sanitize(course, todo: list[str], notebook_ids: list[str], outcomes: dict[s
                 problem = f"missing notebook {notebook_id}.ipynb (the folder holds: {found})"
             else:
                 try:
-                    notebook, warnings = sanitize(path)
+                    notebook, warnings = self.sanitize(path)
                 except Exception as exc:  # noqa: BLE001 - invalid JSON, not a notebook, corrupted metadata...
                     message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                     problem = f"{notebook_id}.ipynb is not a gradable notebook: {message}"
             if problem:
-                outcomes[student].status = FAILED
-                outcomes[student].reasons.append(problem)
+                outcome.status = FAILED
+                outcome.reasons.append(problem)
                 continue
-            replays[student, notebook_id] = Replay(notebook)
-            outcomes[student].reasons += notes.sanitizing(path, notebook, release[notebook_id])
-            outcomes[student].reasons += [w for w in map(notes.nbgrader_warning, warnings) if w]
-            jobs.append(Job((student, notebook_id), code_cells(notebook), [folder] + ([extra] if extra else [])))
-    jobs = [job for job in jobs if outcomes[job.key[0]].status == GRADED]
-    return replays, jobs
+            self.replays[student, notebook_id] = Replay(notebook)
+            outcome.reasons += notes.sanitizing(path, notebook, self.release[notebook_id])
+            outcome.reasons += [w for w in map(notes.nbgrader_warning, warnings) if w]
+            jobs.append(Job((student, notebook_id), code_cells(notebook),
+                            [folder] + ([self.extra] if self.extra else [])))
+        return jobs if outcome.status == GRADED else []
 
 
-def _execute_and_grade(course, executor: Executor, jobs: list[Job], replays: Replays, outcomes: dict[str, Outcome],
-                       options: Options, timeout: float, result: Result, on_graded) -> tuple[float, int]:
-    """Execute in a thread (bytes only); grade here, each student as soon as all their notebooks ran."""
+#: What the job queue says when every job has been queued.
+_NO_MORE = object()
+
+
+def _pipeline(course, executor: Executor, todo: list[str], notebook_ids: list[str], replays: Replays,
+              outcomes: dict[str, Outcome], options: Options, timeout: float, extra: Path | None, result: Result,
+              on_graded) -> tuple[float, int]:
+    """Sanitize, execute, grade, as a stream: this thread sanitizes (keeping a few jobs queued ahead of the workers)
+    and grades each student as soon as all their notebooks ran; a second thread only moves jobs and bytes."""
+    sanitizer = _Sanitizer(course, notebook_ids, replays, extra)
+    queued: queue.Queue = queue.Queue()
     results: queue.Queue = queue.Queue()
     started = time.perf_counter()
 
+    def queued_jobs():
+        while True:
+            try:
+                job = queued.get_nowait()
+            except queue.Empty:
+                yield None  # nothing ready yet: the executor asks again shortly
+                continue
+            if job is _NO_MORE:
+                return
+            yield job
+
     def execute() -> None:
         try:
-            for job, run in executor.run(jobs):
+            for job, run in executor.run(queued_jobs()):
                 results.put((job, run))
             results.put(None)
         except BaseException as exc:  # noqa: BLE001 - handed to this thread
@@ -205,30 +228,49 @@ def _execute_and_grade(course, executor: Executor, jobs: list[Job], replays: Rep
 
     thread = threading.Thread(target=execute, name="executor", daemon=True)
     thread.start()
-    remaining = {s: 0 for s in outcomes}
-    for job in jobs:
-        remaining[job.key[0]] += 1
-    for student in [s for s, count in remaining.items() if count == 0]:
-        _finish(course, student, outcomes[student], replays, options, on_graded)
+    waiting = list(todo)  # students still to sanitize
+    remaining: dict[str, int] = {}  # notebooks of each sanitized student still executing
     finished = None
-    while (item := results.get()) is not None:
-        if isinstance(item, BaseException):
-            thread.join()
-            raise item
-        job, run = item
-        student, notebook_id = job.key
-        replay = replays[job.key]
-        replay.run = run
-        instructor = {c["index"]: c["instructor"] for c in job.cells}
-        outcomes[student].reasons += notes.execution(replay.sanitized, run, timeout, instructor)
-        bugs = notes.course_bugs(replay.sanitized, run, instructor)
-        if bugs:
-            result.course_bugs.setdefault(student, []).extend(bugs)
-        remaining[student] -= 1
-        if remaining[student] == 0:
-            finished = time.perf_counter()
-            _finish(course, student, outcomes[student], replays, options, on_graded)
-    thread.join()
+    try:
+        while waiting or remaining:
+            if waiting and (queued.qsize() < 2 * executor.jobs or results.empty()):
+                student = waiting.pop(0)
+                jobs = sanitizer.jobs(student, outcomes[student])
+                for job in jobs:
+                    queued.put(job)
+                if not waiting:
+                    queued.put(_NO_MORE)
+                if jobs:
+                    remaining[student] = len(jobs)
+                else:
+                    _finish(course, student, outcomes[student], replays, options, on_graded)
+                continue
+            item = results.get()
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            job, run = item
+            student = job.key[0]
+            replay = replays[job.key]
+            replay.run = run
+            instructor = {c["index"]: c["instructor"] for c in job.cells}
+            outcomes[student].reasons += notes.execution(replay.sanitized, run, timeout, instructor)
+            bugs = notes.course_bugs(replay.sanitized, run, instructor)
+            if bugs:
+                result.course_bugs.setdefault(student, []).extend(bugs)
+            remaining[student] -= 1
+            if remaining[student] == 0:
+                del remaining[student]
+                finished = time.perf_counter()
+                _finish(course, student, outcomes[student], replays, options, on_graded)
+    except BaseException:
+        while not queued.empty():  # stop: the notebooks already running finish, no other starts
+            queued.get_nowait()
+        raise
+    finally:
+        queued.put(_NO_MORE)  # (once more is harmless) so that the executor thread ends
+        thread.join()
     result.workers_ready = executor.ready_after
     return (finished or time.perf_counter()) - started, executor.restarts
 
