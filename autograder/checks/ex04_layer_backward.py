@@ -3,7 +3,14 @@
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
 the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every gradient is compared with
 autograd and float64 central differences, on shapes where the usual mistakes cannot hide: batch > 1 (sums over the
-batch show), batch, features and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows).
+batch show), batch, features and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows),
+square softmax batches (a row sum without keepdim broadcasts silently), labels that leave the last class out
+(``F.one_hot`` without ``num_classes`` is too narrow). Each case is a :func:`~autograder.checking.trial`, and every
+mistake below shows in at least two cases of the visible and of the hidden test, so that it can be named.
+
+Parts A–D are derived by hand: the learner's function runs with autograd forbidden
+(:class:`~autograder.routes.Route`), on the caller's own tensors, which must come back unchanged and must not be
+aliased by the result. Part E's backward must not run autograd either.
 """
 
 from __future__ import annotations
@@ -15,12 +22,123 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.gradcheck import GradcheckError
 
-from ..checking import GradingFailure, Misconception, as_answer, call_learner, expect_close, fmt
+from ..checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Routes,
+    Symptom,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    expect_no_alias,
+    fmt,
+    proven_failure,
+    trial,
+)
 from ..oracles import autograd_gradient, central_difference
+from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
+
+# ---------------------------------------------------------------------------------------------------------------
+# Misconceptions (fixed text: the numbers of a case go in the failure message)
+
+SUM_RULE = "b is added to every row of Y, so its gradient collects one contribution per row: db = dY.sum(dim=0)."
+TRANSPOSED_DX = Misconception("transposed input gradient", "dX must have X's shape (N, D_in): dX = dY·Wᵀ.")
+TRANSPOSED_DW = Misconception(
+    "transposed weight gradient", "You returned dYᵀ·X, the transpose of the answer. dW must have W's shape "
+    "(D_in, D_out), and the one product of X and dY with that shape is Xᵀ·dY.")
+DW_AVERAGED = Misconception(
+    "weight gradient averaged over the batch", "Your dW is N times too small. Any averaging belongs to the loss and "
+    "already arrives inside dY: dW = Xᵀ·dY, no division.")
+BIAS_NOT_SUMMED = Misconception(
+    "bias gradient not summed over the batch", "You returned one row's gradient (or dY itself). " + SUM_RULE)
+BIAS_AVERAGED = Misconception(
+    "bias gradient averaged over the batch", "Your db is N times too small: mean instead of sum. Any averaging "
+    "belongs to the loss and already arrives inside dY. " + SUM_RULE)
+BIAS_WRONG_AXIS = Misconception(
+    "bias gradient summed over the wrong axis", "dY.sum(dim=1) sums over the outputs. " + SUM_RULE)
+
+SOFTMAX_RULE = "dz = s * (ds - (ds * s).sum(dim=-1, keepdim=True))"
+SOFTMAX_ELEMENTWISE = Misconception(
+    "softmax gradient as s(1 − s) elementwise", "That is only the diagonal of the Jacobian diag(s) − s·sᵀ: every "
+    "output depends on every logit through the shared denominator, so the off-diagonal terms −s_i·s_j count too. "
+    f"Use {SOFTMAX_RULE}.")
+SOFTMAX_WHOLE_SUM = Misconception(
+    "sum over the whole tensor instead of each row", "The dot product ⟨ds, s⟩ belongs to one softmax, i.e. one row: "
+    f"sum along the last dimension with keepdim=True. {SOFTMAX_RULE}.")
+SOFTMAX_WRONG_AXIS = Misconception(
+    "softmax backward summed over the wrong axis", f"The softmax runs along the last dimension; so does its sum. "
+    f"{SOFTMAX_RULE}.")
+SOFTMAX_NO_KEEPDIM = Misconception(
+    "row sums without keepdim", "(ds * s).sum(dim=-1) drops the last dimension, so subtracting it from ds lines the "
+    "row sums up with the columns: an error when the shapes differ, silently wrong when the last two dimensions "
+    f"are equal. Keep the dimension: {SOFTMAX_RULE}.")
+SOFTMAX_REVERSED = Misconception(
+    "dot product subtracted the wrong way round", f"Subtract the dot product from ds, not ds from it: {SOFTMAX_RULE}.")
+
+CE_RULE = "dlogits = (softmax(logits) - onehot(targets)) / N"
+CE_NOT_DIVIDED = Misconception(
+    "cross-entropy gradient missing the 1/batch", f"F.cross_entropy averages over the N rows, so each row's p − y is "
+    f"divided by N: {CE_RULE}.")
+CE_BY_CLASSES = Misconception(
+    "divided by the number of classes", f"The mean is over the N rows (the batch), not the C classes: {CE_RULE}.")
+CE_REVERSED = Misconception("y − p instead of p − y", f"The gradient is p − y: {CE_RULE}.")
+CE_BATCH_AXIS = Misconception(
+    "softmax over the batch axis", f"Each row is one example: softmax(logits, dim=-1). {CE_RULE}.")
+CE_NO_ONEHOT = Misconception(
+    "one-hot target not subtracted", f"The −log p of the target class contributes −1 there: {CE_RULE}.")
+ONE_HOT_WIDTH = Misconception(
+    "one_hot without num_classes", "F.one_hot(targets) makes max(targets) + 1 columns, fewer than C whenever the "
+    "last classes do not occur in the batch. Pass the number of classes: F.one_hot(targets, logits.shape[-1]).")
+
+SCALE_RULE = "The scale in S = Q·Kᵀ/√d reappears in both dQ = dS·K/√d and dK = dSᵀ·Q/√d."
+MISSING_SCALE = Misconception(
+    "missing 1/√d scale", "Your dQ or dK is √d times too large (or the scale is missing from your recomputed "
+    "forward pass too). " + SCALE_RULE)
+SCALE_BY_D = Misconception("scaled by 1/d instead of 1/√d", SCALE_RULE)
+TRANSPOSED_DV = Misconception("transposed value gradient", "dV must have V's shape (m, e): dV = Pᵀ·dO.")
+NO_SOFTMAX_BACKWARD = Misconception(
+    "skipped the softmax backward", "P = softmax(S) row by row, so dS is not dP: apply Part B's rule to every row, "
+    "dS = P * (dP - (dP * P).sum(dim=-1, keepdim=True)).")
+
+SAVE_HINT = ("In forward, call ctx.save_for_backward(...) with the tensors backward needs; in backward, read them "
+             "back with ctx.saved_tensors. Tensors kept as plain ctx attributes, in globals or on the class escape "
+             "autograd's bookkeeping (and two calls in flight overwrite each other's).")
+SIGN_IN_EXP = Misconception("sign inside the exponential", "σ(x) = 1 / (1 + exp(−x)).")
+FORGOT_SAVE = Misconception("forgot to save tensors for backward", SAVE_HINT)
+SAVED_INPUT = Misconception(
+    "saved the input, used it as the output", "Your backward computed g·x·(1 − x): the tensor you saved is x, but "
+    "σ'(x) = σ(x)·(1 − σ(x)) needs the output. Save the output s in forward (or compute σ(x) from the saved x).")
+IGNORED_GRAD_OUTPUT = Misconception(
+    "backward ignored grad_output", "backward returns grad_output · σ'(x), not σ'(x) alone: the chain rule multiplies "
+    "by the gradient arriving from above.")
+STATE_OUTSIDE_CTX = Misconception(
+    "state kept outside ctx", "x1's gradient used the second call's output: the value backward needs was stored "
+    "somewhere every call overwrites. " + SAVE_HINT)
+
+FLOAT32_GRADCHECK = Misconception(
+    "gradcheck in float32", "This backward is right, but in float32 the central differences gradcheck compares it "
+    "with are mostly rounding noise (about 7 significant digits, a step of 1e-6). Make float64 copies of the inputs "
+    "that require grad: x.detach().to(torch.float64).requires_grad_(True).")
+LOOSENED = Misconception(
+    "a check that cannot say no (loosened tolerances)", "With its default tolerances in float64, gradcheck rejects "
+    "this backward; loosen them (or ignore its verdict) and bugs of this size slip through. Keep the defaults and "
+    "use float64 instead.")
+SOME_INPUTS = Misconception(
+    "gradcheck on some inputs only", "gradcheck only checks the gradients of inputs that require grad. This "
+    "backward is right for the first input and wrong for a later one: make every input a float64 copy that "
+    "requires grad.")
+NOT_A_VERDICT = Misconception(
+    "gradcheck's exception not turned into a verdict", "By default gradcheck raises GradcheckError on a mismatch; "
+    "pass raise_exception=False so that it returns False.")
+
+AUTOGRAD = ROUTE_MISCONCEPTIONS[Route.AUTOGRAD]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -33,7 +151,8 @@ class _Case:
     grads: dict[str, str]                  # the gradients it returns, in order -> whose shape each one has
     expected: tuple[Tensor, ...]           # by autograd
     fd: tuple[Tensor, ...]                 # by central differences
-    mistakes: tuple[list[Misconception], ...]
+    symptoms: tuple[list[Symptom], ...]    # per gradient: the known mistakes and what each gives here
+    note: str = ""                         # the case's own numbers for the message (e.g. "N = 4")
 
 
 def _stream(part: str, seed: int | None) -> torch.Generator:
@@ -51,34 +170,11 @@ def _shape(t: Tensor) -> str:
 
 
 def _make_case(name: str, args: dict[str, Tensor], grads: dict[str, str], loss: Callable, wrt: tuple[Tensor, ...],
-               mistakes: tuple[list[Misconception], ...]) -> _Case:
+               symptoms: tuple[list[Symptom], ...], note: str = "") -> _Case:
     """A case whose expected gradients are those of the scalar ``loss(*wrt)``, by autograd and central differences."""
     shapes = ", ".join(f"{key} {_shape(value)}" for key, value in args.items())
     call = f"{name}({', '.join(args)}) with {shapes}"
-    return _Case(call, args, grads, autograd_gradient(loss, *wrt), central_difference(loss, *wrt), mistakes)
-
-
-#: Errors a learner's backward function raises, and what usually causes them.
-KNOWN_ERRORS = {
-    "cannot be multiplied": "a transpose in the wrong place. Write the shape under every factor of each product: "
-                            "each gradient has the shape of the tensor it belongs to (dX like X, dW like W).",
-    "must match the size": "a dimension dropped by a sum. A sum that is subtracted from or multiplied with the "
-                           "full tensor needs keepdim=True so that it broadcasts along the right axis.",
-    "does not require grad": "autograd instead of the hand-derived formula. The checks run your function with "
-                             "autograd switched off (torch.no_grad()): compute the gradient with tensor operations.",
-}
-
-
-def _call(fn: Callable, *args, what: str):
-    """call_learner, plus the likely cause when the learner's code raised a well-known error."""
-    __tracebackhide__ = True
-    try:
-        return call_learner(fn, *args, what=what)
-    except GradingFailure as failure:
-        causes = [cause for symptom, cause in KNOWN_ERRORS.items() if symptom in str(failure)]
-        if causes:
-            raise GradingFailure(f"{failure}\nLikely misconception: {causes[0]}") from None
-        raise
+    return _Case(call, args, grads, autograd_gradient(loss, *wrt), central_difference(loss, *wrt), symptoms, note)
 
 
 def _unpack(answer, case: _Case) -> tuple:
@@ -91,103 +187,99 @@ def _unpack(answer, case: _Case) -> tuple:
     return tuple(answer)
 
 
-def _expect_gradient(received, expected: Tensor, *, what: str, shape_of: str, fd: Tensor,
-                     mistakes: list[Misconception], extra: str) -> None:
-    """expect_close, except that a gradient of the wrong shape is named too (a transposed one usually is)."""
+def _expect_gradient(received, expected: Tensor, *, what: str, shape_of: str, fd: Tensor, symptoms: list[Symptom],
+                     extra: str) -> None:
+    """expect_close, except that a gradient of the wrong shape is reported as such (and a known mistake with that
+    shape, e.g. a transpose, is a suspect)."""
     __tracebackhide__ = True
     got = as_answer(received, what=what)
     if got.shape != expected.shape:
-        lines = [f"{what} has shape {_shape(got)}; expected {_shape(expected)}, the shape of {shape_of}.", extra]
-        lines += [f"Likely misconception: {m.name}. {m.hint}" for m in mistakes if m.matches(got)][:1]
-        raise GradingFailure("\n".join(lines))
-    expect_close(got, expected, what=what, fd=fd, misconceptions=mistakes, extra=extra)
+        raise GradingFailure(f"{what} has shape {_shape(got)}; expected {_shape(expected)}, the shape of {shape_of}."
+                             f"\n{extra}", suspects=tuple(s.misconception for s in symptoms if s.matches(got)))
+    expect_close(got, expected, what=what, fd=fd, symptoms=symptoms, extra=extra)
 
 
 def _run(fn: Callable, case: _Case) -> None:
-    """Call the learner's function on one case (autograd off: the gradients are derived by hand) and compare every
-    gradient it returns; its inputs must not change."""
+    """Call the learner's function on one case, autograd forbidden, and compare every gradient it returns; its
+    inputs must come back unchanged and the result must not alias them."""
     __tracebackhide__ = True
-    before = {key: value.clone() for key, value in case.args.items()}
-    with torch.no_grad():
-        answer = _call(fn, *case.args.values(), what=case.call)
+    answer = call_learner(fn, *case.args.values(), what=case.call, forbid=[Route.AUTOGRAD])
     extra = "  inputs:             " + ", ".join(f"{key} = {fmt(value)}" for key, value in case.args.items())
-    for got, name, shape_of, expected, fd, mistakes in zip(_unpack(answer, case), case.grads, case.grads.values(),
-                                                           case.expected, case.fd, case.mistakes):
-        _expect_gradient(got, expected, what=f"{case.call}: {name}", shape_of=shape_of, fd=fd, mistakes=mistakes,
+    extra += f"\n  here:               {case.note}" if case.note else ""
+    for got, name, shape_of, expected, fd, symptoms in zip(_unpack(answer, case), case.grads, case.grads.values(),
+                                                           case.expected, case.fd, case.symptoms):
+        _expect_gradient(got, expected, what=f"{case.call}: {name}", shape_of=shape_of, fd=fd, symptoms=symptoms,
                          extra=extra)
-    for key, value in case.args.items():
-        if not torch.equal(value, before[key]):
-            raise GradingFailure(f"{case.call} changed its input {key} in place; compute new tensors instead.")
+    expect_no_alias(answer, case.args, what=case.call)  # right numbers, but in the caller's memory
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part A: linear layer
 
 def _linear_case(X: Tensor, W: Tensor, b: Tensor, dY: Tensor) -> _Case:
-    sum_hint = ("b is added to every one of the N rows of Y, so its gradient collects N contributions: "
-                "db = dY.sum(dim=0), shape (D_out,).")
-    mistakes = (
-        [Misconception("transposed input gradient", "dX must have X's shape (N, D_in): dX = dY·Wᵀ.",
-                       value=(dY @ W.T).T)],
-        [Misconception("transposed weight gradient", "You returned dYᵀ·X, the transpose of the answer. dW must have "
-                       "W's shape (D_in, D_out), and the one product of X and dY with that shape is Xᵀ·dY.",
-                       value=dY.T @ X)],
-        [Misconception("bias gradient not summed over the batch", "You returned one example's gradient. " + sum_hint,
-                       value=dY[0]),
-         Misconception("bias gradient not summed over the batch", "You returned dY itself. " + sum_hint, value=dY),
-         Misconception("bias gradient averaged over the batch", "Your db is N times too small: mean instead of "
-                       "sum. Any averaging belongs to the loss and already arrives inside dY. " + sum_hint,
-                       value=dY.mean(dim=0)),
-         Misconception("bias gradient summed over the wrong axis", "dY.sum(dim=1) sums over the outputs. " + sum_hint,
-                       value=dY.sum(dim=1))],
+    n = X.shape[0]
+    symptoms = (
+        [TRANSPOSED_DX.looks_like((dY @ W.T).T)],
+        [TRANSPOSED_DW.looks_like(dY.T @ X), DW_AVERAGED.looks_like(X.T @ dY / n)],
+        [BIAS_NOT_SUMMED.looks_like(dY[0]), BIAS_NOT_SUMMED.looks_like(dY), BIAS_AVERAGED.looks_like(dY.mean(dim=0)),
+         BIAS_WRONG_AXIS.looks_like(dY.sum(dim=1))],
     )
     return _make_case("linear_backward", {"X": X, "W": W, "dY": dY}, {"dX": "X", "dW": "W", "db": "b"},
-                      lambda X, W, b: ((X @ W + b) * dY).sum(), (X, W, b), mistakes)
+                      lambda X, W, b: ((X @ W + b) * dY).sum(), (X, W, b), symptoms, note=f"N = {n} rows")
 
 
+@check
 def check_linear_backward(linear_backward, seed: int | None = None) -> None:
-    """Part A: for Y = X·W + b, linear_backward(X, W, dY) returns (dX, dW, db)."""
+    """Part A: for Y = X·W + b, linear_backward(X, W, dY) returns (dX, dW, db), by hand (no autograd), new tensors,
+    arguments unchanged."""
     __tracebackhide__ = True
     gen = _stream("linear", seed)
     sizes = [(4, 3, 2), (2, 5, 3)] if seed is None else [_distinct(gen, 3) for _ in range(2)]
     for n, d_in, d_out in sizes:
         X, W, b = uniform(gen, (n, d_in)), uniform(gen, (d_in, d_out)), uniform(gen, (d_out,))
-        _run(linear_backward, _linear_case(X, W, b, uniform(gen, (n, d_out), -1, 1)))
+        case = _linear_case(X, W, b, uniform(gen, (n, d_out), -1, 1))
+        with trial():
+            _run(linear_backward, case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part B: softmax
 
+def _broadcasts(shape: torch.Size, other: torch.Size) -> bool:
+    try:
+        return torch.broadcast_shapes(shape, other) == shape
+    except RuntimeError:
+        return False
+
+
 def _softmax_case(z: Tensor, ds: Tensor) -> _Case:
     s = torch.softmax(z, dim=-1)
-    rule = "dz = s * (ds - (ds * s).sum(dim=-1, keepdim=True))"
-    mistakes = [
-        Misconception("softmax gradient as s(1 − s) elementwise", "That is only the diagonal of the Jacobian "
-                      "diag(s) − s·sᵀ: every output depends on every logit through the shared denominator, so the "
-                      f"off-diagonal terms −s_i·s_j count too. Use {rule}.", value=ds * s * (1 - s)),
-        Misconception("sum over the whole tensor instead of each row", "The dot product ⟨ds, s⟩ belongs to one "
-                      f"softmax, i.e. one row: sum along the last dimension with keepdim=True. {rule}.",
-                      value=s * (ds - (ds * s).sum())),
-        Misconception("sum over the wrong axis", f"The softmax runs along the last dimension; so does its sum. {rule}.",
-                      value=s * (ds - (ds * s).sum(dim=0, keepdim=True))),
-        Misconception("sign error", f"Subtract the dot product from ds, not ds from it: {rule}.",
-                      value=s * ((ds * s).sum(dim=-1, keepdim=True) - ds)),
-    ]
+    symptoms = [SOFTMAX_ELEMENTWISE.looks_like(ds * s * (1 - s)),
+                SOFTMAX_REVERSED.looks_like(s * ((ds * s).sum(dim=-1, keepdim=True) - ds))]
+    if s.dim() > 1:  # in one vector the whole tensor, the last axis and the first axis are all the same row
+        symptoms += [SOFTMAX_WHOLE_SUM.looks_like(s * (ds - (ds * s).sum())),
+                     SOFTMAX_WRONG_AXIS.looks_like(s * (ds - (ds * s).sum(dim=0, keepdim=True)))]
+    if s.dim() > 1 and _broadcasts(s.shape, s.shape[:-1]):  # only then does a row sum without keepdim run at all
+        symptoms.append(SOFTMAX_NO_KEEPDIM.looks_like(s * (ds - (ds * s).sum(dim=-1))))
     return _make_case("softmax_backward", {"s": s, "ds": ds}, {"dz": "z"},
-                      lambda z: (torch.softmax(z, dim=-1) * ds).sum(), (z,), (mistakes,))
+                      lambda z: (torch.softmax(z, dim=-1) * ds).sum(), (z,), (symptoms,))
 
 
+@check
 def check_softmax_backward(softmax_backward, seed: int | None = None) -> None:
-    """Part B: for s = softmax(z, dim=-1), softmax_backward(s, ds) returns dz (vector, batch, and 3-D inputs)."""
+    """Part B: for s = softmax(z, dim=-1), softmax_backward(s, ds) returns dz (a vector, batches, 3-D stacks, and
+    square and cubic ones, where a row sum without keepdim broadcasts silently)."""
     __tracebackhide__ = True
     gen = _stream("softmax", seed)
     if seed is None:
-        shapes = [(5,), (3, 4), (2, 3, 5)]
+        shapes = [(5,), (3, 4), (2, 3, 5), (4, 4), (3, 3, 3)]
     else:
         n, c = _distinct(gen, 2, 2, 6)
-        shapes = [(c,), (n, c), (choice(gen, [2, 3]), n, c)]
+        shapes = [(c,), (n, c), (choice(gen, [2, 3]), n, c), (c, c), (n, n, n)]
     for shape in shapes:
-        _run(softmax_backward, _softmax_case(uniform(gen, shape), uniform(gen, shape, -1, 1)))
+        case = _softmax_case(uniform(gen, shape), uniform(gen, shape, -1, 1))
+        with trial():
+            _run(softmax_backward, case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -196,73 +288,94 @@ def check_softmax_backward(softmax_backward, seed: int | None = None) -> None:
 def _cross_entropy_case(logits: Tensor, targets: Tensor) -> _Case:
     n, c = logits.shape
     p, y = torch.softmax(logits, dim=-1), F.one_hot(targets, c).to(logits.dtype)
-    rule = "dlogits = (softmax(logits) - onehot(targets)) / N"
-    mistakes = [
-        Misconception("cross-entropy gradient missing the 1/batch", f"F.cross_entropy averages over the N = {n} "
-                      f"rows, so each row's p − y is divided by N: {rule}.", value=p - y),
-        Misconception("divided by the number of classes", f"The mean is over the N = {n} rows (the batch), not the "
-                      f"C = {c} classes: {rule}.", value=(p - y) / c),
-        Misconception("sign error", f"The gradient is p − y, not y − p: {rule}.", value=(y - p) / n),
-        Misconception("softmax over the batch axis", f"Each row is one example: softmax(logits, dim=-1). {rule}.",
-                      value=(torch.softmax(logits, dim=0) - y) / n),
-        Misconception("one-hot target not subtracted", f"The −log p of the target class contributes −1 there: {rule}.",
-                      value=p / n),
-    ]
+    symptoms = [CE_NOT_DIVIDED.looks_like(p - y), CE_BY_CLASSES.looks_like((p - y) / c),
+                CE_REVERSED.looks_like((y - p) / n), CE_BATCH_AXIS.looks_like((torch.softmax(logits, dim=0) - y) / n),
+                CE_NO_ONEHOT.looks_like(p / n)]
     return _make_case("softmax_cross_entropy_backward", {"logits": logits, "targets": targets}, {"dlogits": "logits"},
-                      lambda z: F.cross_entropy(z, targets), (logits,), (mistakes,))
+                      lambda z: F.cross_entropy(z, targets), (logits,), (symptoms,),
+                      note=f"N = {n} rows, C = {c} classes, targets {targets.tolist()}")
 
 
+def _narrow_one_hot(fn: Callable, case: _Case) -> bool:
+    """For a case whose labels leave the last class out: does the learner's function get it right once one label
+    is the last class? Then the failure came from sizing the one-hot by the labels present."""
+    logits, targets = case.args["logits"], case.args["targets"].clone()
+    targets[0] = logits.shape[-1] - 1
+    probe = _cross_entropy_case(logits, targets)
+    try:
+        _run(fn, probe)
+    except GradingFailure:
+        return False
+    return True
+
+
+def _ce_targets(gen: torch.Generator, n: int, c: int, without_last: bool) -> Tensor:
+    """Labels in [0, C); ``without_last``: the last class is absent and some label is not 0 (so the one-hot of a
+    learner who sized it by the labels is neither C wide nor 1 wide, which would broadcast)."""
+    if not without_last:
+        return torch.randint(c, (n,), generator=gen)
+    targets = torch.randint(c - 1, (n,), generator=gen)
+    targets[int(torch.randint(n, (), generator=gen))] = int(torch.randint(1, c - 1, (), generator=gen))
+    return targets
+
+
+@check
 def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, seed: int | None = None) -> None:
-    """Part C: the gradient of F.cross_entropy(logits, targets) (mean over the batch) with respect to the logits."""
+    """Part C: the gradient of F.cross_entropy(logits, targets) (mean over the batch) with respect to the logits,
+    by hand, including batches in which the last classes never occur."""
     __tracebackhide__ = True
     gen = _stream("cross_entropy", seed)
-    shapes = [(4, 3), (2, 5)] if seed is None else [tuple(_distinct(gen, 2)) for _ in range(2)]
-    for n, c in shapes:
-        targets = torch.randint(c, (n,), generator=gen)
-        _run(softmax_cross_entropy_backward, _cross_entropy_case(uniform(gen, (n, c)), targets))
+    shapes = [(4, 3), (2, 5), (5, 4)] if seed is None else [tuple(_distinct(gen, 2, 3, 7)) for _ in range(3)]
+    for index, (n, c) in enumerate(shapes):
+        case = _cross_entropy_case(uniform(gen, (n, c)), _ce_targets(gen, n, c, without_last=index > 0))
+        with trial():
+            try:
+                _run(softmax_cross_entropy_backward, case)
+            except GradingFailure as failure:
+                if failure.proven is not None or int(case.args["targets"].max()) == c - 1 \
+                        or not _narrow_one_hot(softmax_cross_entropy_backward, case):
+                    raise
+                labels = case.args["targets"].tolist()
+                raise GradingFailure(f"{failure.message}\n  the labels {labels} never use the last class, {c - 1}; "
+                                     f"with one label changed to {c - 1}, your function gets it right.",
+                                     suspects=(ONE_HOT_WIDTH,)) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part D: scaled dot-product attention
 
-def _attention_gradients(Q, K, V, dO, *, forward_scale: float, backward_scale: float, elementwise: bool = False):
+def _attention_gradients(Q, K, V, dO, *, forward_scale: float, backward_scale: float, softmax: str = "jacobian"):
     """(dQ, dK, dV) of a hand-written attention backward, with the knobs that reproduce the usual mistakes."""
     P = torch.softmax(Q @ K.T * forward_scale, dim=-1)
     dP = dO @ V.T
-    dS = P * (1 - P) * dP if elementwise else P * (dP - (dP * P).sum(dim=-1, keepdim=True))
+    dS = {"jacobian": lambda: P * (dP - (dP * P).sum(dim=-1, keepdim=True)),
+          "elementwise": lambda: P * (1 - P) * dP, "none": lambda: dP}[softmax]()
     return backward_scale * dS @ K, backward_scale * dS.T @ Q, P.T @ dO
 
 
 def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor) -> _Case:
     d = Q.shape[-1]
     tau = 1 / math.sqrt(d)
-    scale = "The scale in S = Q·Kᵀ/√d reappears in both dQ = dS·K/√d and dK = dSᵀ·Q/√d."
-    variants = [
-        ("missing 1/√d scale", f"Your dQ or dK is √d = {math.sqrt(d):g} times too large. " + scale,
-         dict(forward_scale=tau, backward_scale=1.0)),
-        ("missing 1/√d scale", "You left the scale out of the forward pass too, so P itself is wrong. " + scale,
-         dict(forward_scale=1.0, backward_scale=1.0)),
-        ("scaled by 1/d instead of 1/√d", f"Here d = {d} and √d = {math.sqrt(d):g}. " + scale,
-         dict(forward_scale=1 / d, backward_scale=1 / d)),
-        ("softmax gradient as s(1 − s) elementwise", "Each row of P is a softmax, so dS = P * (dP − rowsum(dP * P)); "
-         "P * (1 − P) * dP drops the off-diagonal terms of its Jacobian.",
-         dict(forward_scale=tau, backward_scale=tau, elementwise=True)),
-    ]
-    wrong = [(name, hint, _attention_gradients(Q, K, V, dO, **knobs)) for name, hint, knobs in variants]
-    mistakes = tuple([Misconception(name, hint, value=grads[i]) for name, hint, grads in wrong] for i in range(3))
+    variants = [(MISSING_SCALE, dict(forward_scale=tau, backward_scale=1.0)),
+                (MISSING_SCALE, dict(forward_scale=1.0, backward_scale=1.0)),
+                (SCALE_BY_D, dict(forward_scale=1 / d, backward_scale=1 / d)),
+                (SOFTMAX_ELEMENTWISE, dict(forward_scale=tau, backward_scale=tau, softmax="elementwise")),
+                (NO_SOFTMAX_BACKWARD, dict(forward_scale=tau, backward_scale=tau, softmax="none"))]
+    wrong = [(mistake, _attention_gradients(Q, K, V, dO, **knobs)) for mistake, knobs in variants]
+    symptoms = tuple([mistake.looks_like(grads[i]) for mistake, grads in wrong] for i in range(3))
     P = torch.softmax(Q @ K.T * tau, dim=-1)
-    mistakes[2].append(Misconception("transposed value gradient", "dV must have V's shape (m, e): dV = Pᵀ·dO.",
-                                     value=dO.T @ P))
+    symptoms[2].append(TRANSPOSED_DV.looks_like(dO.T @ P))
 
     def loss(Q, K, V):
         return (torch.softmax(Q @ K.T / math.sqrt(d), dim=-1) @ V * dO).sum()
 
     return _make_case("attention_backward", {"Q": Q, "K": K, "V": V, "dO": dO}, {"dQ": "Q", "dK": "K", "dV": "V"},
-                      loss, (Q, K, V), mistakes)
+                      loss, (Q, K, V), symptoms, note=f"d = {d}, √d = {math.sqrt(d):g}")
 
 
+@check
 def check_attention_backward(attention_backward, seed: int | None = None) -> None:
-    """Part D: for O = softmax(Q·Kᵀ/√d)·V, attention_backward(Q, K, V, dO) returns (dQ, dK, dV)."""
+    """Part D: for O = softmax(Q·Kᵀ/√d)·V, attention_backward(Q, K, V, dO) returns (dQ, dK, dV), by hand."""
     __tracebackhide__ = True
     gen = _stream("attention", seed)
     if seed is None:
@@ -272,16 +385,13 @@ def check_attention_backward(attention_backward, seed: int | None = None) -> Non
                  for _ in range(2)]
     for n, m, d, e in sizes:
         Q, K, V = uniform(gen, (n, d), -1, 1), uniform(gen, (m, d), -1, 1), uniform(gen, (m, e))
-        _run(attention_backward, _attention_case(Q, K, V, uniform(gen, (n, e), -1, 1)))
+        case = _attention_case(Q, K, V, uniform(gen, (n, e), -1, 1))
+        with trial():
+            _run(attention_backward, case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Part E: a custom torch.autograd.Function
-
-SAVE_HINT = ("In forward, call ctx.save_for_backward(...) with the tensors backward needs; in backward, read them "
-             "back with ctx.saved_tensors. Tensors kept as plain ctx attributes, in globals or on the class escape "
-             "autograd's bookkeeping (and two calls in flight overwrite each other's).")
-
 
 def _require_function_class(cls, name: str) -> None:
     __tracebackhide__ = True
@@ -313,24 +423,35 @@ def _require_saved_tensors(out: Tensor, cls, what: str) -> None:
     if not saved:
         stashed = [key for key, value in vars(node).items() if isinstance(value, Tensor)]
         where = f" (ctx.{stashed[0]} is a plain attribute, which save_for_backward does not see)" if stashed else ""
-        raise GradingFailure(f"{what}: {cls.__name__}.forward saved no tensor with ctx.save_for_backward{where}.\n"
-                             f"Likely misconception: forgot to save tensors for backward. {SAVE_HINT}")
+        raise proven_failure(f"{what}: {cls.__name__}.forward saved no tensor with ctx.save_for_backward{where}.",
+                             FORGOT_SAVE)
 
 
-def _sigmoid_grad(sigmoid_cls, x: Tensor, grad: Tensor, what: str, *, other: Tensor | None = None) -> Tensor:
-    """x.grad through the learner's Function for upstream ``grad``; ``other`` is a second call kept in flight."""
+def _sigmoid_grad(sigmoid_cls, x: Tensor, grad: Tensor, what: str, *, other: Tensor | None = None,
+                  symptoms: list[Symptom] = ()) -> Tensor:
+    """x.grad through the learner's Function for upstream ``grad``; ``other`` is a second call kept in flight.
+    The learner's forward and backward must not run autograd themselves."""
     __tracebackhide__ = True
     x = x.clone().requires_grad_(True)
-    out = call_learner(sigmoid_cls.apply, x, what=what)
-    expect_close(out, torch.sigmoid(x.detach()), what=what, source="expected", misconceptions=[
-        Misconception("sign inside the exponential", "σ(x) = 1 / (1 + exp(−x)).", value=torch.sigmoid(-x.detach()))])
+    out = call_learner(sigmoid_cls.apply, x, what=what, forbid=[Route.AUTOGRAD])
+    expect_close(out, torch.sigmoid(x.detach()), what=what, source="expected",
+                 symptoms=[SIGN_IN_EXP.looks_like(torch.sigmoid(-x.detach()))])
     _require_own_node(out, sigmoid_cls, what)
     _require_saved_tensors(out, sigmoid_cls, what)
     in_flight = None if other is None else call_learner(  # kept alive until y1's backward has run
-        sigmoid_cls.apply, other.clone().requires_grad_(True), what=f"{what}, second call")
-    (got,) = call_learner(torch.autograd.grad, out, x, grad, what=f"the backward of {what}")
+        sigmoid_cls.apply, other.clone().requires_grad_(True), what=f"{what}, second call", forbid=[Route.AUTOGRAD])
+    routes = Routes()
+    (got,) = call_learner(torch.autograd.grad, out, x, grad, what=f"the backward of {what}", routes=routes)
     del in_flight
+    if routes.backward_runs > 1:  # the check's own torch.autograd.grad is one run; more ran inside the backward
+        raise proven_failure(f"the backward of {what} ran autograd itself ({routes.backward_runs - 1} extra "
+                             "backward run(s)), which this part rules out.", AUTOGRAD)
     return got
+
+
+def _sigmoid_symptoms(x: Tensor, grad: Tensor) -> list[Symptom]:
+    s = torch.sigmoid(x)
+    return [SAVED_INPUT.looks_like(grad * x * (1 - x)), IGNORED_GRAD_OUTPUT.looks_like(s * (1 - s))]
 
 
 def _check_sigmoid_backward(sigmoid_cls, x: Tensor, grad: Tensor) -> None:
@@ -338,15 +459,9 @@ def _check_sigmoid_backward(sigmoid_cls, x: Tensor, grad: Tensor) -> None:
     what = f"Sigmoid.apply(x) for x of shape {_shape(x)}"
     got = _sigmoid_grad(sigmoid_cls, x, grad, what)
     loss = lambda t: (torch.sigmoid(t) * grad).sum()  # noqa: E731 - dL/dσ = grad
-    s = torch.sigmoid(x)
     expect_close(got, autograd_gradient(loss, x)[0], what=f"the gradient through {what} (upstream gradient g)",
                  fd=central_difference(loss, x)[0], extra=f"  inputs:             x = {fmt(x)}, g = {fmt(grad)}",
-                 misconceptions=[
-        Misconception("saved the input, used it as the output", "Your backward computed g·x·(1 − x): the tensor "
-                      "you saved is x, but σ'(x) = σ(x)·(1 − σ(x)) needs the output. Save the output s in forward "
-                      "(or compute σ(x) from the saved x in backward).", value=grad * x * (1 - x)),
-        Misconception("missing the upstream gradient", "backward returns grad_output · σ'(x), not σ'(x) alone.",
-                      value=s * (1 - s))])
+                 symptoms=_sigmoid_symptoms(x, grad))
 
 
 def _check_two_in_flight(sigmoid_cls, x1: Tensor, x2: Tensor, grad: Tensor) -> None:
@@ -358,26 +473,38 @@ def _check_two_in_flight(sigmoid_cls, x1: Tensor, x2: Tensor, grad: Tensor) -> N
     s2 = torch.sigmoid(x2)
     expect_close(got, autograd_gradient(loss, x1)[0], what=f"the gradient of y1 with respect to x1 ({what})",
                  fd=central_difference(loss, x1)[0],
-                 extra=f"  inputs:             x1 = {fmt(x1)}, x2 = {fmt(x2)}, g = {fmt(grad)}", misconceptions=[
-        Misconception("state kept outside ctx", "x1's gradient used the second call's output: the value backward "
-                      "needs was stored somewhere every call overwrites. " + SAVE_HINT, value=grad * s2 * (1 - s2))])
+                 extra=f"  inputs:             x1 = {fmt(x1)}, x2 = {fmt(x2)}, g = {fmt(grad)}",
+                 symptoms=[STATE_OUTSIDE_CTX.looks_like(grad * s2 * (1 - s2)), *_sigmoid_symptoms(x1, grad)])
 
 
-def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
-    """Part E: Sigmoid is a torch.autograd.Function whose own backward, from saved tensors, returns g·σ(x)(1 − σ(x))."""
+def _check_gradcheck_accepts(sigmoid_cls, x: Tensor) -> None:
     __tracebackhide__ = True
-    _require_function_class(sigmoid_cls, "Sigmoid")
-    gen = _stream("sigmoid", seed)
-    shapes = [(3, 4), (5,)] if seed is None else [choice(gen, [(2, 3), (4, 3), (6,), (2, 2, 3)]) for _ in range(2)]
-    for shape in shapes:
-        _check_sigmoid_backward(sigmoid_cls, uniform(gen, shape), uniform(gen, shape, -1, 1))
-    _check_two_in_flight(sigmoid_cls, *(uniform(gen, shapes[0]) for _ in range(2)), uniform(gen, shapes[0], -1, 1))
-    x = uniform(gen, shapes[0]).requires_grad_(True)
+    x = x.clone().requires_grad_(True)
     accepted = call_learner(torch.autograd.gradcheck, sigmoid_cls.apply, (x,), raise_exception=False,
                             what="torch.autograd.gradcheck(Sigmoid.apply, (x,)) in float64")
     if not accepted:
         raise GradingFailure(f"torch.autograd.gradcheck(Sigmoid.apply, (x,)) in float64 rejects your Function for "
                              f"x = {fmt(x)}: its backward disagrees with central differences.")
+
+
+@check
+def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
+    """Part E: Sigmoid is a torch.autograd.Function whose own backward, from saved tensors and without autograd,
+    returns g·σ(x)(1 − σ(x)), also with two calls in flight."""
+    __tracebackhide__ = True
+    _require_function_class(sigmoid_cls, "Sigmoid")
+    gen = _stream("sigmoid", seed)
+    shapes = [(3, 4), (5,)] if seed is None else [choice(gen, [(2, 3), (4, 3), (6,), (2, 2, 3)]) for _ in range(2)]
+    for shape in shapes:
+        x, grad = uniform(gen, shape), uniform(gen, shape, -1, 1)
+        with trial():
+            _check_sigmoid_backward(sigmoid_cls, x, grad)
+    for shape in shapes:
+        x1, x2, grad = uniform(gen, shape), uniform(gen, shape), uniform(gen, shape, -1, 1)
+        with trial():
+            _check_two_in_flight(sigmoid_cls, x1, x2, grad)
+    with trial():
+        _check_gradcheck_accepts(sigmoid_cls, uniform(gen, shapes[0]))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -401,8 +528,9 @@ def _sigmoid_function(factor: float = 1.0) -> type[torch.autograd.Function]:
     return Sigmoid
 
 
-def _linear_function(bias_reduction: str = "sum") -> type[torch.autograd.Function]:
-    """Y = X·W + b as a Function; bias_reduction="mean" plants the averaged bias gradient."""
+def _linear_function(bug: str = "", factor: float = 1.0) -> type[torch.autograd.Function]:
+    """Y = X·W + b as a Function, every gradient times ``factor``; ``bug`` plants a wrong dW ("transposed", for a
+    square W) or db ("averaged")."""
 
     class Linear(torch.autograd.Function):
         @staticmethod
@@ -413,7 +541,9 @@ def _linear_function(bias_reduction: str = "sum") -> type[torch.autograd.Functio
         @staticmethod
         def backward(ctx, dY):
             X, W = ctx.saved_tensors
-            return dY @ W.T, X.T @ dY, getattr(dY, bias_reduction)(dim=0)
+            dW = dY.T @ X if bug == "transposed" else X.T @ dY
+            db = dY.mean(dim=0) if bug == "averaged" else dY.sum(dim=0)
+            return factor * (dY @ W.T), factor * dW, factor * db
 
     return Linear
 
@@ -424,9 +554,12 @@ class _Verdict:
     function: Callable              # a Function's apply
     inputs: tuple[Tensor, ...]
     correct: bool                   # does its backward agree with its forward?
+    error: str = ""                 # a wrong backward: "small" (a fraction of a percent) or "later input"
 
 
 def _verdict_cases(seed: int | None) -> list[_Verdict]:
+    """Correct Functions in float32 (twice) and float64; wrong ones by a small factor (twice), and wrong only in the
+    gradient of a later input (twice): every way of answering wrongly shows in two cases."""
     gen = _stream("gradcheck", seed)
     n, d_in, d_out = (4, 3, 2) if seed is None else _distinct(gen, 3)
     x_shape = (3, 4) if seed is None else choice(gen, [(2, 3), (5,), (3, 2)])
@@ -434,45 +567,39 @@ def _verdict_cases(seed: int | None) -> list[_Verdict]:
     # Magnitudes in [0.5, 2]: values whose float32 rounding is coarse, so a float32 gradcheck always shows it.
     signed = lambda shape: uniform(gen, shape, 0.5, 2.0) * torch.where(  # noqa: E731
         torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).double()
-    linear = lambda: tuple(signed(s).float() for s in ((n, d_in), (d_in, d_out), (d_out,)))  # noqa: E731
-    sigmoid_dtype = torch.float64 if seed is None else choice(gen, [torch.float32, torch.float64])
+    linear = lambda d_out=d_out: tuple(signed(s).float() for s in ((n, d_in), (d_in, d_out), (d_out,)))  # noqa: E731
+    small_dtype = torch.float64 if seed is None else choice(gen, [torch.float32, torch.float64])
+    how = f"{abs(factor - 1):.1%} too {'large' if factor > 1 else 'small'}"
     return [
         _Verdict("a sigmoid Function with a correct backward", _sigmoid_function().apply,
-                 (signed(x_shape).to(sigmoid_dtype),), True),
+                 (signed(x_shape).float(),), True),
         _Verdict("a linear Function (Y = X·W + b) with a correct backward", _linear_function().apply, linear(), True),
-        _Verdict(f"a sigmoid Function whose backward is {abs(factor - 1):.1%} too {'large' if factor > 1 else 'small'}",
-                 _sigmoid_function(factor).apply, (signed(x_shape),), False),
+        _Verdict("a sigmoid Function with a correct backward", _sigmoid_function().apply,
+                 (signed(x_shape),), True),
+        _Verdict(f"a sigmoid Function whose backward is {how}", _sigmoid_function(factor).apply,
+                 (signed(x_shape).to(small_dtype),), False, "small"),
+        _Verdict(f"a linear Function whose every gradient is {how}", _linear_function(factor=factor).apply,
+                 linear(), False, "small"),
         _Verdict("a linear Function whose bias gradient is averaged over the batch instead of summed",
-                 _linear_function("mean").apply, linear(), False),
+                 _linear_function("averaged").apply, linear(), False, "later input"),
+        _Verdict("a linear Function (square W) whose weight gradient is transposed",
+                 _linear_function("transposed").apply, linear(d_in), False, "later input"),
     ]
 
 
 def _float32_gradcheck_rejects(case: _Verdict) -> bool:
-    leaves = tuple(t.clone().requires_grad_(True) for t in case.inputs)
+    leaves = tuple(t.detach().clone().requires_grad_(True) for t in case.inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return not torch.autograd.gradcheck(case.function, leaves, raise_exception=False)
 
 
-def _verdict_hint(case: _Verdict, verdict, error: str = "") -> str:
-    """The named mistake behind a wrong verdict (``verdict`` is None when the learner's code raised ``error``)."""
-    float32 = any(t.dtype == torch.float32 for t in case.inputs)
-    if "requires_grad" in error:
-        return ("Likely misconception: inputs that do not require grad. gradcheck differentiates with respect to the "
-                "inputs that require grad, so make the float64 copies with .requires_grad_(True).")
-    if case.correct and float32 and _float32_gradcheck_rejects(case):
-        return ("Likely misconception: gradcheck in float32. This backward is right, but in float32 the central "
-                "differences gradcheck compares it with are mostly rounding noise (about 7 significant digits, "
-                "a step of 1e-6). Make float64 copies of the inputs that require grad: "
-                "x.detach().to(torch.float64).requires_grad_(True).")
-    if not case.correct and verdict is True:
-        return ("Likely misconception: a check that cannot say no (loosened tolerances). With its default "
-                "tolerances in float64, gradcheck rejects this backward; loosen them (or ignore its verdict) and "
-                "bugs of this size slip through. Keep the defaults and use float64 instead.")
-    if verdict is None and not case.correct:
-        return ("Likely misconception: gradcheck's exception not turned into a verdict. By default gradcheck raises "
-                "GradcheckError on a mismatch; pass raise_exception=False so that it returns False.")
-    return ""
+def _verdict_suspects(case: _Verdict, verdict: bool) -> tuple[Misconception, ...]:
+    """The known mistakes that give ``verdict`` (the wrong one) on this case."""
+    if case.correct:
+        float32 = any(t.dtype == torch.float32 for t in case.inputs)
+        return (FLOAT32_GRADCHECK,) if float32 and _float32_gradcheck_rejects(case) else ()
+    return {"small": (LOOSENED,), "later input": (SOME_INPUTS,)}.get(case.error, ())
 
 
 def _check_verdict(passes_gradcheck, case: _Verdict) -> None:
@@ -480,22 +607,35 @@ def _check_verdict(passes_gradcheck, case: _Verdict) -> None:
     names = ["x"] if len(case.inputs) == 1 else ["X", "W", "b"]
     shapes = ", ".join(f"{key} {_shape(t)} {str(t.dtype).replace('torch.', '')}" for key, t in zip(names, case.inputs))
     what = f"passes_gradcheck(function, {', '.join(names)}) for {case.label}, with {shapes}"
+    raised: list[BaseException] = []
+
+    def verdict_of(function, *inputs):
+        try:
+            return passes_gradcheck(function, *inputs)
+        except GradcheckError as error:  # noted, then handled by call_learner as any other exception
+            raised.append(error)
+            raise
+
     try:
-        verdict = call_learner(passes_gradcheck, case.function, *(t.clone() for t in case.inputs), what=what)
+        verdict = call_learner(verdict_of, case.function, *case.inputs, what=what)
     except GradingFailure as failure:  # gradcheck's own message goes on to print whole Jacobians: keep its first line
-        first, *rest = str(failure).splitlines()
-        lines = [first + (" ..." if rest else ""), f"Expected it to return {case.correct}.",
-                 _verdict_hint(case, None, str(failure))]
-        raise GradingFailure("\n".join(filter(None, lines))) from None
-    if not isinstance(verdict, bool):
+        if failure.proven is not None:
+            raise
+        first, *rest = failure.message.splitlines()
+        message = f"{first}{' ...' if rest else ''}\nExpected it to return {case.correct}."
+        raise GradingFailure(message, suspects=(NOT_A_VERDICT,) if raised and not case.correct else ()) from None
+    if type(verdict) is not bool:
         raise GradingFailure(f"{what} returned {verdict!r:.80}; expected a bool (True or False), gradcheck's verdict.")
     if verdict != case.correct:
-        raise GradingFailure("\n".join(filter(None, [f"{what} returned {verdict}; expected {case.correct}.",
-                                                     _verdict_hint(case, verdict)])))
+        raise GradingFailure(f"{what} returned {verdict}; expected {case.correct}.",
+                             suspects=_verdict_suspects(case, verdict))
 
 
+@check
 def check_passes_gradcheck(passes_gradcheck, seed: int | None = None) -> None:
-    """Part F: passes_gradcheck(function, *inputs) says True for a right backward and False for a wrong one."""
+    """Part F: passes_gradcheck(function, *inputs) says True for a right backward and False for a wrong one, never
+    raises, and leaves the caller's tensors as they were."""
     __tracebackhide__ = True
     for case in _verdict_cases(seed):
-        _check_verdict(passes_gradcheck, case)
+        with trial():
+            _check_verdict(passes_gradcheck, case)
