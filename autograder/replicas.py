@@ -94,8 +94,10 @@ class World:
 
 
 def run_rank(problem: Problem, attach: Attach, rank: int, collective: ToyAllReduce, world: World,
-             reaches_backward: bool = True) -> None:
-    """One rank's step: a replica, its hooks, forward on its shard and (unless it never gets there) backward."""
+             reaches_backward: bool = True, micro_batches: int = 1) -> None:
+    """One rank's step: a replica, its hooks, then forward and (unless it never gets there) backward on its shard,
+    split into ``micro_batches`` equal parts whose gradients accumulate in .grad (each loss divided by their number,
+    so that the sum is the gradient of the shard's mean loss)."""
     params = problem.fresh_params()
     world.replicas[rank] = params
 
@@ -104,24 +106,29 @@ def run_rank(problem: Problem, attach: Attach, rank: int, collective: ToyAllRedu
 
     attach(params, rank, collective, note)
     shard = len(problem.inputs) // collective.world_size
-    loss = problem.loss(params, slice(shard * rank, shard * (rank + 1)))
+    size = shard // micro_batches
+    starts = range(shard * rank, shard * (rank + 1), size)
+    losses = [problem.loss(params, slice(start, start + size)) / micro_batches for start in starts]
     if not reaches_backward:  # it crashed, its data ran out a step early, a rank-dependent `if` skipped the step
         note("never calls backward")
         return
-    note("backward starts")
-    try:
-        loss.backward()
-        note("backward done")
-    except threading.BrokenBarrierError:
-        note("gave up waiting (BrokenBarrierError)")
+    for loss in losses:
+        note("backward starts")
+        try:
+            loss.backward()
+            note("backward done")
+        except threading.BrokenBarrierError:
+            note("gave up waiting (BrokenBarrierError)")
+            return
 
 
-def run_world(attach: Attach, reaches_backward: list[bool], timeout: float = 0.3,
-              problem: Problem | None = None) -> World:
+def run_world(attach: Attach, reaches_backward: list[bool], timeout: float = 0.3, problem: Problem | None = None,
+              micro_batches: int = 1) -> World:
     """One data-parallel step, one thread per rank; ``reaches_backward[r]`` says whether rank r calls backward."""
     problem = problem or Problem.make()
     collective, world = ToyAllReduce(len(reaches_backward), timeout), World()
-    threads = [threading.Thread(target=run_rank, args=(problem, attach, rank, collective, world, reaches))
+    threads = [threading.Thread(target=run_rank, args=(problem, attach, rank, collective, world, reaches,
+                                                       micro_batches))
                for rank, reaches in enumerate(reaches_backward)]
     for thread in threads:
         thread.start()

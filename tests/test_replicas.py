@@ -41,6 +41,13 @@ def test_a_healthy_step_leaves_the_large_batch_gradient_on_every_rank(attach, ra
         assert all(torch.equal(world.replicas[r][name].grad, world.replicas[0][name].grad) for r in range(ranks))
 
 
+def test_micro_batches_accumulate_and_pay_one_all_reduce_each():
+    world = replicas.run_world(post_accumulate_sync, [True, True], micro_batches=2)
+    for name, expected in replicas.Problem.make().gradient().items():
+        torch.testing.assert_close(world.replicas[0][name].grad, expected, rtol=1e-12, atol=1e-14)
+    assert world.events(0).count("W1: enter all-reduce") == 2 and world.events(0).count("backward done") == 2
+
+
 def test_the_last_layer_is_synchronised_first_while_backward_goes_on():
     world = replicas.run_world(post_accumulate_sync, [True, True])
     expected = ["backward starts", "W2: enter all-reduce", "W2: all-reduce done", "W1: enter all-reduce",
