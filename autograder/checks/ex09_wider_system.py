@@ -62,16 +62,17 @@ CLIP = 1.0  # global-norm clipping of the "clipped" exploding runs (the logged g
 VARIANTS = {
     "missing zero_grad": ("",),
     "vanishing gradients": ("",),
-    "exploding gradients": ("diverges", "clipped"),  # clipped: the loss stays finite, the gradients do not shrink
+    # clipped: the loss stays finite, the per-layer profile does not; shallow: three layers, a huge init, clipped
+    "exploding gradients": ("diverges", "clipped", "shallow"),
     "broadcasting bug": ("",),
     "in-place on a leaf": ("clamps the weights", "updates outside no_grad"),
     "healthy": ("", "noisy"),  # noisy: smaller mini-batches, so the loss wiggles more
 }
 #: The runs a test of diagnose trains, in this order (visible) or shuffled (hidden): every mode and variant, each
-#: mistake in at least two runs (two clipped exploding runs, so that waiting for inf/nan shows twice).
+#: mistake in at least two runs (two exploding runs with a finite loss, so that waiting for inf/nan shows twice).
 KINDS = (("missing zero_grad", ""), ("missing zero_grad", ""), ("vanishing gradients", ""),
          ("vanishing gradients", ""), ("exploding gradients", "diverges"), ("exploding gradients", "clipped"),
-         ("exploding gradients", "clipped"), ("broadcasting bug", ""), ("broadcasting bug", ""),
+         ("exploding gradients", "shallow"), ("broadcasting bug", ""), ("broadcasting bug", ""),
          ("in-place on a leaf", "clamps the weights"), ("in-place on a leaf", "updates outside no_grad"),
          ("healthy", ""), ("healthy", "noisy"))
 
@@ -103,6 +104,10 @@ def _run_for(mode: str, variant: str, gen: torch.Generator) -> Run:
         gain = _between(gen, 0.25, 0.4)
         return Run((d, *[width] * randint(gen, 12, 16), 1), nn.Tanh, gain, gain, _between(gen, 0.05, 0.1), BATCH,
                    clamp_at)
+    if mode == "exploding gradients" and variant == "shallow":  # first over last is the product of two big layers
+        width = randint(gen, 6, 12)
+        gain = _between(gen, 100.0, 160.0)
+        return Run((d, width, width, 1), None, gain, gain, _between(gen, 0.01, 0.05), BATCH, clamp_at)
     if mode == "exploding gradients":
         width = randint(gen, 6, 12)
         gain = _between(gen, 3.0, 4.0)
@@ -189,7 +194,7 @@ def _train(mode: str, variant: str, gen: torch.Generator) -> dict:
         trace["grad_norm"].append(grad_norm)
         with torch.no_grad():
             trace["val_loss"].append(F.mse_loss(model(x_val), y_val).item())
-        scale = min(1.0, CLIP / (grad_norm + 1e-6)) if variant == "clipped" else 1.0
+        scale = min(1.0, CLIP / (grad_norm + 1e-6)) if variant in ("clipped", "shallow") else 1.0
         try:
             _sgd_step(model, run.lr * scale, mode, variant, step == run.clamp_at)
         except RuntimeError as error:
@@ -240,27 +245,44 @@ def _wiggles(trace: dict) -> bool:
     return bounce(trace)[0] <= 2.0 and any(b > 1.05 * a for a, b in zip(loss, loss[1:]))
 
 
-def _val_over_baseline(trace: dict) -> float:
-    return trace["val_loss"][-1] / trace["baseline_loss"]
+def _val_over_baseline(trace: dict, last: int = 3) -> tuple[float, float]:
+    """The lowest and highest val_loss / baseline_loss over the last ``last`` steps."""
+    ratios = [v / trace["baseline_loss"] for v in trace["val_loss"][-last:]]
+    return min(ratios), max(ratios)
+
+
+def _near_baseline(trace: dict) -> bool:
+    return _val_over_baseline(trace)[0] >= 0.8
+
+
+def _far_below_baseline(trace: dict) -> bool:
+    return _val_over_baseline(trace)[1] <= 0.25
+
+
+def _exploding(trace: dict) -> bool:
+    return depth_ratio(trace) >= 1e4 and trace["raised"] is None
 
 
 #: What every trace of a mode (and variant) shows, with margins around the thresholds of the reference solution
-#: (depth ratio 1e±3, bounce 3, held-out loss half the baseline). A draw without it is trained again.
+#: (depth ratio 1e±3, bounce 3, held-out loss half the baseline over the last steps). A draw without it is trained
+#: again.
 FINGERPRINTS: dict[tuple[str, str], Callable[[dict], bool]] = {
-    ("missing zero_grad", ""): lambda t: _ordinary(t) and bounce(t)[0] >= 4.0 and bounce(t)[1] <= 0.5,
+    ("missing zero_grad", ""): lambda t: _ordinary(t) and bounce(t)[0] >= 4.5 and bounce(t)[1] <= 0.5,
     ("vanishing gradients", ""): lambda t: _finite(t) and t["raised"] is None and depth_ratio(t) <= 1e-4
-    and _wiggles(t) and _val_over_baseline(t) >= 0.8,
-    ("exploding gradients", "diverges"): lambda t: depth_ratio(t) >= 1e4 and t["raised"] is None
-    and not all(math.isfinite(v) for v in t["loss"]),
-    ("exploding gradients", "clipped"): lambda t: depth_ratio(t) >= 1e4 and t["raised"] is None and _finite(t),
-    ("broadcasting bug", ""): lambda t: _ordinary(t) and _wiggles(t) and _val_over_baseline(t) >= 0.8,
+    and _wiggles(t) and _near_baseline(t),
+    ("exploding gradients", "diverges"): lambda t: _exploding(t) and not all(math.isfinite(v) for v in t["loss"]),
+    ("exploding gradients", "clipped"): lambda t: _exploding(t) and _finite(t),
+    # the second layer over the last, or the first over the second-to-last, stays far from "exploding"
+    ("exploding gradients", "shallow"): lambda t: _exploding(t) and _finite(t)
+    and max(t["layer_grad_norms"][1] / t["layer_grad_norms"][-1],
+            t["layer_grad_norms"][0] / t["layer_grad_norms"][-2]) <= 1e3,
+    ("broadcasting bug", ""): lambda t: _ordinary(t) and _wiggles(t) and _near_baseline(t),
     ("in-place on a leaf", "clamps the weights"): lambda t: "leaf Variable" in (t["raised"] or "")
     and len(t["loss"]) > 5,
     ("in-place on a leaf", "updates outside no_grad"): lambda t: "leaf Variable" in (t["raised"] or "")
     and len(t["loss"]) == 1,
-    ("healthy", ""): lambda t: _ordinary(t) and _wiggles(t) and _val_over_baseline(t) <= 0.25,
-    ("healthy", "noisy"): lambda t: _ordinary(t) and _wiggles(t) and bounce(t)[0] >= 1.6
-    and _val_over_baseline(t) <= 0.25,
+    ("healthy", ""): lambda t: _ordinary(t) and _wiggles(t) and _far_below_baseline(t),
+    ("healthy", "noisy"): lambda t: _ordinary(t) and _wiggles(t) and bounce(t)[0] >= 1.6 and _far_below_baseline(t),
 }
 ATTEMPTS = 60
 
@@ -371,7 +393,7 @@ def _misread(mode: str, variant: str, got: str) -> Misconception | None:
         return IGNORED_EXCEPTION
     if {mode, got} == {"vanishing gradients", "exploding gradients"}:
         return SWAPPED
-    if mode == "exploding gradients" and variant == "clipped":
+    if mode == "exploding gradients" and variant in ("clipped", "shallow"):
         return WAITED_FOR_NAN
     if mode == "missing zero_grad":
         return ACCUMULATION_AS_EXPLOSION if got == "exploding gradients" else MISSED_BOUNCE
