@@ -47,14 +47,14 @@ def make_course(root: Path) -> Path:
     return root
 
 
-def grade_command(root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, "--jobs", "2", "--timeout", str(TIMEOUT),
+def grade_command(root: Path, *extra: str, jobs: int = 2) -> list[str]:
+    return [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, "--jobs", str(jobs), "--timeout", str(TIMEOUT),
             "--memory-mb", "512", "--course", str(root), "--quiet", *extra]
 
 
 def run_grade(root: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(grade_command(root, *extra), cwd=root, env=course.tool_environment(), capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(grade_command(root, *extra, jobs=1), cwd=root, env=course.tool_environment(),
+                          capture_output=True, text=True, timeout=900)
 
 
 def outcomes(root: Path) -> dict[str, dict]:

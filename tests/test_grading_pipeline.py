@@ -51,7 +51,8 @@ def graded_class(released_course):
             root = released_course(assignment)
             shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
             write_class(root, assignment)
-            command = [sys.executable, "-m", "autograder", "grade", assignment, "--jobs", "2", "--quiet",
+            # one worker: pytest-xdist already grades two assignments at once on two cores (a worker costs a boot)
+            command = [sys.executable, "-m", "autograder", "grade", assignment, "--jobs", "1", "--quiet",
                        "--course", str(root), *grader_sandbox_flags()]
             run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
             assert run.returncode == 0, f"grading {assignment} failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"

@@ -7,8 +7,11 @@ tests/test_grade_command.py proves the whole command; these are two properties e
 from __future__ import annotations
 
 import math
+import os
 import re
+import signal
 import sys
+import time
 
 import nbformat
 import pytest
@@ -85,3 +88,30 @@ def test_restore_puts_back_what_a_submission_patched():
         torch.all, torch.Tensor.__le__, math.isclose, sys.modules["autograder.checking"] = original
         vars(torch.Tensor).get("__eq__") and delattr(torch.Tensor, "__eq__")
         checking.expect_close = expect_close
+
+
+def test_a_worker_that_dies_is_replaced_and_its_job_says_so(tmp_path):
+    """The server under a running notebook is killed from outside: that notebook ends with a worker stop, the slot
+    gets a fresh worker, and the next notebook runs there."""
+    import threading
+
+    from autograder.grading.protocol import CellStatus, StopKind
+
+    cells = [{"index": 0, "source": "import time\ntime.sleep(60)", "instructor": False},
+             {"index": 1, "source": "print('never')", "instructor": True}]
+    after = [{"index": 0, "source": "print('fresh')", "instructor": False}]
+    with Executor(Settings(timeout=120, sandboxed=not grader_sandbox_flags()), jobs=1) as executor:
+        def kill_when_running():
+            while not (executor.workers[0].running and executor.workers[0].ready):
+                time.sleep(0.2)
+            time.sleep(1.0)
+            os.killpg(executor.workers[0].process.pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_when_running, daemon=True).start()
+        results = dict((job.key[0], run) for job, run in executor.run(
+            [Job(("dies", "nb"), cells, [tmp_path]), Job(("after", "nb"), after, [tmp_path])]))
+        assert executor.restarts == 1
+    dies, fresh = results["dies"], results["after"]
+    assert dies.stop.kind is StopKind.WORKER
+    assert [dies.cells[i].status for i in (0, 1)] == [CellStatus.STOPPED, CellStatus.NOT_RUN]
+    assert fresh.stop is None and fresh.cells[0].outputs[0]["text"] == "fresh\n"

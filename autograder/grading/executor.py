@@ -1,9 +1,9 @@
 """Run many notebooks at once: one worker server per slot, each alone in its sandbox, one forked child per notebook.
 
 A :class:`Worker` is a server process (:mod:`autograder.grading.server`) started in bubblewrap
-(:mod:`autograder.grading.sandbox`), or directly with ``sandbox=None`` (``--no-sandbox``), with a workspace folder
-of its own. It imports torch once and forks a child per notebook in milliseconds, where a new Jupyter kernel costs
-seconds, and every submission still gets a process of its own.
+(:mod:`autograder.grading.sandbox`), or directly (``Settings(sandboxed=False)``: ``--no-sandbox``), with a
+workspace folder of its own. It imports torch once and forks a child per notebook in milliseconds, where a new
+Jupyter kernel costs seconds, and every submission still gets a process of its own.
 
 :class:`Executor` hands out jobs and never trusts a child: it reads the child's messages
 (:mod:`autograder.grading.protocol`) from a pipe without blocking, checks that each is the next cell's, and enforces
@@ -276,6 +276,7 @@ class Executor:
         as_root = os.geteuid() == 0 and settings.sandboxed
         self.uids = sandbox.free_ids(self.jobs) if as_root else [None] * self.jobs
         self.workers: list[Worker] = []
+        self.ended: list[tuple[Job, NotebookRun]] = []  # jobs of workers that failed, not yet yielded
         self.restarts = 0
         self.created = time.perf_counter()
         self.ready_after = 0.0  # seconds from creation until the last worker was ready
@@ -338,6 +339,8 @@ class Executor:
                     done = self._check(worker, selector)
                     if done is not None:
                         yield done
+                while self.ended:
+                    yield self.ended.pop(0)
         finally:
             selector.close()
 
@@ -423,7 +426,7 @@ class Executor:
                                     f"{self.settings.timeout + self.settings.grace:g} s after it started and did "
                                     "not stop when interrupted"))
         elif state.kill_sent_at is not None and now > state.kill_sent_at + 10 and state.exited is None:
-            return self._replace(worker, selector, Stop(StopKind.WORKER, "the grader's worker did not stop the "
+            self._replace(worker, selector, Stop(StopKind.WORKER, "the grader's worker did not stop the "
                                                                          "process"))
         if state.exited is None or state.pipe_open:
             return None
@@ -431,8 +434,9 @@ class Executor:
         worker.clean()
         return state.job, state.result()
 
-    def _replace(self, worker: Worker, selector, why: Stop) -> tuple[Job, NotebookRun] | None:
-        """Stop a failed worker and start another in its slot; the job it was running ends with ``why``."""
+    def _replace(self, worker: Worker, selector, why: Stop) -> None:
+        """Stop a failed worker and start another in its slot; the job it was running ends with ``why`` (it is
+        yielded with the next finished jobs)."""
         state = worker.running
         try:
             selector.unregister(worker.channel)
@@ -444,7 +448,6 @@ class Executor:
         worker.restart(self.warmup)
         self.restarts += 1
         selector.register(worker.channel, selectors.EVENT_READ, ("control", worker))
-        if state is None:
-            return None
-        state.killed_for = state.killed_for or why
-        return state.job, state.result()
+        if state is not None:
+            state.killed_for = state.killed_for or why
+            self.ended.append((state.job, state.result()))
