@@ -187,3 +187,24 @@ def test_the_grade_command_refuses_without_bubblewrap_and_grades_with_no_sandbox
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert "WITHOUT THE SANDBOX" in graded.stdout and "1 graded" in graded.stdout
     assert "Graded without the sandbox" in (root / "grading" / "01-chain-rule" / "report.md").read_text()
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no system Python at /usr/bin/python3")
+def test_the_systems_own_python_works_in_the_sandbox_too(place):
+    """The view follows whichever Python runs the grader: here Debian's, whose prefix is /usr (this suite's own runs
+    from a pyenv under /root, a private folder)."""
+    require_sandbox()
+    script = f"""
+import os, sys
+from pathlib import Path
+from autograder.grading import executor, sandbox
+uid = sandbox.free_ids(1)[0] if os.geteuid() == 0 else os.getuid()
+view = sandbox.build_view(Path({str(place / 'workspace')!r}), [Path({str(place / 'course')!r})],
+                          Path({str(place / 'etc')!r}), uid, uid)
+assert Path("/usr") in view.read_only, view.read_only
+sandbox.probe(view, executor.server_environment(sandbox.WORKSPACE), uid if os.geteuid() == 0 else None)
+print("system python ok", sys.prefix)
+"""
+    done = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(course.ROOT)})
+    assert "system python ok /usr" in done.stdout, done.stdout + done.stderr
