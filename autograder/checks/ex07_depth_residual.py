@@ -41,20 +41,36 @@ NOT_A_FLOAT = Misconception(
 
 ADDED_LOCALS = Misconception(
     "added the local derivatives instead of multiplying them",
-    "Along one route the chain rule multiplies: through n identical layers the ratio is (local derivative)**n.")
+    "Along one route the chain rule multiplies the local derivatives: the ratio is their product (so its logarithm "
+    "is the sum of their logarithms), not their sum.")
 OFF_BY_ONE = Misconception(
-    "one layer too many or too few", "There is exactly one factor per layer: depth factors, no more, no fewer.")
+    "one layer too many or too few", "There is exactly one local derivative per layer: one factor per entry of "
+    "slopes, no more, no fewer.")
 RESIDUAL_F_PRIME = Misconception(
     "residual derivative F′ instead of 1 + F′",
     "A residual layer y = x + F(x) has local derivative 1 + F'(x): the identity route passes the upstream gradient "
     "on unscaled and the branch adds F'(x) times it. Multiply the factors (1 + F'), not the F' alone.")
-IDENTITY_ONCE = Misconception(
-    "identity added once instead of in every layer",
-    "Every residual layer has its own identity route, so the 1 appears in each factor: (1 + c)**depth, "
-    "not 1 + c**depth.")
 RESIDUAL_FOR_PLAIN = Misconception(
     "residual formula for a plain chain",
-    "A plain layer h <- c·h has local derivative c; only a residual layer adds the 1.")
+    "A plain layer h_k = F_k(h_(k-1)) has local derivative F_k' alone; only a residual layer adds the 1.")
+NATURAL_LOG = Misconception(
+    "natural logarithm instead of log10",
+    "The part asks for the base-10 logarithm (orders of magnitude): math.log10 or torch.log10, or a natural log "
+    "divided by ln 10.")
+OUT_OF_RANGE = Misconception(
+    "the product formed before its logarithm",
+    "Through hundreds of layers the product of the local derivatives leaves float64's range (about 1e-308 to "
+    "1.8e308): it becomes 0 or inf before its logarithm is taken. The logarithm of a product is the sum of the "
+    "logarithms: add log10|local derivative| layer by layer and never multiply first.")
+NO_ABS = Misconception(
+    "logarithm of a negative number",
+    "Local derivatives can be negative, and so can their product; the size of the ratio is its absolute value: add "
+    "the log10 of the absolute values.")
+MEAN_TO_THE_N = Misconception(
+    "the mean local derivative to the n-th power",
+    "A product of scattered numbers is not the n-th power of their mean (for zero-mean branch derivatives the plain "
+    "chain's mean is near 0 and the residual chain's near 1, and neither product is close to that): use every "
+    "layer's own local derivative.")
 AT_INPUT = Misconception(
     "branch derivatives taken at the chain's input",
     "Each block's F_k' must be evaluated at that block's own input h_(k-1), which changes from block to block: run "
@@ -63,12 +79,27 @@ MISSING_INNER = Misconception(
     "missing the inner derivative w_k",
     "d/dh tanh(w·h) = w·(1 - tanh²(w·h)): the chain rule also multiplies by the derivative of w·h.")
 
+#: log10 of float64's range, with a margin: a ratio whose log10 lies outside cannot be formed as a float64 product.
+FLOAT64_LOG10_RANGE = (-300.0, 300.0)
 
-def scalar_chain(x: torch.Tensor, c: float, depth: int, residual: bool) -> torch.Tensor:
-    """``depth`` layers x <- c·x (plain) or x <- x + c·x (residual), run by autograd."""
-    for _ in range(depth):
-        x = x + c * x if residual else c * x
-    return x
+
+def linear_chain(h: torch.Tensor, slopes: list[float], residual: bool) -> torch.Tensor:
+    """Layers whose branch is F_k(h) = s_k·h, so that F_k' = s_k: h <- s_k·h (plain) or h <- h + s_k·h (residual)."""
+    for slope in slopes:
+        h = h + slope * h if residual else slope * h
+    return h
+
+
+def chain_log10_ratio(slopes: torch.Tensor, residual: bool) -> tuple[float, float]:
+    """log10 |d h_n / d h_0| of the chain, by autograd and by central differences on the actual layers, taken in
+    pieces of 50 layers that float64 holds (each piece is linear in h, so its derivative is one number)."""
+    by_autograd = by_fd = 0.0
+    for piece in slopes.split(50):
+        layers = piece.tolist()
+        f = lambda h, layers=layers: linear_chain(h, layers, residual)  # noqa: E731
+        by_autograd += math.log10(abs(float(autograd_gradient(f, 1.0)[0])))
+        by_fd += math.log10(abs(float(central_difference(f, 1.0)[0])))
+    return by_autograd, by_fd
 
 
 def residual_tanh_chain(x: torch.Tensor, weights: list[float]) -> torch.Tensor:
@@ -97,38 +128,109 @@ def _expect_gradient(received: float, f: Callable, x: float, *, what: str, sympt
     __tracebackhide__ = True
     (grad,) = autograd_gradient(f, x)
     (fd,) = central_difference(f, x)
-    # Relative error only: the values run from 1e-100 to 1e16, where any absolute tolerance is meaningless.
     expect_close(received, grad, what=what, fd=fd, rtol=1e-6, atol=0.0, symptoms=symptoms)
 
 
-def _chain_symptoms(c: float, depth: int, residual: bool) -> list:
-    local = 1 + c if residual else c
-    symptoms = [ADDED_LOCALS.looks_like(depth * local),
-                OFF_BY_ONE.when(lambda got: any(math.isclose(float(got), local ** n, rel_tol=1e-6)
-                                                for n in (depth - 1, depth + 1)))]
-    if residual:
-        return [RESIDUAL_F_PRIME.looks_like(c ** depth), IDENTITY_ONCE.looks_like(1 + c ** depth), *symptoms]
-    return [RESIDUAL_FOR_PLAIN.looks_like((1 + c) ** depth), *symptoms]
+def _log10_abs(values: torch.Tensor) -> float:
+    return float(values.abs().log10().sum())
+
+
+def _ratio_symptoms(slopes: torch.Tensor, residual: bool) -> list:
+    local = 1 + slopes if residual else slopes
+    other = slopes if residual else 1 + slopes
+    n = len(slopes)
+    return [(RESIDUAL_F_PRIME if residual else RESIDUAL_FOR_PLAIN).looks_like(_log10_abs(other), rtol=1e-6),
+            NATURAL_LOG.looks_like(_log10_abs(local) * math.log(10), rtol=1e-6),
+            MEAN_TO_THE_N.looks_like(n * math.log10(abs(float(local.mean()))), rtol=1e-6),
+            ADDED_LOCALS.looks_like(math.log10(abs(float(local.sum()))), rtol=1e-6),
+            OFF_BY_ONE.when(lambda got: any(math.isclose(float(got), _log10_abs(part), rel_tol=1e-6, abs_tol=1e-9)
+                                            for part in (local[1:], local[:-1]))),
+            OUT_OF_RANGE.when(lambda got: bool(torch.isinf(got).any())),
+            NO_ABS.when(lambda got: bool(torch.isnan(got).any()))]
+
+
+def _crash_suspects(slopes: torch.Tensor, residual: bool, expected: float) -> tuple[Misconception, ...]:
+    """Who to suspect when the learner's function raised a math range or domain error on this case."""
+    local = 1 + slopes if residual else slopes
+    low, high = FLOAT64_LOG10_RANGE
+    return tuple(m for m, seen in ((OUT_OF_RANGE, not low < expected < high), (NO_ABS, bool((local < 0).any())))
+                 if seen)
+
+
+def _normal(gen: torch.Generator, n: int, mean: float, spread: float) -> torch.Tensor:
+    return mean + spread * torch.randn(n, generator=gen, dtype=torch.float64)
+
+
+def _with_a_negative(gen: torch.Generator, values: torch.Tensor) -> torch.Tensor:
+    """``values`` with at least one negative entry (one entry's sign flipped when there is none)."""
+    if not bool((values < 0).any()):
+        values[randint(gen, 0, len(values) - 1)] *= -1
+    return values
+
+
+def _ratio_cases(seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
+    """(description, slopes, residual). Each mistake shows in at least two cases: residual and plain chains, ratios
+    far outside float64's range (underflow, overflow), and local derivatives of both signs that fit."""
+    if seed is None:
+        gen = torch.Generator().manual_seed(0)
+        # The lesson's draw: the first 50 of 100 normal numbers from a generator seeded with 0, spread 0.1.
+        zero_mean = 0.1 * torch.randn(100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)[:50]
+        deep_zero_mean = _normal(gen, 400, 0.0, 0.1)
+        return [("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, False),
+                ("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, True),
+                ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64),
+                 False),
+                ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64),
+                 True),
+                ("large branch derivatives, all 1.1, 1000 layers", torch.full((1000,), 1.1, dtype=torch.float64),
+                 True),
+                ("zero-mean branch derivatives (mean 0, spread 0.1), 400 layers", deep_zero_mean, False),
+                ("scattered branch derivatives (mean 0.5, spread 0.5), 30 layers",
+                 _with_a_negative(gen, _normal(gen, 30, 0.5, 0.5)), False),
+                ("branch derivatives near -1 (mean -1, spread 0.5), 30 layers",
+                 _with_a_negative(gen, _normal(gen, 30, -1.0, 0.5) + 1) - 1, True)]
+    gen = generator("07/log10_gradient_ratio", seed)
+    spread = float(uniform(gen, (), 0.05, 0.3))
+    zero_mean = _normal(gen, randint(gen, 20, 60), 0.0, spread)
+    small = uniform(gen, (randint(gen, 300, 500),), 0.005, 0.05)
+    mean, scattered_spread = float(uniform(gen, (), -0.5, 0.5)), float(uniform(gen, (), 0.4, 0.8))
+    cases = [(f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, False),
+             (f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, True),
+             (f"small branch derivatives (0.005 to 0.05), {len(small)} layers", small, False),
+             (f"small branch derivatives (0.005 to 0.05), {len(small[:200])} layers", small[:200], True),
+             ("large branch derivatives (1.2 to 2), many layers",
+              uniform(gen, (randint(gen, 1000, 1500),), 1.2, 2.0), True),
+             ("zero-mean branch derivatives (spread 0.05 to 0.2), many layers",
+              _normal(gen, randint(gen, 500, 700), 0.0, float(uniform(gen, (), 0.05, 0.2))), False),
+             (f"scattered branch derivatives (mean {mean:.3g}, spread {scattered_spread:.3g})",
+              _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), mean, scattered_spread)), False),
+             ("branch derivatives near -1 (mean -1)",
+              _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), 0.0, float(uniform(gen, (), 0.3, 0.6)))) - 1,
+              True)]
+    return cases
 
 
 @check
-def check_chain_gradient_ratio(chain_gradient_ratio, seed: int | None = None) -> None:
-    """Part A1: chain_gradient_ratio(c, depth, residual) = d(out)/d(in) of the plain or residual scalar chain, as a
-    Python float, by hand (no autograd)."""
+def check_log10_gradient_ratio(log10_gradient_ratio, seed: int | None = None) -> None:
+    """Part A1: log10_gradient_ratio(slopes, residual) = log10 |d h_n / d h_0| of a plain or residual chain whose
+    branch derivatives are ``slopes``, as a Python float, by hand (no autograd), leaving ``slopes`` unchanged."""
     __tracebackhide__ = True
-    if seed is None:
-        cases = [(0.9, 50, False), (1.1, 50, False), (1.1, 50, True), (0.01, 50, True)]
-    else:
-        gen = generator("07/chain_gradient_ratio", seed)
-        cases = [(round(float(uniform(gen, (), 0.05, 1.5)), 3), randint(gen, 5, 80), residual)
-                 for residual in (False, True, True, False)]
-    for c, depth, residual in cases:
+    for description, slopes, residual in _ratio_cases(seed):
         with trial():
-            what = f"chain_gradient_ratio(c={c:g}, depth={depth}, residual={residual})"
-            received = call_learner(chain_gradient_ratio, c, depth, residual, what=what, forbid=[Route.AUTOGRAD])
+            what = f"log10_gradient_ratio(slopes, residual={residual}) for {description}"
+            expected, fd = chain_log10_ratio(slopes, residual)
+            try:  # the caller's own slopes: call_learner fails an answer that changes them
+                received = call_learner(log10_gradient_ratio, slopes, residual, what=what, forbid=[Route.AUTOGRAD])
+            except GradingFailure as failure:
+                if failure.proven is None and any(text in failure.message for text in (
+                        "math domain error", "OverflowError", "out of range")):
+                    suspects = _crash_suspects(slopes, residual, expected)
+                    raise GradingFailure(failure.message, suspects=suspects) from None
+                raise
             received = expect_python_float(received, what=what)
-            chain = lambda x, c=c, depth=depth, residual=residual: scalar_chain(x, c, depth, residual)  # noqa: E731
-            _expect_gradient(received, chain, 1.0, what=what, symptoms=_chain_symptoms(c, depth, residual))
+            expect_close(received, expected, what=what, fd=fd, rtol=1e-9, atol=1e-9,
+                         symptoms=_ratio_symptoms(slopes, residual),
+                         extra=f"  slopes: {fmt(slopes)} ({len(slopes)} layers)")
 
 
 def _block_slopes(x: float, weights: list[float], *, at_input: bool = False, inner: bool = True) -> list[float]:

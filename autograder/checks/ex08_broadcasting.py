@@ -213,7 +213,10 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
 @check
 def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
     """Part A: unbroadcast(grad, shape) sums grad down to shape, equal to autograd's gradient for a broadcast, written
-    with sums (no autograd, no Tensor.sum_to_size), leaving grad unchanged."""
+    with sums (no autograd, no Tensor.sum_to_size), leaving grad unchanged.
+
+    Returning ``grad`` itself when there is nothing to sum is allowed (no aliasing check): autograd's own backward
+    functions pass gradients through unchanged, and the part's text says so."""
     __tracebackhide__ = True
     for grad_shape, shape, grad in _unbroadcast_cases(seed):
         with trial():
