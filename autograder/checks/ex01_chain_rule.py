@@ -161,44 +161,204 @@ def check_central_difference(central_difference_fn, seed: int | None = None) -> 
 
 HARD_CODED = Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
                            "input is different: compute the result from the arguments.")
+MISSING_INNER = Misconception(
+    "missing the inner derivative",
+    "A route multiplies EVERY local derivative along its edges, including the first one out of the input: a route "
+    "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).")
+DROPPED_BRANCH = Misconception(
+    "dropped branch term",
+    "The input reaches the output by several routes, and the gradient is the SUM of every route's product: one of "
+    "them is missing from yours. List the routes from the graph and add them all.")
+AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
+                                "dz/dx is the sum of the routes' products.")
+SIN_SIGN = Misconception("derivative of sin taken as -cos", "d(sin u)/du = cos u, with a plus sign (it is the "
+                         "derivative of cos that carries the minus).")
+WRONG_POINT = Misconception(
+    "local derivative evaluated at the wrong input",
+    "A local derivative is evaluated at the value that went INTO its operation: sin receives u = x·y, so its local "
+    "derivative is cos(u), not cos(x). Compute the forward values first, then use them.")
+OWN_FACTOR = Misconception(
+    "product rule: own factor instead of the other",
+    "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.")
+FINITE_DIFFERENCE_ESTIMATE = Misconception(
+    "a finite-difference estimate where the part asks for the exact derivative",
+    "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
+    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.")
+STOPPED_EARLY = Misconception(
+    "route stopped before the output",
+    "A route's product runs all the way from x to z: the route x → v → z is ∂v/∂x · ∂z/∂v = 1 · u, not just "
+    "∂v/∂x = 1.")
+
+
+def _forward(x: float, y: float) -> tuple[float, float]:
+    u = x * y
+    return u, math.sin(u) + x
+
+
+def _all_routes(x: float, y: float, *, inner: bool = True, sign: float = 1.0, cos_at_x: bool = False,
+                own: bool = False) -> tuple[tuple[float, float, float], tuple[float, float]]:
+    """The routes of x (x→u→z, x→u→v→z, x→v→z) and of y (y→u→z, y→u→v→z), right or made with one of the
+    catalogued mistakes: no inner derivative, the wrong sign of sin's derivative, cos taken at x, the own factor."""
+    u, v = _forward(x, y)
+    du_dx, du_dy = (y, x) if inner else (1.0, 1.0)
+    dv_du = sign * math.cos(x if cos_at_x else u)
+    dz_du, dz_dv = (u, v) if own else (v, u)
+    return (du_dx * dz_du, du_dx * dv_du * dz_dv, dz_dv), (du_dy * dz_du, du_dy * dv_du * dz_dv)
+
+
+def _routes(x: float, y: float) -> tuple[float, float, float]:
+    return _all_routes(x, y)[0]
+
+
+def _y_routes(x: float, y: float) -> tuple[float, float]:
+    return _all_routes(x, y)[1]
+
+
+def _mistaken(x: float, y: float) -> dict[Misconception, tuple]:
+    """What each catalogued mistake gives for (routes of x, routes of y) at (x, y)."""
+    return {MISSING_INNER: _all_routes(x, y, inner=False), SIN_SIGN: _all_routes(x, y, sign=-1.0),
+            WRONG_POINT: _all_routes(x, y, cos_at_x=True), OWN_FACTOR: _all_routes(x, y, own=True)}
+
+
+def _well_separated(x: float, y: float) -> bool:
+    """Every catalogued mistake changes every number it touches by more than 5 %, so no diagnosis hides."""
+    u, v = _forward(x, y)
+    right = [*_routes(x, y), *_y_routes(x, y), sum(_routes(x, y)), sum(_y_routes(x, y))]
+    for routes, y_routes in _mistaken(x, y).values():
+        wrong = [*routes, *y_routes, sum(routes), sum(y_routes)]
+        if any(abs(w - r) <= 0.05 * abs(r) for w, r in zip(wrong, right) if w != r):
+            return False
+    parts = [*_routes(x, y), *_y_routes(x, y)]
+    return (min(abs(p) for p in parts) > 0.2 and abs(abs(u) - 1) > 0.1 and abs(v) > 0.3
+            and abs(sum(_routes(x, y))) > 0.2 and abs(sum(_y_routes(x, y))) > 0.2
+            and min(abs(a - b) for i, a in enumerate(parts) for b in parts[i + 1:]) > 0.05)
+
+
+VISIBLE_POINTS = [(1.2, 0.6), (-1.5, 0.8)]
+#: A formula derived by hand is exact to ~1e-15 in float64 at these well-separated points; a central difference is
+#: off by ~1e-10, so this tolerance tells them apart.
+EXACT = 1e-11
+
+
+def _estimate_symptom(exact: torch.Tensor) -> Symptom:
+    """An answer close to the derivative, but only as close as a finite difference gets."""
+    return FINITE_DIFFERENCE_ESTIMATE.when(
+        lambda got: 1e-13 < float(abs(got - exact)) / float(abs(exact)) < 1e-6)
+
+
+def _derivation_points(stream: str, seed: int | None) -> list[tuple[float, float]]:
+    """The visible points, or three random ones where every mistake shows clearly."""
+    if seed is None:
+        return VISIBLE_POINTS
+    gen = generator(stream, seed)
+    points: list[tuple[float, float]] = []
+    while len(points) < 3:
+        x, y = (round(float(v) * (1 if float(s) < 0.5 else -1), 3) for v, s in
+                zip(uniform(gen, (2,), 0.5, 2.0), torch.rand(2, generator=gen)))
+        if _well_separated(x, y):
+            points.append((x, y))
+    return points
+
+
+def _numbers(answer, names: tuple[str, ...], *, what: str) -> tuple[float, ...]:
+    __tracebackhide__ = True
+    answer = _tuple_of(answer, names, what=what)
+    return tuple(_python_number(a, what=what, name=n) for a, n in zip(answer, names))
+
+
+def _hard_coded(seed: int | None, values: list[float]) -> list[Symptom]:
+    """In the hidden test, the answer a learner who copied the visible test's numbers would give."""
+    return [] if seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
+
+
+ROUTE_NAMES = ("route_1", "route_2", "route_3")
+ROUTE_PATHS = ("x → u → z", "x → u → v → z", "x → v → z")
+
+
+@check
+def check_routes(routes_to_z, seed: int | None = None) -> None:
+    """Part B1: routes_to_z(x, y) returns the three routes' shares of dz/dx, (x→u→z, x→u→v→z, x→v→z), for
+    u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd)."""
+    __tracebackhide__ = True
+    for x, y in _derivation_points("01/routes", seed):
+        with trial():
+            what = f"routes_to_z({x:g}, {y:g})"
+            answer = _numbers(call_learner(routes_to_z, x, y, what=what, forbid=[Route.AUTOGRAD]), ROUTE_NAMES,
+                              what=what)
+            right = _routes(x, y)
+            if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
+                    not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
+                raise GradingFailure(f"{what} returned {fmt(answer)}: the right three numbers in another order. "
+                                     f"Return them as ({', '.join(ROUTE_PATHS)}), expected {fmt(right)}.")
+            mistaken = _mistaken(x, y)
+            for k, (name, path) in enumerate(zip(ROUTE_NAMES, ROUTE_PATHS)):
+                symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
+                if k == 2:
+                    symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
+                symptoms += _hard_coded(seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
+                expect_close(answer[k], right[k], what=f"{what}: {name}, the route {path}", rtol=EXACT, atol=1e-12,
+                             source="expected", symptoms=symptoms)
+
+
+@check
+def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
+    """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
+    floats, by hand (no autograd)."""
+    __tracebackhide__ = True
+    z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
+    for x, y in _derivation_points("01/gradient_of_z", seed):
+        with trial():
+            what = f"gradient_of_z({x:g}, {y:g})"
+            z, dz_dx, dz_dy = _numbers(call_learner(gradient_of_z, x, y, what=what, forbid=[Route.AUTOGRAD]),
+                                       ("z", "dz_dx", "dz_dy"), what=what)
+            u, v = _forward(x, y)
+            grad_x, grad_y = autograd_gradient(z_of, x, y)
+            fd_x, fd_y = central_difference(z_of, x, y)
+            visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
+            hard = [_hard_coded(seed, [values[k] for values in visible]) for k in range(3)]
+            expect_close(z, u * v, what=f"{what}: z", rtol=EXACT, atol=1e-12, source="expected", symptoms=hard[0])
+            routes, y_routes = _routes(x, y), _y_routes(x, y)
+            mistaken = _mistaken(x, y)
+            estimate = _estimate_symptom(grad_x), _estimate_symptom(grad_y)
+            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, rtol=EXACT, atol=1e-12, symptoms=[
+                estimate[0],
+                *(DROPPED_BRANCH.looks_like(sum(routes) - r, rtol=1e-6) for r in routes),
+                AVERAGED_ROUTES.looks_like(sum(routes) / 3, rtol=1e-6),
+                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (wrong, _) in mistaken.items()),
+                STOPPED_EARLY.looks_like(routes[0] + routes[1] + 1.0, rtol=1e-6), *hard[1]])
+            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, rtol=EXACT, atol=1e-12, symptoms=[
+                estimate[1],
+                *(DROPPED_BRANCH.looks_like(r, rtol=1e-6) for r in y_routes),
+                AVERAGED_ROUTES.looks_like(sum(y_routes) / 2, rtol=1e-6),
+                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
+
+
+# The review of exercise 09 (Part B) grades lesson 01's first worked example with this check.
+
 SQUARE_RULE = Misconception("derivative of y**2 taken as y", "d(y²)/dy = 2y.")
-MISSING_INNER = Misconception("missing the inner derivative", "The chain rule multiplies dz/dy by dy/dx = 3; "
-                              "you returned dz/dy alone.")
 ADDED_NOT_MULTIPLIED = Misconception("added instead of multiplied", "Along one route the chain rule multiplies "
                                      "local derivatives: dz/dx = dz/dy · dy/dx.")
-DROPPED_BRANCH = Misconception("dropped branch term", "x reaches z by two routes, through x·y (local derivative y) "
-                               "and directly (local derivative 1). Gradients of routes add: dz/dx = y + 1, not y.")
-AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
-                                "dz/dx = y + 1.")
 
 
-def _points(stream: str, seed: int | None, visible: list, columns: int) -> list:
+def _points(stream: str, seed: int | None, visible: list) -> list:
     """The visible points, or three random ones (rounded, away from 0 so that no mistake hides behind a zero)."""
     if seed is None:
         return visible
     gen = generator(stream, seed)
-    points = []
-    for _ in range(3):
-        values = [round(float(v), 3) for v in uniform(gen, (columns,), 0.5, 5.0) *
-                  torch.where(torch.rand(columns, generator=gen) < 0.5, -1.0, 1.0).double()]
-        points.append(values[0] if columns == 1 else tuple(values))
-    return points
+    signs = torch.where(torch.rand(3, generator=gen) < 0.5, -1.0, 1.0).double()
+    return [round(float(v), 3) for v in uniform(gen, (3,), 0.5, 5.0) * signs]
 
 
 @check
 def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:
-    """y = 3x + 1, z = y**2: chain_rule_example(x) returns (y, dz_dy, dy_dx, dz_dx) as Python numbers, by hand.
-
-    Exercise 09 (Part B, the review) grades the same function with this check.
-    """
+    """y = 3x + 1, z = y**2: chain_rule_example(x) returns (y, dz_dy, dy_dx, dz_dx) as Python numbers, by hand."""
     __tracebackhide__ = True
-    for x in _points("01/chain", seed, [2.0], 1):
+    for x in _points("01/chain", seed, [2.0]):
         with trial():
             what = f"chain_rule_example({x:g})"
-            answer = _tuple_of(call_learner(chain_rule_example, x, what=what, forbid=[Route.AUTOGRAD]),
-                               ("y", "dz_dy", "dy_dx", "dz_dx"), what=what)
-            y_value, dz_dy, dy_dx, dz_dx = (_python_number(a, what=what, name=n)
-                                            for a, n in zip(answer, ("y", "dz_dy", "dy_dx", "dz_dx")))
+            y_value, dz_dy, dy_dx, dz_dx = _numbers(
+                call_learner(chain_rule_example, x, what=what, forbid=[Route.AUTOGRAD]),
+                ("y", "dz_dy", "dy_dx", "dz_dx"), what=what)
             y = 3 * x + 1
             (dz_dx_autograd,) = autograd_gradient(lambda t: (3 * t + 1) ** 2, x)
             (dz_dx_fd,) = central_difference(lambda t: (3 * t + 1) ** 2, x)
@@ -210,24 +370,6 @@ def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> Non
             expect_close(dz_dx, dz_dx_autograd, what=f"{what}: dz/dx", fd=dz_dx_fd, symptoms=[
                 MISSING_INNER.looks_like(2 * y), ADDED_NOT_MULTIPLIED.looks_like(2 * y + 3),
                 HARD_CODED.looks_like(42.0)])
-
-
-@check
-def check_two_routes_example(two_routes_example, seed: int | None = None) -> None:
-    """z = x*y + x: two_routes_example(x, y) returns (dz_dx, dz_dy) as Python numbers, by hand."""
-    __tracebackhide__ = True
-    for x, y in _points("01/two_routes", seed, [(3.0, 5.0)], 2):
-        with trial():
-            what = f"two_routes_example({x:g}, {y:g})"
-            answer = _tuple_of(call_learner(two_routes_example, x, y, what=what, forbid=[Route.AUTOGRAD]),
-                               ("dz_dx", "dz_dy"), what=what)
-            dz_dx, dz_dy = (_python_number(a, what=what, name=n) for a, n in zip(answer, ("dz_dx", "dz_dy")))
-            z = lambda a, b: a * b + a  # noqa: E731 - the exercise's function, read in one line
-            grad_x, grad_y = autograd_gradient(z, x, y)
-            fd_x, fd_y = central_difference(z, x, y)
-            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, symptoms=[
-                DROPPED_BRANCH.looks_like(y), AVERAGED_ROUTES.looks_like((y + 1) / 2), HARD_CODED.looks_like(6.0)])
-            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, symptoms=[HARD_CODED.looks_like(3.0)])
 
 
 # ---------------------------------------------------------------------------------------------- Part C
