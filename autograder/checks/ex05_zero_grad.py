@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import contracts
 from ..checking import (
     CourseBug,
     GradingFailure,
@@ -34,22 +35,6 @@ from .cases import mean_loss_gradients, random_mlp
 
 FRESH, ACCUMULATED, EMPTY = "fresh", "accumulated", "empty"
 LABELS = (FRESH, ACCUMULATED, EMPTY)
-
-
-class Scale(nn.Module):
-    """prediction = w * x: the lesson's one-weight model."""
-
-    def __init__(self, w: float):
-        super().__init__()
-        self.w = nn.Parameter(torch.tensor(w, dtype=torch.float64))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w * x
-
-
-def lesson_problem() -> tuple[Scale, tuple[torch.Tensor, torch.Tensor]]:
-    """The lesson's loop: w = 0.5, prediction 2w, target 10, so the loss is (2w - 10)² (minimum at w = 5)."""
-    return Scale(0.5), (torch.tensor([2.0], dtype=torch.float64), torch.tensor([10.0], dtype=torch.float64))
 
 
 def _flat(model: nn.Module) -> torch.Tensor:
@@ -83,7 +68,7 @@ def _losses(answer, length: int, what: str) -> torch.Tensor:
     if type(answer) not in (list, tuple) or len(answer) != length:
         size = f" of length {len(answer)}" if type(answer) in (list, tuple) else ""
         raise GradingFailure(f"{what} returned {type(answer).__name__}{size}; expected a list of {length} losses, "
-                             "one per step.")
+                             "one per update.")
     tensors = [value for value in answer if isinstance(value, torch.Tensor)]
     if tensors:
         graph = " attached to a graph" if any(t.requires_grad for t in tensors) else ""
@@ -95,125 +80,196 @@ def _losses(answer, length: int, what: str) -> torch.Tensor:
     return torch.tensor([float(value) for value in answer], dtype=torch.float64)
 
 
-# ---------------------------------------------------------------------------------------------- Part A
+# ---------------------------------------------------------------------------------------------- Parts A and B
 
-ZERO_GRAD_BEFORE_STEP = Misconception(
-    "zero_grad between backward and step",
-    "The parameters never moved: zero_grad() after backward() throws the gradient away before step() can use it. "
-    "Reset at the start of the step, before backward().")
-NEVER_RESET = Misconception(
-    "gradient never reset (zero_grad missing, or called once before the loop)",
-    "Without a reset at every step, .grad holds the sum of all past gradients (momentum with no damping). Call "
-    "optimizer.zero_grad() inside the loop, before backward().")
-SUM_LOSS = Misconception(
-    "sum loss instead of mean",
-    "The loss is the MEAN squared error over the examples (F.mse_loss's default); a sum makes every step as many "
-    "times larger as there are elements.")
-
-
-@dataclass
-class TrainCase:
-    description: str
-    model: nn.Module
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    lr: float
-    steps: int
-
-
-def _train_cases(seed: int | None):
-    if seed is None:
-        model, (inputs, targets) = lesson_problem()
-        yield TrainCase("the lesson's model w * x with w = 0.5, x = [2], target [10]", model, inputs, targets,
-                        0.01, 100)
-        gen = generator("05/train/public", 0)
-        yield TrainCase("a Linear(3, 1) layer and 6 examples", random_mlp(gen, (3, 1)), uniform(gen, (6, 3)),
-                        uniform(gen, (6, 1)), 0.05, 8)
-        yield TrainCase("an MLP with layer sizes (2, 3, 2) and 4 examples", random_mlp(gen, (2, 3, 2)),
-                        uniform(gen, (4, 2)), uniform(gen, (4, 2)), 0.05, 6)
-        return
-    gen = generator("05/train", seed)
-    for _ in range(2):
-        sizes, examples = choice(gen, [(3, 1), (2, 3, 1), (4, 2), (3, 4, 2)]), choice(gen, [4, 6, 8])
-        yield TrainCase(f"an MLP with layer sizes {sizes} and {examples} examples", random_mlp(gen, sizes),
-                        uniform(gen, (examples, sizes[0])), uniform(gen, (examples, sizes[-1])),
-                        round(float(uniform(gen, (), 0.02, 0.1)), 3), int(torch.randint(5, 11, (), generator=gen)))
-
-
-def reference_train(case: TrainCase, reset: str = "before backward", reduction: str = "mean"):
-    """(parameters after training, per-step losses) of plain SGD on a copy of the model.
-
-    ``reset`` is where zero_grad() runs: "before backward" (right), "after backward" or "never"; ``reduction``
-    "mean" (right) or "sum". The variants are the mistakes the check recognises.
-    """
-    model = copy.deepcopy(case.model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
-    losses = []
-    for _ in range(case.steps):
-        if reset == "before backward":
-            optimizer.zero_grad()
-        loss = F.mse_loss(model(case.inputs), case.targets, reduction=reduction)
-        loss.backward()
-        if reset == "after backward":
-            optimizer.zero_grad()
-        optimizer.step()
-        losses.append(loss.item())
-    return _flat(model), torch.tensor(losses, dtype=torch.float64)
-
-
-@check
-def check_train(train_fn, seed: int | None = None) -> None:
-    """Part A: train(model, data, lr, steps) runs SGD on the mean squared error, resets .grad every step, trains
-    ``model`` in place (the only argument it changes) and returns the losses as Python floats."""
-    __tracebackhide__ = True
-    for case in _train_cases(seed):
-        with trial():
-            model = copy.deepcopy(case.model)
-            what = f"train(model, data, lr={case.lr:g}, steps={case.steps}) for {case.description}"
-            losses = call_learner(train_fn, model, (case.inputs, case.targets), case.lr, case.steps, what=what,
-                                  may_change=["model"])
-            expected, expected_losses = reference_train(case)
-            symptoms = _distinct(expected, [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
-                                            (NEVER_RESET, reference_train(case, reset="never")[0]),
-                                            (SUM_LOSS, reference_train(case, reduction="sum")[0])])
-            expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector",
-                         source="reference loop", extra=f"  parameters, flattened in this order: {_layout(model)}",
-                         symptoms=symptoms)
-            expect_close(_losses(losses, case.steps, what), expected_losses, source="reference loop",
-                         what=f"{what}: the returned losses (one per step, computed before that step's update)")
-
-
-# ---------------------------------------------------------------------------------------------- Part B
-
-NOT_DIVIDED = Misconception(
-    "did not divide by k",
-    "Each micro-batch loss is already a mean over its own n/k examples, so k backward calls add up to k times the "
-    "full-batch gradient: divide each micro-batch loss by k.")
-DIVIDED_BY_N = Misconception(
-    "divided by the wrong k: the batch size",
-    "Divide each micro-batch loss by the number of micro-batches k, not by the number of examples n.")
-DIVIDED_BY_SIZE = Misconception(
-    "divided by the wrong k: the micro-batch size",
-    "Divide each micro-batch loss by the number of micro-batches k, not by the micro-batch size n/k.")
-RESET_PER_MICRO_BATCH = Misconception(
-    "zero_grad inside the micro-batch loop",
-    "Your result is the last micro-batch's gradient alone: resetting before every micro-batch throws away the ones "
-    "before it. Reset once, before the loop.")
 STALE = Misconception(
     "did not reset .grad before accumulating",
-    "The model arrived with stale gradients in .grad and your result includes them: call model.zero_grad() once, "
-    "before the first micro-batch.")
+    "The model arrived with stale gradients in .grad and your result includes them: reset once, before the first "
+    "micro-batch (and, in a training loop, again after every update).")
+RESET_PER_MICRO_BATCH = Misconception(
+    "zero_grad inside the micro-batch loop",
+    "Resetting before every micro-batch throws away the ones before it: only the last micro-batch's gradient is "
+    "left. Reset once per update, never between the micro-batches of one update.")
 ONE_BACKWARD = Misconception(
     "one backward on the whole batch where micro-batches are asked for",
     "The point of micro-batches is that only one of them is in memory at a time: run forward and backward once per "
     "micro-batch and let .grad add them up.")
-PIECES_OF_K = Misconception(
-    "split into pieces of k examples instead of k pieces",
-    "inputs.split(k) cuts pieces of k examples each (n/k of them); the part asks for k micro-batches of n/k "
-    "examples: inputs.chunk(k), or inputs.split(n // k).")
 STEPPED = Misconception(
     "took an optimizer step",
     "This function only computes the gradient: leave the parameters as they are (no optimizer, no update).")
+
+
+def _with_stale(model: nn.Module, stale: list[torch.Tensor]) -> nn.Module:
+    """A copy of ``model`` whose .grad holds ``stale`` (gradients left over from earlier work)."""
+    model = copy.deepcopy(model)
+    for param, grad in zip(model.parameters(), stale):
+        param.grad = grad.clone()
+    return model
+
+
+def _expect_backward_runs(routes: Routes, wanted: int, whole: int, what: str) -> None:
+    """``wanted`` backward runs (one per micro-batch); ``whole`` runs is one backward per update or whole batch."""
+    __tracebackhide__ = True
+    if routes.backward_runs == wanted:
+        return
+    message = (f"{what} ran backward {routes.backward_runs} time(s); {wanted} micro-batches take {wanted} backward "
+               "runs, one each.")
+    if routes.backward_runs == whole:
+        raise _proven(message, ONE_BACKWARD)
+    raise GradingFailure(message)
+
+
+# ---------------------------------------------------------------------------------------------- Part A
+
+NOT_DIVIDED = Misconception(
+    "did not divide by k",
+    "Each micro-batch loss is already a mean over its own examples, so k backward calls add up to k times the "
+    "gradient of the group's mean loss: divide each micro-batch loss by k = accumulate_every before backward().")
+STEP_EVERY_MICRO_BATCH = Misconception(
+    "stepped after every micro-batch",
+    "Accumulating means one update per k micro-batches: call step() only when a group of k is complete.")
+OFF_BY_ONE = Misconception(
+    "stepped after the first micro-batch of each group (off by one)",
+    "With enumerate starting at 0, `i % k == 0` is true at the FIRST micro-batch of a group. Step when "
+    "(i + 1) % k == 0, i.e. after the k-th.")
+ZERO_GRAD_BEFORE_STEP = Misconception(
+    "zero_grad between backward and step",
+    "The parameters never moved: a reset just before step() throws the accumulated gradient away before the "
+    "update can use it. Reset right after step() instead.")
+NO_RESET_AFTER_STEP = Misconception(
+    "no reset after the update",
+    "Without a reset after each step(), the next group's gradients are added to the last group's: every update "
+    "after the first uses the sum of all gradients so far. Reset after every step().")
+LOSS_SUMMED = Misconception(
+    "update loss summed over the group instead of averaged",
+    "The loss of an update is the mean of its k micro-batch losses (the loss its gradient belongs to): add "
+    "loss.item() / k, not loss.item().")
+
+
+@dataclass
+class LoopCase:
+    description: str
+    model: nn.Module
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
+    lr: float
+    k: int
+    stale: list[torch.Tensor]  # what .grad holds when the loop is called
+
+    @property
+    def updates(self) -> int:
+        return len(self.micro_batches) // self.k
+
+
+def _loop_case(gen, sizes: tuple[int, ...], k: int, updates: int, size: int, lr: float) -> LoopCase:
+    model = random_mlp(gen, sizes)
+    micro_batches = [(uniform(gen, (size, sizes[0])), uniform(gen, (size, sizes[-1]))) for _ in range(k * updates)]
+    stale = [uniform(gen, tuple(param.shape)) for param in model.parameters()]
+    description = f"an MLP with layer sizes {sizes}, {k * updates} micro-batches of {size} examples"
+    return LoopCase(description, model, micro_batches, lr, k, stale)
+
+
+def _loop_cases(seed: int | None):
+    """Two cases, each with stale gradients and at least two updates: every mistake shows in both."""
+    if seed is None:
+        gen = generator("05/train/public", 0)
+        yield _loop_case(gen, (3, 1), k=4, updates=2, size=2, lr=0.1)
+        yield _loop_case(gen, (2, 3, 2), k=2, updates=3, size=3, lr=0.1)
+        return
+    gen = generator("05/train", seed)
+    for _ in range(2):
+        sizes = choice(gen, [(3, 1), (2, 3, 1), (4, 2), (3, 4, 2)])
+        yield _loop_case(gen, sizes, k=choice(gen, [2, 3, 4]), updates=choice(gen, [2, 3]),
+                         size=choice(gen, [2, 3]), lr=round(float(uniform(gen, (), 0.05, 0.2)), 3))
+
+
+def reference_loop(case: LoopCase, *, scale: bool = True, reset: str = "per update", step: str = "after k"):
+    """(parameters after the loop, the loss of every update) of SGD with gradient accumulation.
+
+    The defaults are the right loop; the variants are the mistakes the check recognises: ``scale=False`` (no 1/k),
+    ``reset`` "per micro-batch" or "after steps only" (stale gradients kept), ``step`` "every micro-batch" or
+    "off by one" (at the first micro-batch of each group).
+    """
+    model = _with_stale(case.model, case.stale)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
+    if reset != "after steps only":
+        optimizer.zero_grad()
+    reset_after_step = reset != "once"
+    losses, running = [], 0.0
+    for i, (inputs, targets) in enumerate(case.micro_batches):
+        if reset == "per micro-batch":
+            optimizer.zero_grad()
+        loss = F.mse_loss(model(inputs), targets)
+        (loss / case.k if scale else loss).backward()
+        running += loss.item() / case.k
+        due = {"after k": (i + 1) % case.k == 0, "every micro-batch": True, "off by one": i % case.k == 0}[step]
+        if due:
+            optimizer.step()
+            if reset_after_step:
+                optimizer.zero_grad()
+        if (i + 1) % case.k == 0:
+            losses.append(running)
+            running = 0.0
+    return _flat(model), torch.tensor(losses, dtype=torch.float64)
+
+
+def _run_loop(train_fn, case: LoopCase) -> None:
+    __tracebackhide__ = True
+    model = _with_stale(case.model, case.stale)
+    what = f"train(model, micro_batches, lr={case.lr:g}, accumulate_every={case.k}) for {case.description}"
+    routes, batches = Routes(), list(case.micro_batches)
+    losses = call_learner(train_fn, model, batches, case.lr, case.k, what=what, routes=routes, may_change=["model"])
+    if len(batches) != len(case.micro_batches) or any(a is not b for a, b in zip(batches, case.micro_batches)):
+        raise _proven(f"{what} changed the list micro_batches (it now holds {len(batches)} pairs).",
+                      contracts.CHANGED_INPUT)
+    _expect_backward_runs(routes, len(case.micro_batches), case.updates, what)
+    expected, expected_losses = reference_loop(case)
+    symptoms = _distinct(expected, [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
+                                    (NOT_DIVIDED, reference_loop(case, scale=False)[0]),
+                                    (NO_RESET_AFTER_STEP, reference_loop(case, reset="once")[0]),
+                                    (STALE, reference_loop(case, reset="after steps only")[0]),
+                                    (RESET_PER_MICRO_BATCH, reference_loop(case, reset="per micro-batch")[0]),
+                                    (STEP_EVERY_MICRO_BATCH, reference_loop(case, step="every micro-batch")[0]),
+                                    (OFF_BY_ONE, reference_loop(case, step="off by one")[0])])
+    expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector", source="reference loop",
+                 extra=f"  parameters, flattened in this order: {_layout(model)}", symptoms=symptoms)
+    expect_close(_losses(losses, case.updates, what), expected_losses, source="reference loop",
+                 what=f"{what}: the returned losses (one per update: the mean of its micro-batch losses)",
+                 symptoms=_distinct(expected_losses, [(LOSS_SUMMED, case.k * expected_losses)]))
+
+
+@check
+def check_train(train_fn, seed: int | None = None) -> None:
+    """Part A: train(model, micro_batches, lr, accumulate_every) takes one plain SGD step per k micro-batches on
+    their mean loss (k backward runs, stale gradients dropped first), trains ``model`` in place (the only argument
+    it changes) and returns the loss of every update as a Python float."""
+    __tracebackhide__ = True
+    for case in _loop_cases(seed):
+        with trial():
+            _run_loop(train_fn, case)
+
+
+# ---------------------------------------------------------------------------------------------- Part B
+
+EQUAL_WEIGHTS = Misconception(
+    "divided by k although the micro-batches differ in size",
+    "Dividing every micro-batch loss by k is exact only for equal micro-batches. The full-batch mean weights each "
+    "micro-batch mean by its share of the examples: multiply micro-batch j's loss by n_j / n.")
+NOT_SCALED = Misconception(
+    "micro-batch losses not scaled",
+    "Each micro-batch loss is a mean over its own examples, and .grad adds them all up: weight micro-batch j's "
+    "loss by n_j / n so that the sum is the full-batch mean.")
+DIVIDED_BY_N = Misconception(
+    "divided by the batch size",
+    "Each micro-batch loss is already a mean; dividing it by n shrinks it twice. Weight it by n_j / n, its share of "
+    "the examples.")
+DIVIDED_BY_SIZE = Misconception(
+    "divided by the micro-batch size",
+    "Each micro-batch loss is already a mean over its n_j examples; dividing by n_j again gives small micro-batches "
+    "the largest weight. Weight it by n_j / n.")
+IGNORED_SIZES = Misconception(
+    "micro-batches not of the given sizes",
+    "The sizes are what fits in memory: cut the batch, in order, into pieces of exactly those sizes "
+    "(inputs.split(sizes)).")
 
 
 @dataclass
@@ -223,37 +279,40 @@ class AccumulationCase:
     loss_fn: Callable
     inputs: torch.Tensor
     targets: torch.Tensor
-    k: int
+    sizes: list[int]
     stale: list[torch.Tensor]  # what .grad holds when the function is called
 
 
-def _accumulation_case(gen, sizes, examples: int, k: int, classify: bool) -> AccumulationCase:
-    model = random_mlp(gen, sizes)
+def _accumulation_case(gen, layers: tuple[int, ...], sizes: list[int], classify: bool) -> AccumulationCase:
+    model, examples = random_mlp(gen, layers), sum(sizes)
     if classify:  # class indices for a cross-entropy loss
-        loss_fn, targets = F.cross_entropy, torch.randint(sizes[-1], (examples,), generator=gen)
+        loss_fn, targets = F.cross_entropy, torch.randint(layers[-1], (examples,), generator=gen)
     else:
-        loss_fn, targets = F.mse_loss, uniform(gen, (examples, sizes[-1]))
+        loss_fn, targets = F.mse_loss, uniform(gen, (examples, layers[-1]))
     stale = [uniform(gen, tuple(param.shape)) for param in model.parameters()]
-    description = f"an MLP with layer sizes {sizes}, {examples} examples, loss_fn = F.{loss_fn.__name__}"
-    return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, sizes[0])), targets, k, stale)
+    description = f"an MLP with layer sizes {layers}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
+    return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, layers[0])), targets, sizes, stale)
 
 
-#: (k, n/k) pairs: n/k differs from k and from 1, so k, n/k and n are three different numbers, and pieces of k
-#: examples are never k pieces.
-_SPLITS = [(2, 3), (2, 5), (3, 2), (3, 5), (4, 3), (4, 5)]
+def _unequal_sizes(gen) -> list[int]:
+    """3 or 4 micro-batch sizes from 1 to 6, not all equal."""
+    while True:
+        sizes = [int(v) for v in torch.randint(1, 7, (choice(gen, [3, 4]),), generator=gen)]
+        if len(set(sizes)) > 1:
+            return sizes
 
 
 def _accumulation_cases(seed: int | None):
+    """Two cases, both with unequal micro-batches and stale gradients, one with each loss."""
     if seed is None:
         gen = generator("05/accumulate/public", 0)
-        yield _accumulation_case(gen, (3, 1), 12, 3, classify=False)
-        yield _accumulation_case(gen, (3, 4, 3), 10, 2, classify=True)
+        yield _accumulation_case(gen, (3, 2), [6, 4, 2], classify=False)  # the lesson's sizes
+        yield _accumulation_case(gen, (3, 4, 3), [2, 5, 3], classify=True)
         return
     gen = generator("05/accumulate", seed)
     for classify in (False, True):
-        k, per_micro_batch = choice(gen, _SPLITS)
-        sizes = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [2, 3]))
-        yield _accumulation_case(gen, sizes, k * per_micro_batch, k, classify)
+        layers = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [2, 3]))
+        yield _accumulation_case(gen, layers, _unequal_sizes(gen), classify)
 
 
 def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
@@ -266,41 +325,39 @@ def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
     return answer
 
 
-def _expect_backward_runs(routes: Routes, case: AccumulationCase, what: str) -> None:
-    __tracebackhide__ = True
-    runs, n = routes.backward_runs, len(case.inputs)
-    if runs == case.k:
-        return
-    message = f"{what} ran backward {runs} time(s); {case.k} micro-batches take {case.k} backward runs."
-    if runs == 1:
-        raise _proven(message, ONE_BACKWARD)
-    if runs == n // case.k:
-        raise _proven(message, PIECES_OF_K)
-    raise GradingFailure(message)
+def _micro_batch_gradients(case: AccumulationCase) -> list[dict[str, torch.Tensor]]:
+    pieces = zip(case.inputs.split(case.sizes), case.targets.split(case.sizes))
+    return [mean_loss_gradients(case.model, case.loss_fn, x, y, fd=False)[0] for x, y in pieces]
 
 
 def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
     __tracebackhide__ = True
-    model = copy.deepcopy(case.model)
-    for param, stale in zip(model.parameters(), case.stale):
-        param.grad = stale.clone()
-    what = f"accumulated_gradient(model, loss_fn, inputs, targets, k={case.k}) for {case.description}"
-    routes = Routes()
-    answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs, case.targets, case.k,
-                          what=what, routes=routes, may_change=["model"])
+    model = _with_stale(case.model, case.stale)
+    what = f"accumulated_gradient(model, loss_fn, inputs, targets, sizes) for {case.description}"
+    routes, seen = Routes(), []
+    hook = model.register_forward_pre_hook(lambda module, args: seen.append(len(args[0])) if args else None)
+    try:
+        answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs, case.targets, case.sizes,
+                              what=what, routes=routes, may_change=["model"])
+    finally:
+        hook.remove()
     for (name, param), original in zip(model.named_parameters(), case.model.parameters()):
         if not torch.equal(param.detach(), original.detach()) or not param.requires_grad:
             raise _proven(f"{what} changed the parameter {name} (only its .grad may change).", STEPPED)
-    _expect_backward_runs(routes, case, what)
+    _expect_backward_runs(routes, len(case.sizes), 1, what)
+    if seen != case.sizes:
+        raise _proven(f"{what} ran the model on micro-batches of {seen} examples; the sizes asked for are "
+                      f"{case.sizes}.", IGNORED_SIZES)
     answer = _as_gradient_dict(answer, model, what)
     expect_no_alias(answer, {"model": model}, what=f"{what}: the returned dict")
     expected, fd = mean_loss_gradients(case.model, case.loss_fn, case.inputs, case.targets)
-    size, k, n = len(case.inputs) // case.k, case.k, len(case.inputs)
-    last, _ = mean_loss_gradients(case.model, case.loss_fn, case.inputs[-size:], case.targets[-size:], fd=False)
+    micro, n = _micro_batch_gradients(case), len(case.inputs)
     for index, (name, param) in enumerate(model.named_parameters()):
-        right = expected[name]
-        symptoms = _distinct(right, [(NOT_DIVIDED, k * right), (DIVIDED_BY_N, k * right / n),
-                                     (DIVIDED_BY_SIZE, k * right / size), (RESET_PER_MICRO_BATCH, last[name] / k),
+        right, parts = expected[name], [g[name] for g in micro]
+        symptoms = _distinct(right, [(EQUAL_WEIGHTS, sum(parts) / len(parts)), (NOT_SCALED, sum(parts)),
+                                     (DIVIDED_BY_N, sum(parts) / n),
+                                     (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
+                                     (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),
                                      (STALE, case.stale[index] + right)])
         expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), right,
                      what=f"{what}: the gradient of {name}", fd=fd[name], symptoms=symptoms)
@@ -308,8 +365,8 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
 
 @check
 def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None) -> None:
-    """Part B: accumulated_gradient over k equal micro-batches (k backward runs, no optimizer step, parameters and
-    data unchanged) returns copies of the full-batch mean-loss gradient."""
+    """Part B: accumulated_gradient over micro-batches of the given (unequal) sizes, one forward and backward each,
+    no update, returns copies of the full-batch mean-loss gradient."""
     __tracebackhide__ = True
     for case in _accumulation_cases(seed):
         with trial():

@@ -245,7 +245,7 @@ LOSS_AFTER = Misconception(
     "Record each step's loss before updating, as an optimizer loop does (the loss that backward() differentiated).")
 LOSS_TENSORS = Misconception(
     "losses kept as tensors instead of Python floats",
-    "Store each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
+    "Keep each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
     "long as the list lives, and the part asks for floats.")
 
 
