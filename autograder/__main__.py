@@ -3,8 +3,10 @@
 * ``release``        regenerate ``exercises/`` from ``solutions/`` with ``nbgrader generate_assignment``;
 * ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test);
 * ``reading-time``   minutes to read each lesson (prose words / 200 + visible code lines / 10);
-* ``grade``          grade every submission of an assignment in parallel, safely, with feedback and a class report
-                     (see autograder/grading/).
+* ``grade``          grade every submission of one or more assignments in parallel, safely, with feedback and a
+                     class report (see autograder/grading/);
+* ``collect``, ``export``, ``late``: LMS downloads in, grades out to an LMS, late penalties (autograder/lms/; also
+                     ``python -m autograder.lms``).
 """
 
 from __future__ import annotations
@@ -67,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
     commands.add_parser("reading-time", help="minutes to read every lesson (words / 200 + code lines / 10)") \
         .set_defaults(run=reading_time)
-    grade_parser = commands.add_parser("grade", help="grade every submission of an assignment (parallel, sandboxed)")
+    grade_parser = commands.add_parser("grade", help="grade every submission of one or more assignments (parallel, "
+                                                     "sandboxed)")
     grade_parser.set_defaults(run=grade)
     from .grading.cli import add_arguments
 
     add_arguments(grade_parser)
+    from .lms.cli import add_commands
+
+    add_commands(commands)
     args = parser.parse_args(argv)
     return args.run(args)
 

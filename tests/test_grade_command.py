@@ -239,3 +239,39 @@ def test_regrading_is_incremental_and_reproducible(scratch):
     forced = run_grade(root, "--force")
     assert "2 to grade" in forced.stdout
     assert {s: scores(root, s, ASSIGNMENT) for s in ("ada", "bo")} == graded
+
+
+def test_several_assignments_share_one_pool_and_a_few_students_are_regraded(scratch):
+    require_sandbox()
+    other = "02-computation-graph"
+    root = scratch / "several"
+    course.copy_course(root, assignment_ids=[ASSIGNMENT, other])
+    course.generate_release(root, [ASSIGNMENT, other])
+    for assignment in (ASSIGNMENT, other):
+        synthetic.write_submission(root, assignment, "ada", synthetic.reference_answers(root, assignment))
+        synthetic.write_submission(root, assignment, "bo", {})
+
+    def grade(*extra: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, other, "--jobs", "1", "--timeout",
+                str(TIMEOUT), "--course", str(root), "--quiet", "--no-feedback", *extra]
+        return subprocess.run(argv, cwd=root, env=course.tool_environment(), capture_output=True, text=True,
+                              timeout=900)
+
+    both = grade()
+    assert both.returncode == 0, both.stdout + both.stderr
+    for assignment in (ASSIGNMENT, other):
+        assert f"{assignment}: 2 submissions, 2 to grade" in both.stdout
+        assert scores(root, "ada", assignment) == graded_cells(assignment)
+        assert scores(root, "bo", assignment) == {cell: 0.0 for cell in graded_cells(assignment)}
+    ready = re.findall(r"workers ready after ([\d.]+) s", both.stdout)
+    assert len(ready) == 2 and ready[0] == ready[1], f"one pool of workers for both assignments:\n{both.stdout}"
+
+    synthetic.write_submission(root, other, "ada", {})  # changed, but not named: keeps its grade
+    few = grade("--students", "bo")
+    assert few.returncode == 0, few.stdout + few.stderr
+    for assignment in (ASSIGNMENT, other):
+        assert f"{assignment}: 2 submissions, 1 to grade\n" in few.stdout, few.stdout
+    assert scores(root, "ada", other) == graded_cells(other)
+
+    unknown = grade("--students", "bo,zed")
+    assert unknown.returncode == 2 and "no submission from zed" in unknown.stderr, unknown.stdout + unknown.stderr

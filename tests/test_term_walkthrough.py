@@ -176,6 +176,9 @@ def test_the_regrade_recomputes_the_moved_penalty_and_download_has_none(term):
                                 "erin": (TOTAL, round(TOTAL * 0.1, 2))}
     graded_again = term.printed["AUTOGRADER_SEED=914 python -m autograder grade 01-chain-rule"][1]
     assert "4 submissions, 4 to grade" in graded_again  # three new, and erin because her time changed
+    assert f"late: 1 submissions, 1 penalized, {round(TOTAL * 0.1, 2):g} points taken off" in graded_again
+    report = (term.root / "grading" / ASSIGNMENT / "report.md").read_text()
+    assert "## Late submissions" in report and f"| erin | 2 h 0 min | {TOTAL:g} | {TOTAL * 0.1:g} |" in report
 
 
 def test_the_second_export_previews_each_change(term):

@@ -1,8 +1,13 @@
-"""``python -m autograder grade ASSIGNMENT``: the command line, the progress bar and the summary.
+"""``python -m autograder grade ASSIGNMENT...``: the command line, the progress bar and the summaries.
 
-The run itself is :func:`autograder.grading.run.grade`. Without a working sandbox the command stops with an error
-that names what is missing and how to proceed (exit status 2); ``--no-sandbox`` grades anyway and says so in the
-summary and the class report. Exit status 1 when a submission could not be graded, 0 otherwise.
+The run itself is :func:`autograder.grading.run.grade_all`: several assignments share one pool of workers (started
+and warmed up once), graded one after the other, each with its own summary and class report. ``--students a,b``
+regrades those students only (changed or not); the others keep their last grades.
+
+Without a working sandbox the command stops with an error that names what is missing and how to proceed (exit
+status 2); ``--no-sandbox`` grades anyway and says so in the summary and the class report. A ``--students`` name
+without a submission also stops the run before anything runs (status 2). Exit status 1 when a submission could not be
+graded, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -17,15 +22,18 @@ from . import report
 from .batch import FAILED, GRADED
 from .executor import WorkerFailed
 from .replay import ReplayNotInstalled
-from .run import DEFAULT_MEMORY_MB, Options, Result, grade
+from .run import DEFAULT_MEMORY_MB, NoSuchStudents, Options, Result, grade_all
 from .sandbox import SandboxUnavailable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("assignment", help="assignment id, e.g. 01-chain-rule")
+    parser.add_argument("assignments", nargs="+", metavar="assignment",
+                        help="assignment ids, e.g. 01-chain-rule (several share one pool of workers)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
                         help="submissions executed at once (default: all cores)")
     parser.add_argument("--force", action="store_true", help="grade every submission, changed or not")
+    parser.add_argument("--students", type=lambda text: tuple(s.strip() for s in text.split(",") if s.strip()),
+                        default=None, metavar="A,B", help="regrade only these students (changed or not)")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds per cell (default: Execute.timeout from nbgrader_config.py)")
     parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB,
@@ -81,7 +89,12 @@ def summary(assignment: str, result: Result) -> str:
         lines.append("  WITHOUT THE SANDBOX (--no-sandbox): submissions ran with your own permissions, with no "
                      "isolation from this machine, the course or each other")
     if numbers["graded"]:
-        lines.append(f"  score: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} (out of {total:g})")
+        lines.append(f"  score: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} (out of {total:g}; "
+                     "before late penalties)")
+    if result.late:
+        penalized = [s for s in result.late if s.penalty > 0]
+        lines.append(f"  late: {len(result.late)} submissions, {len(penalized)} penalized, "
+                     f"{sum(s.penalty for s in penalized):g} points taken off (c.LatePenalty in nbgrader_config.py)")
     if result.course_bugs:
         lines.append("  course bugs (the exercise's fault, not the students'; fix the checks and regrade --force):")
         lines += [f"    {s}: {'; '.join(bugs)[:300]}" for s, bugs in sorted(result.course_bugs.items())]
@@ -99,24 +112,29 @@ def summary(assignment: str, result: Result) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    options = Options(assignment=args.assignment, course=args.course, jobs=args.jobs, force=args.force,
-                      timeout=args.timeout, memory_mb=args.memory_mb, feedback=not args.no_feedback,
-                      sandbox=not args.no_sandbox)
-    progress = Progress("grade", args.quiet)
+    assignments = list(dict.fromkeys(args.assignments))
+    runs = [Options(assignment=assignment, course=args.course, jobs=args.jobs, force=args.force,
+                    timeout=args.timeout, memory_mb=args.memory_mb, feedback=not args.no_feedback,
+                    sandbox=not args.no_sandbox, students=args.students) for assignment in assignments]
+    progress: dict[str, Progress] = {}
 
-    def started(total: int, skipped: int) -> None:
-        print(f"{args.assignment}: {total + skipped} submissions, {total} to grade"
-              + (f" ({skipped} unchanged since the last run; --force regrades them)" if skipped else ""),
-              flush=True)
-        progress.start(total)
+    def started(assignment: str, total: int, skipped: int) -> None:
+        print(f"{assignment}: {total + skipped} submissions, {total} to grade"
+              + (f" ({skipped} unchanged since the last run; --force regrades them)"
+                 if skipped and args.students is None else ""), flush=True)
+        progress[assignment] = Progress("grade", args.quiet)
+        progress[assignment].start(total)
 
+    failed = False
     try:
-        result = grade(options, on_graded=progress.step, on_start=started)
+        for result in grade_all(runs, on_graded=lambda assignment, student: progress[assignment].step(student),
+                                on_start=started):
+            print(summary(result.state_dir.name, result), flush=True)
+            failed = failed or any(o.status == FAILED for o in result.outcomes.values())
     except SandboxUnavailable as error:
         print(f"autograder grade: cannot grade safely here: {error}", file=sys.stderr)
         return 2
-    except (WorkerFailed, ReplayNotInstalled) as error:
+    except (WorkerFailed, ReplayNotInstalled, NoSuchStudents) as error:
         print(f"autograder grade: {error}", file=sys.stderr)
         return 2
-    print(summary(args.assignment, result))
-    return 1 if any(o.status == FAILED for o in result.outcomes.values()) else 0
+    return 1 if failed else 0

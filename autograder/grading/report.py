@@ -79,8 +79,9 @@ def cell_text(text: str) -> str:
 def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
                  cell_scores: dict[str, dict[str, float]], max_scores: dict[str, float],
                  diagnosed: dict[str, dict[str, set[str]]], *, sandboxed: bool = True,
-                 course_bugs: dict[str, list[str]] | None = None) -> Path:
-    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path."""
+                 course_bugs: dict[str, list[str]] | None = None, late: list[str] = ()) -> Path:
+    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path. ``late``: the late
+    submissions' section (:func:`autograder.lms.late.report_lines`)."""
     graded = [s for s, o in outcomes.items() if o.status == GRADED]
     cells = list(max_scores)
     pass_rate = {c: (sum(cell_scores.get(s, {}).get(c, 0) >= max_scores[c] for s in graded) / len(graded)
@@ -98,8 +99,8 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
     total = sum(max_scores.values())
     lines = [f"# Class report: {assignment}", "",
              f"{len(outcomes)} submissions: {numbers['graded']} graded, {numbers['failed']} could not be graded. "
-             f"Score over the graded ones: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} "
-             f"(out of {total:g}).", ""]
+             f"Score over the graded ones (before late penalties): mean {numbers['mean']:.2f}, "
+             f"median {numbers['median']:.2f} (out of {total:g}).", ""]
     if not sandboxed:
         lines += ["**Graded without the sandbox** (`--no-sandbox`): the submissions ran with the grader's own "
                   "permissions, with no isolation from the machine, the course or each other.", ""]
@@ -119,6 +120,8 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
     if course_bugs:
         lines += ["", "## Course bugs (the exercise's fault, not the students': fix the checks and regrade)", ""]
         lines += [f"- **{s}**: {'; '.join(bugs)}" for s, bugs in sorted(course_bugs.items())]
+    if late:
+        lines += ["", *late]
     failed = {s: o for s, o in outcomes.items() if o.status == FAILED}
     if failed:
         lines += ["", "## Could not be graded (recorded as 0)", ""]

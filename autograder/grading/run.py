@@ -18,7 +18,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ class Options:
     memory_mb: int = DEFAULT_MEMORY_MB
     feedback: bool = True
     sandbox: bool = True
+    students: tuple[str, ...] | None = None  # regrade only these, changed or not (None: whoever changed)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Result:
     restarts: int = 0
     workers_ready: float = 0.0  # seconds until every worker had imported and warmed up
     course_bugs: dict[str, list[str]] = field(default_factory=dict)
+    late: list = field(default_factory=list)  # lms.late.LateSubmission, after this run's penalties
 
 
 def check_modules(notebooks) -> tuple[str, ...]:
@@ -78,82 +80,146 @@ def _worker_settings(options: Options, course, timeout: float, seed: str, source
                     checks=check_modules(sources))
 
 
-def grade(options: Options, on_graded: Callable[[str], None] = lambda student: None,
-          on_start: Callable[[int, int], None] = lambda total, skipped: None) -> Result:
-    from .nbgrader_app import Course
+class _Assignment:
+    """One assignment's share of a run: what to grade (prepared before the workers start), then the gradebook,
+    grades CSV and class report once its submissions ran."""
 
-    started = time.perf_counter()
-    course = Course(options.course, options.assignment)
-    course.check_replay()
-    timeout = options.timeout or float(course.app.config.Execute.get("timeout", 30) or 30)
-    course.ensure_in_gradebook()
-    notebook_ids = course.notebook_ids()
-    max_scores = course.max_scores()
-    total_points = sum(sum(cells.values()) for cells in max_scores.values())
-    state_dir = course.root / "grading" / options.assignment
-    state = State(state_dir / "state.json")
-    seed = os.environ.get("AUTOGRADER_SEED", "")
-    sources = course.source_notebooks()
-    context = context_hash(seed, timeout, options.memory_mb, options.sandbox, [p.read_bytes() for p in sources])
-    everyone = students(course.submitted_folder(), options.assignment)
-    hashes = {s: folder_hash(course.path("submitted", s)) for s in everyone}
-    todo = [s for s in everyone if options.force or not state.unchanged(s, hashes[s], context)]
-    on_start(len(todo), len(everyone) - len(todo))
-    outcomes = {s: Outcome(hash=hashes[s], max_score=total_points) for s in todo}
-    result = Result({}, todo, state_dir, state_dir / "report.md", options.sandbox)
+    def __init__(self, options: Options):
+        from .nbgrader_app import Course
 
-    import nbformat
+        self.options = options
+        self.started = time.perf_counter()
+        self.course = course = Course(options.course, options.assignment)
+        course.check_replay()
+        self.timeout = options.timeout or float(course.app.config.Execute.get("timeout", 30) or 30)
+        course.ensure_in_gradebook()
+        self.notebook_ids = course.notebook_ids()
+        self.max_scores = course.max_scores()
+        self.total_points = sum(sum(cells.values()) for cells in self.max_scores.values())
+        state_dir = course.root / "grading" / options.assignment
+        self.state = State(state_dir / "state.json")
+        self.seed = os.environ.get("AUTOGRADER_SEED", "")
+        sources = course.source_notebooks()
+        self.context = context_hash(self.seed, self.timeout, options.memory_mb, options.sandbox,
+                                    [p.read_bytes() for p in sources])
+        self.everyone = students(course.submitted_folder(), options.assignment)
+        if options.students is not None:
+            unknown = sorted(set(options.students) - set(self.everyone))
+            if unknown:
+                raise NoSuchStudents(f"{options.assignment}: no submission from {', '.join(unknown)} in "
+                                     f"{course.submitted_folder()}")
+        hashes = {s: folder_hash(course.path("submitted", s)) for s in self.everyone}
+        if options.students is not None:  # the ones named, changed or not
+            self.todo = [s for s in self.everyone if s in options.students]
+        else:
+            self.todo = [s for s in self.everyone
+                         if options.force or not self.state.unchanged(s, hashes[s], self.context)]
+        self.skipped = len(self.everyone) - len(self.todo)
+        self.outcomes = {s: Outcome(hash=hashes[s], max_score=self.total_points) for s in self.todo}
+        self.result = Result({}, self.todo, state_dir, state_dir / "report.md", options.sandbox)
+        self.replays = Replays()
 
-    # the reference solutions and the blank release: the checks' paths to a pass and to a failure, tracebacks included
-    releases = [course.release_folder() / f"{notebook_id}.ipynb" for notebook_id in notebook_ids]
-    notebooks = [nbformat.read(path, as_version=4) for path in sources + releases if path.exists()]
-    executor = Executor(_worker_settings(options, course, timeout, seed, notebooks), jobs=options.jobs,
-                        warmup=[code_cells(notebook) for notebook in notebooks]) if todo else None
-    extra = course.extra_files_folder()
-    replays = Replays()
+        import nbformat
+
+        # the reference solutions and the blank release: the checks' paths to a pass and to a failure, tracebacks
+        # included
+        releases = [course.release_folder() / f"{notebook_id}.ipynb" for notebook_id in self.notebook_ids]
+        self.notebooks = [nbformat.read(path, as_version=4) for path in sources + releases if path.exists()]
+
+    def execute(self, executor: Executor, on_graded) -> None:
+        extra = self.course.extra_files_folder()
+        try:
+            restarts = executor.restarts
+            self.result.execution_seconds, _ = _pipeline(
+                self.course, executor, self.todo, self.notebook_ids, self.replays, self.outcomes, self.options,
+                self.timeout, extra, self.result, on_graded)
+            self.result.restarts = executor.restarts - restarts
+        finally:
+            if extra:
+                shutil.rmtree(extra, ignore_errors=True)
+
+    def finish(self) -> Result:
+        """Check that every graded notebook was replayed; late penalties; gradebook scores; CSV and class report."""
+        from ..lms import late
+
+        course, state, result = self.course, self.state, self.result
+        graded = [s for s in self.todo if self.outcomes[s].status == GRADED]
+        missing = self.replays.unreplayed(set(graded))
+        if missing:
+            raise ReplayMissing(f"nbgrader graded {missing} without their sandboxed execution")
+        result.replayed = sum(r.execute_replayed for r in self.replays.values())
+        # the late policy again for everyone (also those not executed this run): a changed due date, extension or
+        # policy, or a submission recorded as 0, never keeps a stale penalty
+        late.recompute(course.db_url, self.options.assignment, course.app.config)
+        result.late = late.late_submissions(course.db_url, self.options.assignment)
+
+        cell_scores: dict[str, dict[str, float]] = {}
+        diagnosed: dict[str, dict[str, set[str]]] = {}
+        for student in self.everyone:
+            outcome = self.outcomes.get(student) or state.outcomes.get(student) or Outcome(status=FAILED)
+            outcome.max_score = self.total_points
+            outcome.reasons = list(dict.fromkeys(outcome.reasons))
+            try:
+                per_notebook = course.scores(student)
+            except Exception:  # noqa: BLE001 - not in the gradebook (cannot happen after a run, but stay robust)
+                per_notebook = {}
+            cell_scores[student] = {cell: score for cells in per_notebook.values() for cell, score in cells.items()}
+            outcome.score = sum(cell_scores[student].values())
+            diagnosed[student] = {}
+            for notebook_id in self.notebook_ids:
+                diagnosed[student].update(report.misconceptions(course.path("autograded", student)
+                                                                / f"{notebook_id}.ipynb"))
+            state.outcomes[student] = outcome
+        for gone in set(state.outcomes) - set(self.everyone):
+            del state.outcomes[gone]
+        state.context = self.context
+        state.save()
+        flat_max = {cell: points for cells in self.max_scores.values() for cell, points in cells.items()}
+        report.write_csv(result.state_dir / "grades.csv", state.outcomes, cell_scores, list(flat_max))
+        report.class_report(result.state_dir, self.options.assignment, state.outcomes, cell_scores, flat_max,
+                            diagnosed, sandboxed=self.options.sandbox, course_bugs=result.course_bugs,
+                            late=late.report_lines(result.late))
+        result.outcomes = state.outcomes
+        result.seconds = time.perf_counter() - self.started
+        return result
+
+
+class NoSuchStudents(ValueError):
+    """``--students`` named someone without a submission of the assignment."""
+
+
+def grade_all(runs: list[Options], on_graded: Callable[[str, str], None] = lambda assignment, student: None,
+              on_start: Callable[[str, int, int], None] = lambda assignment, total, skipped: None
+              ) -> Iterator[Result]:
+    """Grade several assignments of one course with one pool of workers (started once, warmed up on every
+    assignment's notebooks); yield each assignment's Result as it is done, in the order given."""
+    if len({(o.course.resolve(), o.jobs, o.memory_mb, o.sandbox, o.timeout) for o in runs}) > 1:
+        raise ValueError("grade_all: the assignments of one run share the course, workers, limits and sandbox")
+    parts = [_Assignment(options) for options in runs]  # everything is checked before a worker starts
+    busy = [part for part in parts if part.todo]
+    executor = None
+    if busy:
+        notebooks = [notebook for part in busy for notebook in part.notebooks]
+        executor = Executor(_worker_settings(runs[0], busy[0].course, max(p.timeout for p in busy), busy[0].seed,
+                                             notebooks),
+                            jobs=runs[0].jobs, warmup=[code_cells(notebook) for notebook in notebooks])
     try:
-        if executor is not None:
-            result.execution_seconds, result.restarts = _pipeline(
-                course, executor, todo, notebook_ids, replays, outcomes, options, timeout, extra, result, on_graded)
+        for part in parts:
+            assignment = part.options.assignment
+            on_start(assignment, len(part.todo), part.skipped)
+            if part.todo:
+                part.execute(executor, lambda student, a=assignment: on_graded(a, student))
+            yield part.finish()
     finally:
         if executor is not None:
             executor.close()
-        if extra:
-            shutil.rmtree(extra, ignore_errors=True)
-    graded = [s for s in todo if outcomes[s].status == GRADED]
-    missing = replays.unreplayed(set(graded))
-    if missing:
-        raise ReplayMissing(f"nbgrader graded {missing} without their sandboxed execution")
-    result.replayed = sum(r.execute_replayed for r in replays.values())
 
-    cell_scores: dict[str, dict[str, float]] = {}
-    diagnosed: dict[str, dict[str, set[str]]] = {}
-    for student in everyone:
-        outcome = outcomes.get(student) or state.outcomes.get(student) or Outcome(status=FAILED)
-        outcome.max_score = total_points
-        outcome.reasons = list(dict.fromkeys(outcome.reasons))
-        try:
-            per_notebook = course.scores(student)
-        except Exception:  # noqa: BLE001 - not in the gradebook (cannot happen after a run, but stay robust)
-            per_notebook = {}
-        cell_scores[student] = {cell: score for cells in per_notebook.values() for cell, score in cells.items()}
-        outcome.score = sum(cell_scores[student].values())
-        diagnosed[student] = {}
-        for notebook_id in notebook_ids:
-            diagnosed[student].update(report.misconceptions(course.path("autograded", student)
-                                                            / f"{notebook_id}.ipynb"))
-        state.outcomes[student] = outcome
-    for gone in set(state.outcomes) - set(everyone):
-        del state.outcomes[gone]
-    state.context = context
-    state.save()
-    flat_max = {cell: points for cells in max_scores.values() for cell, points in cells.items()}
-    report.write_csv(state_dir / "grades.csv", state.outcomes, cell_scores, list(flat_max))
-    report.class_report(state_dir, options.assignment, state.outcomes, cell_scores, flat_max, diagnosed,
-                        sandboxed=options.sandbox, course_bugs=result.course_bugs)
-    result.outcomes = state.outcomes
-    result.seconds = time.perf_counter() - started
-    return result
+
+def grade(options: Options, on_graded: Callable[[str], None] = lambda student: None,
+          on_start: Callable[[int, int], None] = lambda total, skipped: None) -> Result:
+    """Grade one assignment (see :func:`grade_all`)."""
+    return next(grade_all([options], lambda _, student: on_graded(student),
+                          lambda _, total, skipped: on_start(total, skipped)))
 
 
 class _Sanitizer:
