@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..checking import (
+    CourseBug,
     GradingFailure,
     Misconception,
     Route,
@@ -44,8 +45,21 @@ Tensor = torch.Tensor
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 #: Stated thresholds (the parts' text quotes them).
-MOONS_ACCURACY = 0.8  # what an 8-unit MLP reaches in a second of pure-Python training (100 steps of 8 points)
-DIGITS_ACCURACY = 0.95
+# Pass marks sit below the worst the reference training reaches, so that training noise never costs a correct answer
+# points, and the moons' hinge mark above the best a barely trained model reaches (measured over the hidden tests'
+# draws with `python -m tools.capstone_margins 120`): on two moons, from the poor start below, the reference reaches
+# 89 % accuracy and a held-out hinge loss of 0.25 (median; worst 80.5 % and 0.49 over 120 draws), the catalogue's
+# three steps of training a hinge loss of 0.69 at best over 200 draws, with up to 88.5 % accuracy: accuracy counts
+# signs only and cannot tell them apart; on the digits the reference reaches 97 % (median; worst 93.9 % over 40
+# splits) where the part aims at 95 %.
+MOONS_ACCURACY = 0.7
+MOONS_HINGE = 0.6
+DIGITS_ACCURACY = 0.92
+#: A moons case starts from weights that classify at most this fraction of the held-out points right, so that a loop
+#: that barely trains cannot pass by a lucky start.
+MOONS_START_AT_MOST = 0.6
+#: ... and whose held-out hinge loss is at least this (a start already near the hinge mark would pass untrained).
+MOONS_START_HINGE = 1.0
 GATE_EVERY = 50
 
 # ------------------------------------------------------------------------------------------------------- data
@@ -229,14 +243,65 @@ def value_accuracy(model, Value, points: list[list[float]], labels: list[int]) -
     return right / len(labels)
 
 
-def _run_train_moons(train_moons, Value, MLP, seed: int) -> None:
+class PartAModel:
+    """Part A's MLP, written by the course on the learner's own ``Value`` class: Part B trains this one, so that a
+    slip in the learner's MLP class costs Part A's points only. Its interface is the part's: ``model(x)`` (one Value
+    for one output), ``parameters()`` layer by layer, neuron by neuron, weights then bias, and ``zero_grad()``."""
+
+    def __init__(self, Value, sizes: list[int], flat: list[float]):
+        self.layers, position = [], 0
+        for fan_in, fan_out in zip(sizes, sizes[1:]):
+            layer = []
+            for _ in range(fan_out):
+                layer.append([Value(v) for v in flat[position:position + fan_in + 1]])
+                position += fan_in + 1
+            self.layers.append(layer)
+
+    def __call__(self, x):
+        for number, layer in enumerate(self.layers):
+            out = []
+            for neuron in layer:
+                total = neuron[-1]
+                for w, xi in zip(neuron[:-1], x):
+                    total = total + w * xi
+                out.append(total)
+            x = out if number == len(self.layers) - 1 else [o.tanh() for o in out]
+        return x[0] if len(x) == 1 else x
+
+    def parameters(self) -> list:
+        return [p for layer in self.layers for neuron in layer for p in neuron]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = 0.0
+
+    def __repr__(self) -> str:
+        return f"MLP(2, [8, 1]) (the course's, on your Value: {len(self.parameters())} parameters)"
+
+
+def _poor_start(seed: int, points: list[list[float]], labels: list[int]) -> list[float]:
+    """MLP(2, [8, 1]) weights drawn from ``seed`` that classify at most MOONS_START_AT_MOST of ``points`` right, with
+    a hinge loss of at least MOONS_START_HINGE on them."""
+    gen = torch.Generator().manual_seed(seed)
+    targets = torch.tensor(labels) == 1
+    for _ in range(200):
+        flat = uniform(gen, (33,), -1.0, 1.0)
+        scores = _torch_mlp([2, 8, 1], flat, torch.tensor(points, dtype=torch.float64)).reshape(-1)
+        hinge = float(torch.relu(1 - (2 * targets.double() - 1) * scores).mean())
+        if float(((scores > 0) == targets).double().mean()) <= MOONS_START_AT_MOST and hinge >= MOONS_START_HINGE:
+            return flat.tolist()
+    raise CourseBug(f"no starting point for the moons at seed {seed} is as poor as asked in 200 draws")
+
+
+def _run_train_moons(train_moons, Value, seed: int) -> None:
     __tracebackhide__ = True
     points, labels = make_moons(60, seed)
     test_points, test_labels = make_moons(200, seed + 1)
     random.seed(seed)
-    model = call_learner(MLP, 2, [8, 1], what="MLP(2, [8, 1])", forbid=[Route.AUTOGRAD])
-    _set_parameters(model, uniform(torch.Generator().manual_seed(seed), (33,), -1.0, 1.0).tolist(), "MLP(2, [8, 1])")
-    what = f"train_moons(model, points, labels) for MLP(2, [8, 1]) on 60 moons (seed {seed})"
+    flat = _poor_start(seed, test_points, test_labels)
+    model = call_learner(PartAModel, Value, [2, 8, 1], flat, what="MLP(2, [8, 1]) built on your Value",
+                         forbid=[Route.AUTOGRAD])
+    what = f"train_moons(model, points, labels) for an MLP(2, [8, 1]) on 60 moons (seed {seed})"
     losses = call_learner(train_moons, model, points, labels, what=what, forbid=[Route.AUTOGRAD],
                           may_change=["model"])
     if type(losses) is not list or not losses:
@@ -246,16 +311,26 @@ def _run_train_moons(train_moons, Value, MLP, seed: int) -> None:
         raise _proven(f"{what} returned losses of type {kind}; expected Python floats.", LOSSES_AS_VALUES)
     accuracy = call_learner(value_accuracy, model, Value, test_points, test_labels, what="the trained model on "
                             "200 fresh moons", forbid=[Route.AUTOGRAD], may_change=True)
-    if accuracy < MOONS_ACCURACY:
-        raise GradingFailure(f"{what}: held-out accuracy {accuracy:.1%} on 200 fresh moons; the part asks for at least "
-                             f"{MOONS_ACCURACY:.0%}. Loss went from {losses[0]:.4g} to {losses[-1]:.4g} in "
-                             f"{len(losses)} steps.")
+    hinge = _held_out_hinge(model, test_points, test_labels)
+    if accuracy < MOONS_ACCURACY or hinge > MOONS_HINGE:
+        raise GradingFailure(f"{what}: on 200 fresh moons, accuracy {accuracy:.1%} and mean hinge loss {hinge:.3g}; "
+                             f"the part asks for at least {MOONS_ACCURACY:.0%} and at most {MOONS_HINGE:g}. Training "
+                             f"loss went from {losses[0]:.4g} to {losses[-1]:.4g} in {len(losses)} steps.")
+
+
+def _held_out_hinge(model: PartAModel, points: list[list[float]], labels: list[int]) -> float:
+    """Mean hinge loss max(0, 1 - s·score) of the trained model on ``points``, computed in torch."""
+    flat = torch.tensor([float(p.data) for p in model.parameters()], dtype=torch.float64)
+    scores = _torch_mlp([2, 8, 1], flat, torch.tensor(points, dtype=torch.float64)).reshape(-1)
+    signs = torch.tensor([1.0 if label == 1 else -1.0 for label in labels], dtype=torch.float64)
+    return float(torch.relu(1 - signs * scores).mean())
 
 
 @check
 def check_train_moons(train_moons, Value, MLP, seed: int | None = None) -> None:
-    """Part B: train_moons(model, points, labels) trains the Value MLP in place (no autograd) and returns the losses
-    as floats; the model then classifies fresh moons with at least MOONS_ACCURACY accuracy."""
+    """Part B: train_moons(model, points, labels) trains a Value MLP in place (no autograd) and returns the losses
+    as floats; the model then classifies fresh moons with at least MOONS_ACCURACY accuracy. The model trained is
+    :class:`PartAModel` on the learner's ``Value``, not their ``MLP`` class (Part A grades that one)."""
     __tracebackhide__ = True
     _value_parts(Value, MLP)
     # One training run per test: training is the slow part (the other checks of this part are proven or
@@ -263,7 +338,7 @@ def check_train_moons(train_moons, Value, MLP, seed: int | None = None) -> None:
     seeds = [11] if seed is None else [randint(generator("11/moons", seed), 100, 10**6)]
     for data_seed in seeds:
         with trial():
-            _run_train_moons(train_moons, Value, MLP, data_seed)
+            _run_train_moons(train_moons, Value, data_seed)
 
 
 # ------------------------------------------------------------------------------- Parts C-E: tensor backward passes
