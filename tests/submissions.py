@@ -69,12 +69,22 @@ class CheckCrashed(AssertionError):
     """A test cell raised something other than the checks' GradingFailure: a bug in a check, not a rejection."""
 
 
-def run_in_process(assignment: str, answers: dict[str, str]) -> dict[str, bool]:
+def is_hidden_test(cell) -> bool:
+    """A graded test cell whose checks draw their cases from the grading seed (nbgrader's hidden tests)."""
+    return bool(cell.metadata.get("nbgrader", {}).get("grade")) and "### BEGIN HIDDEN TESTS" in cell.source
+
+
+def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: bool = False) -> dict[str, bool]:
     """Run the source notebook in this process with ``answers`` in its solution cells; pass/fail per test cell.
 
     A quick stand-in for nbgrader (no kernel, no gradebook) so the hidden tests can be tried on many seeds. A test
     cell fails only when a check raised its GradingFailure; any other exception out of a test cell (a CourseBug, a
     TypeError inside a check...) raises :class:`CheckCrashed`, since a crashing check is a bug, not a verdict.
+
+    ``only_hidden``: run what the hidden tests depend on and nothing else, the part of a notebook that changes with
+    the seed: the nbgrader cells (imports, given code, solutions) and the hidden test cells; the visible tests and
+    the learner's scratch and demo cells (no nbgrader metadata) draw nothing from the seed and are proven once, by
+    the graded pipeline at the default seed. Results are then for the hidden test cells only.
     """
     import contextlib
     import io
@@ -89,6 +99,8 @@ def run_in_process(assignment: str, answers: dict[str, str]) -> dict[str, bool]:
             if cell.cell_type != "code":
                 continue
             meta = cell.metadata.get("nbgrader", {})
+            if only_hidden and (not meta or (meta.get("grade") and not is_hidden_test(cell))):
+                continue
             source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
             try:
                 exec(compile(source, f"<{grade_id(cell) or 'cell'}>", "exec"), namespace)
