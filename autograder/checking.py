@@ -148,15 +148,6 @@ def expect_no_alias(answer: Any, arguments: dict[str, Any], *, what: str) -> Non
         raise proven_failure(f"{what}: {'; '.join(found)}.", contracts.ALIASED)
 
 
-def call_with_none_hint(fn: Callable, *args, hint: str, what: str):
-    """call_learner, adding ``hint`` to the failure when the learner's code tripped over a None."""
-    __tracebackhide__ = True
-    try:
-        return call_learner(fn, *args, what=what, may_change=True)
-    except GradingFailure as failure:
-        raise GradingFailure(str(failure) + (hint if "NoneType" in str(failure) else "")) from None
-
-
 def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
     __tracebackhide__ = True
     if not callable(fn):
@@ -291,8 +282,7 @@ def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> T
 
 
 def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, what: str, fd: Any = None,
-                 rtol: float = 1e-6, atol: float = 1e-8, symptoms: Sequence[Symptom | Misconception] = (),
-                 misconceptions: Sequence[Symptom | Misconception] = (), extra: str = "",
+                 rtol: float = 1e-6, atol: float = 1e-8, symptoms: Sequence[Symptom] = (), extra: str = "",
                  source: str = "autograd") -> None:
     """Pass if ``received`` is close to ``expected`` elementwise; otherwise explain the mismatch and raise.
 
@@ -315,11 +305,8 @@ def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, w
                             f"{fmt(fd)}).")
     if _allclose(got, expected, rtol, atol):
         return
-    symptoms = [*symptoms, *misconceptions]
-    matched = tuple(s.misconception if isinstance(s, Symptom) else s for s in symptoms if s.matches(got))
+    matched = tuple(dict.fromkeys(s.misconception for s in symptoms if s.matches(got)))
     message = describe_mismatch(got, expected, what=what, fd=fd, rtol=rtol, atol=atol, extra=extra, source=source)
-    if matched and _TRIALS.get() is None:  # an old-style check, outside check(): name the first match at once
-        message += "\n" + matched[0].line()
     raise GradingFailure(message, suspects=matched)
 
 

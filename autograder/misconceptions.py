@@ -58,22 +58,15 @@ class GradingFailure(AssertionError):
 
 @dataclass(frozen=True)
 class Misconception:
-    """A known mistake: its name (a short noun phrase, any punctuation) and what to do instead.
-
-    ``value`` and ``when`` are the old way to say how a case recognises it (one object per case); new code keeps
-    the definition at module level and passes ``looks_like(value)`` / ``when(predicate)`` symptoms instead.
+    """A known mistake: its name (a short noun phrase, any punctuation) and what to do instead. Defined once, at
+    module level; each case says how it recognises it with a symptom, ``looks_like(value)`` or ``when(predicate)``.
     """
 
     name: str
     hint: str
-    value: Any = None
-    legacy_when: Callable[[torch.Tensor], bool] | None = None
 
     def __post_init__(self) -> None:
         REGISTRY.setdefault(self.name, self)
-
-    def matches(self, received: torch.Tensor) -> bool:  # the old protocol: a Misconception used as its own symptom
-        return Symptom(self, value=self.value, predicate=self.legacy_when).matches(received)
 
     def line(self) -> str:
         """The sentence a learner reads."""

@@ -248,3 +248,22 @@ def test_a_published_diagnosis_reaches_the_notebook():
         InteractiveShell.clear_instance()
     assert published == [{misconceptions.MIME: {"misconception": WRONG.name, "check": "_check_cases", "cases": 2,
                                                  "proven": False}, "text/plain": ""}]
+
+
+def test_every_check_the_notebooks_call_is_a_check():
+    """A test cell calls checks.check_*; each is made with @check (every case a trial, names only on agreement)."""
+    import importlib
+    import pkgutil
+
+    import autograder.checks
+
+    found = 0
+    for info in pkgutil.iter_modules(autograder.checks.__path__, "autograder.checks."):
+        if not info.name.startswith("autograder.checks.ex"):
+            continue
+        module = importlib.import_module(info.name)
+        for name in dir(module):
+            if name.startswith("check_") and callable(getattr(module, name)):
+                found += 1
+                assert getattr(getattr(module, name), "is_check", False), f"{info.name}.{name} is not a @check"
+    assert found >= 30

@@ -43,3 +43,10 @@ def test_nbgrader_metadata(path):
     assert hidden, "hidden tests on fresh random cases are required"
     for cell in hidden:
         assert "grading_seed()" in cell.source, "hidden tests draw their cases from the grading seed"
+
+
+@pytest.mark.parametrize("path", course.lessons(), ids=_ids(course.lessons()))
+def test_lesson_reads_within_the_budget(path):
+    """A lesson is a chapter, not a book: prose at 200 words and visible code at 10 lines a minute."""
+    minutes = course.reading_minutes(path)
+    assert minutes <= course.READING_BUDGET_MINUTES, f"{path.name} reads in {minutes:.1f} min"
