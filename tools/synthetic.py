@@ -10,6 +10,7 @@ and an optional ``transform`` of the whole file (:data:`TRANSFORMS`).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -24,11 +25,18 @@ HOSTILE = REPOSITORY / "tests" / "hostile"
 
 
 def _yaml(path: Path) -> list[dict]:
+    """The entries of a catalogue file, parsed once per version of the file (a fresh copy for every caller)."""
     if not path.exists():
         return []
+    stat = path.stat()
+    return copy.deepcopy(_parsed(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> list[dict]:
     import yaml  # a test dependency ('.[test]'), installed by every make target
 
-    return yaml.safe_load(path.read_text()) or []
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
 
 
 def catalogue(assignment: str) -> list[dict]:
