@@ -7,16 +7,20 @@ torch. The reference must get full marks, the blank release 0 (without stopping 
 exactly the scores its catalogue entry states, with its diagnosis in the feedback.
 
 Part of the class is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook, nothing of
-this package's grader) on its own course copy and gradebook: the reference, the blank release and a fixed sample of
-the catalogue spread over its length (:data:`AGREEMENT_SAMPLE` per assignment), and each must get identical scores
-from both graders; no cell of the reference may raise in a kernel. A kernel per notebook costs seconds, and the whole
-catalogue (over 400 answers) took most of the suite's time on two cores; ``COURSE_AGREEMENT=all`` compares every
-answer (about 25 minutes on two cores; worth it after a change to the grader's executor or replay).
+this package's grader) on its own course copy and gradebook: the reference, the blank release and
+:data:`AGREEMENT_SAMPLE` catalogue answers per assignment, and each must get identical scores from both graders; no
+cell of the reference may raise in a kernel. The sample first takes answers that reach what a sandbox or a forked
+worker could treat differently from a kernel (imports, torch.func, torch.optim, torch.nn.utils, torch.compile,
+warnings, printing, sys or os), then answers spread over the catalogue. A kernel per notebook costs seconds: the whole
+catalogue (over 350 answers) would take most of the suite's 15 minutes on two cores, so ``COURSE_AGREEMENT=all``
+compares every answer (about 25 minutes on two cores; worth it after a change to the grader's executor, sandbox or
+replay).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,14 +35,31 @@ from autograder import course
 ASSIGNMENTS = course.assignments()
 #: Catalogued wrong answers per assignment that plain nbgrader grades too (all of them with COURSE_AGREEMENT=all).
 AGREEMENT_SAMPLE = 4
+#: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
+#: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
+REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
+    r"torch\.(func|autograd\.functional|_dynamo|compile)", r"^\s*(import|from)\s", r"torch\.(optim|nn\.utils)",
+    r"warnings\.|print\(|\bsys\.|\bos\.")]
 
 
 def agreement_sample(assignment: str) -> list[str]:
-    """The students plain nbgrader grades: reference, blank and catalogue entries evenly spread (deterministic)."""
-    wrong = [f"wrong{n:02d}" for n in range(len(catalogue(assignment)))]
-    if os.environ.get("COURSE_AGREEMENT") != "all" and len(wrong) > AGREEMENT_SAMPLE:
-        wrong = [wrong[round(k * (len(wrong) - 1) / (AGREEMENT_SAMPLE - 1))] for k in range(AGREEMENT_SAMPLE)]
-    return ["reference", "blank", *wrong]
+    """The students plain nbgrader grades: reference, blank, then the two catalogue answers that reach out the most
+    (:data:`REACHES_OUT`, rarest first) and answers evenly spread over the rest, AGREEMENT_SAMPLE in all."""
+    entries = catalogue(assignment)
+    everyone = [f"wrong{n:02d}" for n in range(len(entries))]
+    if os.environ.get("COURSE_AGREEMENT") == "all" or len(everyone) <= AGREEMENT_SAMPLE:
+        return ["reference", "blank", *everyone]
+
+    def rank(entry) -> int:
+        code = "\n".join(entry.replace.values())
+        return next((k for k, pattern in enumerate(REACHES_OUT) if pattern.search(code)), len(REACHES_OUT))
+
+    reaching = sorted((rank(entry), name) for name, entry in zip(everyone, entries) if rank(entry) < len(REACHES_OUT))
+    chosen = [name for _, name in reaching[:2]]
+    rest = [name for name in everyone if name not in chosen]
+    count = AGREEMENT_SAMPLE - len(chosen)
+    chosen += list(dict.fromkeys(rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)))
+    return ["reference", "blank", *sorted(chosen)]
 
 
 def write_class(root, assignment: str) -> None:
