@@ -52,11 +52,6 @@ def grade_command(root: Path, *extra: str, jobs: int = 2) -> list[str]:
             "--memory-mb", "512", "--course", str(root), "--quiet", *extra]
 
 
-def run_grade(root: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(grade_command(root, *extra, jobs=1), cwd=root, env=course.tool_environment(),
-                          capture_output=True, text=True, timeout=900)
-
-
 def outcomes(root: Path) -> dict[str, dict]:
     return json.loads((root / "grading" / ASSIGNMENT / "state.json").read_text())["students"]
 
@@ -222,34 +217,19 @@ def test_answers_that_import_what_no_reference_imports_are_graded_as_nbgrader_gr
     assert scores(plain, name, ASSIGNMENT) == scores(batch.root, name, ASSIGNMENT) == graded_cells(ASSIGNMENT)
 
 
-def test_regrading_is_incremental_and_reproducible(scratch):
-    require_sandbox()
-    root = make_course(scratch / "regrade")
-    reference = synthetic.reference_answers(root, ASSIGNMENT)
-    synthetic.write_submission(root, ASSIGNMENT, "ada", {**reference, **WRONG[0].replace})
-    synthetic.write_submission(root, ASSIGNMENT, "bo", {})
-    first = run_grade(root)
-    assert "2 to grade" in first.stdout and first.returncode == 0, first.stdout + first.stderr
-    assert scores(root, "bo", ASSIGNMENT) == {cell: 0.0 for cell in graded_cells(ASSIGNMENT)}
-    synthetic.write_submission(root, ASSIGNMENT, "bo", reference)  # bo submits again, now correct
-    changed = run_grade(root)
-    assert "2 submissions, 1 to grade (1 unchanged" in changed.stdout, changed.stdout
-    graded = {s: scores(root, s, ASSIGNMENT) for s in ("ada", "bo")}
-    assert graded["bo"] == graded_cells(ASSIGNMENT)
-    forced = run_grade(root, "--force")
-    assert "2 to grade" in forced.stdout
-    assert {s: scores(root, s, ASSIGNMENT) for s in ("ada", "bo")} == graded
-
-
-def test_several_assignments_share_one_pool_and_a_few_students_are_regraded(scratch):
+def test_several_assignments_one_pool_incremental_reproducible_and_a_few_regraded(scratch):
+    """Two assignments graded by one pool of workers; a re-run grades only what changed; --force gives the same
+    grades; --students regrades the students named, changed or not, and no one else."""
     require_sandbox()
     other = "02-computation-graph"
     root = scratch / "several"
     course.copy_course(root, assignment_ids=[ASSIGNMENT, other])
     course.generate_release(root, [ASSIGNMENT, other])
-    for assignment in (ASSIGNMENT, other):
-        synthetic.write_submission(root, assignment, "ada", synthetic.reference_answers(root, assignment))
-        synthetic.write_submission(root, assignment, "bo", {})
+    reference = {a: synthetic.reference_answers(root, a) for a in (ASSIGNMENT, other)}
+    synthetic.write_submission(root, ASSIGNMENT, "ada", {**reference[ASSIGNMENT], **WRONG[0].replace})
+    synthetic.write_submission(root, ASSIGNMENT, "bo", {})
+    synthetic.write_submission(root, other, "ada", reference[other])
+    synthetic.write_submission(root, other, "bo", {})
 
     def grade(*extra: str) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "autograder", "grade", ASSIGNMENT, other, "--jobs", "1", "--timeout",
@@ -261,10 +241,17 @@ def test_several_assignments_share_one_pool_and_a_few_students_are_regraded(scra
     assert both.returncode == 0, both.stdout + both.stderr
     for assignment in (ASSIGNMENT, other):
         assert f"{assignment}: 2 submissions, 2 to grade" in both.stdout
-        assert scores(root, "ada", assignment) == graded_cells(assignment)
         assert scores(root, "bo", assignment) == {cell: 0.0 for cell in graded_cells(assignment)}
+    assert scores(root, "ada", other) == graded_cells(other)
     ready = re.findall(r"workers ready after ([\d.]+) s", both.stdout)
     assert len(ready) == 2 and ready[0] == ready[1], f"one pool of workers for both assignments:\n{both.stdout}"
+
+    synthetic.write_submission(root, ASSIGNMENT, "bo", reference[ASSIGNMENT])  # bo submits again, now correct
+    changed = grade()
+    assert f"{ASSIGNMENT}: 2 submissions, 1 to grade (1 unchanged" in changed.stdout, changed.stdout
+    assert f"{other}: 2 submissions, 0 to grade (2 unchanged" in changed.stdout, changed.stdout
+    graded = {s: scores(root, s, ASSIGNMENT) for s in ("ada", "bo")}
+    assert graded["bo"] == graded_cells(ASSIGNMENT)
 
     synthetic.write_submission(root, other, "ada", {})  # changed, but not named: keeps its grade
     few = grade("--students", "bo")
@@ -272,6 +259,11 @@ def test_several_assignments_share_one_pool_and_a_few_students_are_regraded(scra
     for assignment in (ASSIGNMENT, other):
         assert f"{assignment}: 2 submissions, 1 to grade\n" in few.stdout, few.stdout
     assert scores(root, "ada", other) == graded_cells(other)
+
+    forced = grade("--force")
+    assert f"{ASSIGNMENT}: 2 submissions, 2 to grade" in forced.stdout
+    assert {s: scores(root, s, ASSIGNMENT) for s in ("ada", "bo")} == graded
+    assert scores(root, "ada", other) == {cell: 0.0 for cell in graded_cells(other)}
 
     unknown = grade("--students", "bo,zed")
     assert unknown.returncode == 2 and "no submission from zed" in unknown.stderr, unknown.stdout + unknown.stderr

@@ -2,19 +2,19 @@
 
 One run of ``python -m autograder grade`` per assignment grades a whole class: the reference solution, the untouched
 release, and every catalogued wrong answer. It is nbgrader's own pipeline (sanitizing, Autograde's grading rules, the
-gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that has imported
-torch. The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer
-exactly the scores its catalogue entry states, with its diagnosis in the feedback.
+gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that has imported torch.
+The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer exactly the
+scores its catalogue entry states, with its diagnosis in the feedback.
 
 Part of the class is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook, nothing of
 this package's grader) on its own course copy and gradebook: the reference, the blank release and
 :data:`AGREEMENT_SAMPLE` catalogue answers per assignment, and each must get identical scores from both graders; no
-cell of the reference may raise in a kernel. The sample first takes answers that reach what a sandbox or a forked
-worker could treat differently from a kernel (imports, torch.func, torch.optim, torch.nn.utils, torch.compile,
-warnings, printing, sys or os), then answers spread over the catalogue. A kernel per notebook costs seconds: the whole
-catalogue (over 350 answers) would take most of the suite's 15 minutes on two cores, so ``COURSE_AGREEMENT=all``
-compares every answer (about 25 minutes on two cores; worth it after a change to the grader's executor, sandbox or
-replay).
+cell of the reference may raise in a kernel. The sample takes the answers that reach most what a sandbox or a forked
+worker could treat differently from a kernel (torch.func and other modules torch imports lazily, imports, torch.optim,
+torch.nn.utils, warnings, printing, sys or os), then answers spread over the catalogue. A kernel per notebook costs
+seconds: the whole catalogue (over 350 answers) would take most of the suite's 15 minutes on two cores, so
+``COURSE_AGREEMENT=all`` compares every answer (about 25 minutes on two cores; worth it after a change to the grader's
+executor, sandbox or replay).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from autograder import course
 
 ASSIGNMENTS = course.assignments()
 #: Catalogued wrong answers per assignment that plain nbgrader grades too (all of them with COURSE_AGREEMENT=all).
-AGREEMENT_SAMPLE = 4
+AGREEMENT_SAMPLE = 2
 #: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
 #: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
 REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
@@ -43,8 +43,9 @@ REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
 
 
 def agreement_sample(assignment: str) -> list[str]:
-    """The students plain nbgrader grades: reference, blank, then the two catalogue answers that reach out the most
-    (:data:`REACHES_OUT`, rarest first) and answers evenly spread over the rest, AGREEMENT_SAMPLE in all."""
+    """The students plain nbgrader grades: reference, blank, then the catalogue answers that reach out the most
+    (:data:`REACHES_OUT`, rarest first), AGREEMENT_SAMPLE in all (answers spread over the catalogue where fewer
+    reach out)."""
     entries = catalogue(assignment)
     everyone = [f"wrong{n:02d}" for n in range(len(entries))]
     if os.environ.get("COURSE_AGREEMENT") == "all" or len(everyone) <= AGREEMENT_SAMPLE:
@@ -55,7 +56,7 @@ def agreement_sample(assignment: str) -> list[str]:
         return next((k for k, pattern in enumerate(REACHES_OUT) if pattern.search(code)), len(REACHES_OUT))
 
     reaching = sorted((rank(entry), name) for name, entry in zip(everyone, entries) if rank(entry) < len(REACHES_OUT))
-    chosen = [name for _, name in reaching[:2]]
+    chosen = [name for _, name in reaching[:AGREEMENT_SAMPLE]]
     rest = [name for name in everyone if name not in chosen]
     count = AGREEMENT_SAMPLE - len(chosen)
     chosen += list(dict.fromkeys(rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)))

@@ -166,6 +166,10 @@ def _set_parameters(model, values: list[float], what: str) -> list:
     if len(params) != len(values):
         raise GradingFailure(f"{what}: model.parameters() lists {len(params)} Values; expected {len(values)}.",
                              suspects=(NO_BIAS,) if len(params) < len(values) else ())
+    if not all(hasattr(param, "data") and hasattr(param, "grad") for param in params):
+        kinds = sorted({type(param).__name__ for param in params if not hasattr(param, "data")})
+        raise GradingFailure(f"{what}: model.parameters() lists {', '.join(kinds)} among its parameters; expected "
+                             "Values only (each weight and each bias a Value).")
     for param, value in zip(params, values):
         param.data = value
         param.grad = 0.0
@@ -514,9 +518,14 @@ def _run_train_digits(train_digits, split_seed: int) -> None:
     steps = len(history["loss"]) if type(history) is dict and type(history.get("loss")) is list else 0
     if steps and routes.backward_runs >= steps:
         raise _proven(f"{what} ran {routes.backward_runs} backward passes in {steps} steps.", TRAINED_WITH_AUTOGRAD)
-    if steps and routes.backward_runs < math.ceil(steps / GATE_EVERY):
+    gates = math.ceil(steps / GATE_EVERY)
+    if steps and routes.backward_runs < gates:
         raise _proven(f"{what} ran {routes.backward_runs} backward passes in {steps} steps: the gradcheck gate "
-                      f"should have run {math.ceil(steps / GATE_EVERY)} times.", NO_GATE)
+                      f"should have run {gates} times.", NO_GATE)
+    if steps and routes.backward_runs > gates:
+        raise GradingFailure(f"{what} ran {routes.backward_runs} backward passes in {steps} steps; the gradcheck "
+                             f"gate runs once every {GATE_EVERY} steps, {gates} times, and is the only place autograd "
+                             "may run.")
     losses = _expect_history(history, what)
     _expect_global_clipping(history, what)
     held_out = accuracy({k: torch.as_tensor(v, dtype=torch.float64) for k, v in params.items()}, X_test, y_test)
