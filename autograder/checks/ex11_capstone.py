@@ -283,16 +283,21 @@ class PartAModel:
         return f"MLP(2, [8, 1]) (the course's, on your Value: {len(self.parameters())} parameters)"
 
 
+def _moons_fit(flat: Tensor, points: list[list[float]], labels: list[int]) -> tuple[float, float]:
+    """(accuracy, mean hinge loss max(0, 1 - s·score)) of MLP(2, [8, 1]) with parameters ``flat`` on ``points``."""
+    scores = _torch_mlp([2, 8, 1], flat, torch.tensor(points, dtype=torch.float64)).reshape(-1)
+    signs = torch.tensor([1.0 if label == 1 else -1.0 for label in labels], dtype=torch.float64)
+    return float((signs * scores > 0).double().mean()), float(torch.relu(1 - signs * scores).mean())
+
+
 def _poor_start(seed: int, points: list[list[float]], labels: list[int]) -> list[float]:
     """MLP(2, [8, 1]) weights drawn from ``seed`` that classify at most MOONS_START_AT_MOST of ``points`` right, with
     a hinge loss of at least MOONS_START_HINGE on them."""
     gen = torch.Generator().manual_seed(seed)
-    targets = torch.tensor(labels) == 1
     for _ in range(200):
         flat = uniform(gen, (33,), -1.0, 1.0)
-        scores = _torch_mlp([2, 8, 1], flat, torch.tensor(points, dtype=torch.float64)).reshape(-1)
-        hinge = float(torch.relu(1 - (2 * targets.double() - 1) * scores).mean())
-        if float(((scores > 0) == targets).double().mean()) <= MOONS_START_AT_MOST and hinge >= MOONS_START_HINGE:
+        accuracy, hinge = _moons_fit(flat, points, labels)
+        if accuracy <= MOONS_START_AT_MOST and hinge >= MOONS_START_HINGE:
             return flat.tolist()
     raise CourseBug(f"no starting point for the moons at seed {seed} is as poor as asked in 200 draws")
 
@@ -323,11 +328,9 @@ def _run_train_moons(train_moons, Value, seed: int) -> None:
 
 
 def _held_out_hinge(model: PartAModel, points: list[list[float]], labels: list[int]) -> float:
-    """Mean hinge loss max(0, 1 - s·score) of the trained model on ``points``, computed in torch."""
+    """Mean hinge loss of the trained model on ``points``, computed in torch."""
     flat = torch.tensor([float(p.data) for p in model.parameters()], dtype=torch.float64)
-    scores = _torch_mlp([2, 8, 1], flat, torch.tensor(points, dtype=torch.float64)).reshape(-1)
-    signs = torch.tensor([1.0 if label == 1 else -1.0 for label in labels], dtype=torch.float64)
-    return float(torch.relu(1 - signs * scores).mean())
+    return _moons_fit(flat, points, labels)[1]
 
 
 @check
