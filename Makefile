@@ -63,7 +63,12 @@ grade-demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench
 
-.PHONY: mutants
+.PHONY: sweep mutants
+
+# The reference and every catalogued wrong answer at 20 grading seeds (hidden tests, in-process): reports any answer
+# whose score changes with the seed (a report, not part of make test; SEEDS=N for another count).
+sweep: $(STAMP)
+	$(BIN)/python -m tools.sweep $(if $(SEEDS),--seeds $(SEEDS)) $(EXERCISE)
 
 # Mutation-test the graders (a report, not a test): writes mutation/REPORT.md. One exercise:
 # `make mutants EXERCISE=05-zero-grad` (several: EXERCISE="01-chain-rule 05-zero-grad"); `JOBS=1` for one worker.

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from . import contracts
-from .misconceptions import CourseBug, GradingFailure, Misconception, Symptom, publish
+from .misconceptions import CourseBug, GradingFailure, Misconception, Symptom, armed, publish
 from .routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from .routes import Route, Routes
 
@@ -118,7 +118,7 @@ def call_learner(fn: Callable, *args, what: str, forbid: Iterable[Route] = (), r
 def proven_failure(message: str, misconception: Misconception) -> GradingFailure:
     """The failure for a mistake the check observed directly (named whatever the numbers say)."""
     if _TRIALS.get() is None:  # outside a check() nobody else will name it
-        message += "\n" + misconception.line()
+        message = misconception.line() + "\n" + message
     return GradingFailure(message, proven=misconception)
 
 
@@ -157,8 +157,8 @@ def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
             warnings.simplefilter("ignore")
             return fn(*args, **kwargs)
     except NotImplementedError:
-        raise GradingFailure(f"{what} raised NotImplementedError: replace the `raise NotImplementedError()` "
-                             "line with your code.") from None
+        raise GradingFailure(f"Not written yet: {what} raised NotImplementedError. Replace the "
+                             "`raise NotImplementedError()` line with your code.") from None
     except GradingFailure:
         raise
     except Exception as error:  # the learner's bug, reported as such
@@ -201,8 +201,8 @@ class _Trials:
         text = failure.message
         if self.count > 1 and len(self.failures) > 1:
             text += f"\n  ({len(self.failures)} of the {self.count} cases this test tried failed.)"
-        if misconception is not None:
-            text += "\n" + misconception.line()
+        if misconception is not None:  # the named mistake first: it is what a learner reads before the numbers
+            text = misconception.line() + "\n" + text
             publish(misconception, check=self.check, cases=cases, proven=proven)
         return GradingFailure(text, proven=misconception if proven else None,
                               suspects=() if misconception is None or proven else (misconception,))
@@ -234,9 +234,21 @@ def check(function: Callable) -> Callable:
         verdict = trials.verdict()
         if verdict is not None:
             raise verdict
+        _passed(function, trials.count, hidden=kwargs.get("seed") is not None)
 
     run.is_check = True
     return run
+
+
+def _passed(function: Callable, cases: int, *, hidden: bool) -> None:
+    """One line saying what passed: a learner should not have to read a silent cell as success."""
+    label = (function.__doc__ or "").strip().split(":")[0]
+    part = label if label.startswith("Part") else function.__name__.removeprefix("check_")
+    count = f"{cases} case{'s' if cases != 1 else ''}" if cases else "its cases"
+    if hidden:
+        print(f"✓ {part}: the hidden tests pass ({count} drawn from the grading seed).")
+    else:
+        print(f"✓ {part}: the visible tests pass ({count}). When graded, hidden tests try fresh inputs too.")
 
 
 @contextlib.contextmanager
@@ -289,7 +301,8 @@ def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, w
     ``expected`` is the value from ``source`` (autograd, or "expected" for a non-gradient answer); ``fd``, when given,
     is the central finite difference, shown beside it. The two oracles must agree with each other, otherwise the
     exercise is at fault and says so (:class:`CourseBug`). ``symptoms`` are the known mistakes this case can
-    recognise; the failure carries those that match (a :func:`check` names one when two cases agree).
+    recognise; the failure carries those that match (a :func:`check` names one when two cases agree), among the
+    symptoms this case arms (:func:`~autograder.misconceptions.armed`: never one the right answer shows).
 
     Learner code that ran since it last returned (e.g. the ``__iter__`` of a returned tuple) is undone first, see
     :data:`LEARNER_RETURNED`; ``_returned`` is a positional default so that no learner code can swap it.
@@ -305,7 +318,8 @@ def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, w
                             f"{fmt(fd)}).")
     if _allclose(got, expected, rtol, atol):
         return
-    matched = tuple(dict.fromkeys(s.misconception for s in symptoms if s.matches(got)))
+    matched = tuple(dict.fromkeys(s.misconception for s in armed(symptoms, expected, rtol=rtol, atol=atol)
+                                  if s.matches(got)))
     message = describe_mismatch(got, expected, what=what, fd=fd, rtol=rtol, atol=atol, extra=extra, source=source)
     raise GradingFailure(message, suspects=matched)
 

@@ -1,10 +1,13 @@
 """Named mistakes, how a check recognises them, and how a diagnosis reaches the learner and the class report.
 
 A :class:`Misconception` is a definition: a name and what to do instead. Every one is created once, at import, in
-the module of the checks that diagnose it, and is registered here (:data:`REGISTRY`), so that the whole catalogue of
-names can be listed and tested. A check recognises one through a :class:`Symptom`: the misconception plus the value
-the mistaken method would produce for this case (``FORWARD_DIFFERENCE.looks_like(value)``) or a test on the answer
-(``ROUND_OFF.when(predicate)``).
+the module of the checks that diagnose it (or in :mod:`autograder.checks.shared`, when several exercises diagnose it),
+and is registered here (:data:`REGISTRY`; a name defined twice with different hints is an error), so that the whole
+catalogue of names can be listed and tested. A check recognises one through a :class:`Symptom`: the value the
+mistaken method would produce for this case (``FORWARD_DIFFERENCE.looks_like(value)``), a test on the answer
+(``OFF_BY_ONE.when(predicate)``) or what the check observed of the learner's objects
+(``ROUND_OFF.given(x.dtype == torch.float32)``). A case arms only the symptoms that the right answer does not show
+(:func:`armed`): a mistake whose value equals the right answer's is never named.
 
 One formatter, :meth:`Misconception.line`, writes the sentence a learner reads in a failing test::
 
@@ -66,7 +69,9 @@ class Misconception:
     hint: str
 
     def __post_init__(self) -> None:
-        REGISTRY.setdefault(self.name, self)
+        known = REGISTRY.setdefault(self.name, self)
+        if known.hint != self.hint:  # one name is one mistake course-wide: the report counts it by name
+            raise ValueError(f"the misconception {self.name!r} is defined twice with different hints")
 
     def line(self) -> str:
         """The sentence a learner reads."""
@@ -76,9 +81,15 @@ class Misconception:
         """Recognised when the answer is close to ``value``, what this mistake produces for the case."""
         return Symptom(self, value=value, rtol=rtol, atol=atol)
 
-    def when(self, predicate: Callable[[torch.Tensor], bool]) -> Symptom:  # noqa: D102
-        """Recognised when ``predicate(answer)`` holds (for mistakes that have no single value)."""
+    def when(self, predicate: Callable[[torch.Tensor], bool]) -> Symptom:
+        """Recognised when ``predicate(answer)`` holds (for mistakes that have no single value). Disarmed on a case
+        where the right answer satisfies it too (:func:`armed`)."""
         return Symptom(self, predicate=predicate)
+
+    def given(self, observed: bool) -> Symptom:
+        """Recognised when the check ``observed`` this mistake in the learner's objects (which replica kept its own
+        gradient, which dtype came in...), whatever the answer's value."""
+        return Symptom(self, predicate=lambda _answer: observed, observed=True)
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class Symptom:
     predicate: Callable[[torch.Tensor], bool] | None = None
     rtol: float = 1e-4
     atol: float = 1e-7
+    observed: bool = False
 
     def matches(self, received: torch.Tensor) -> bool:
         if self.predicate is not None:
@@ -100,6 +112,36 @@ class Symptom:
         if value.shape != received.shape or not bool(torch.isfinite(received).all()):
             return False
         return bool(torch.all(torch.abs(received - value) <= self.atol + self.rtol * torch.abs(value)))
+
+    def fits_right_answer(self, expected: torch.Tensor, rtol: float, atol: float) -> bool:
+        """True when the right answer itself would show this symptom, or when the mistake's value lies within twice
+        the check's own tolerance (``rtol``, ``atol``) of the right answer: a case where the mistake cannot be told
+        from a correct answer computed a little differently. An observed symptom (:meth:`Misconception.given`)
+        says nothing about values and always stays armed."""
+        if self.observed:
+            return False
+        if self.matches(expected):
+            return True
+        if self.value is None:
+            return False
+        value = torch.as_tensor(self.value, dtype=torch.float64)
+        return value.shape == expected.shape and bool(torch.all(torch.abs(value - expected)
+                                                                <= 2 * (atol + rtol * torch.abs(expected))))
+
+
+def armed(symptoms, expected: torch.Tensor, *, rtol: float, atol: float) -> list[Symptom]:
+    """The symptoms a case may name: those whose mistake differs from the right answer by more than the check's
+    tolerance, and whose value no symptom of another misconception shares. A value the right answer (or a second
+    mistake) also produces would name a mistake by coincidence, whoever wrote it."""
+    candidates = [s for s in symptoms if not s.fits_right_answer(expected, rtol, atol)]
+    valued = {id(s): torch.as_tensor(s.value, dtype=torch.float64) for s in candidates if s.value is not None}
+
+    def shared(symptom: Symptom) -> bool:
+        value = valued.get(id(symptom))
+        return value is not None and any(other.misconception != symptom.misconception and other.matches(value)
+                                         for other in candidates if id(other) in valued)
+
+    return [s for s in candidates if not shared(s)]
 
 
 def publish(misconception: Misconception, *, check: str, cases: int, proven: bool) -> None:

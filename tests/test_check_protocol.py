@@ -59,7 +59,64 @@ def test_the_named_case_is_one_that_matches():
     with pytest.raises(GradingFailure) as failure:
         _check_cases([5.0, 3.0, 3.0])
     message = str(failure.value)
-    assert message.startswith("f(3.0) is wrong") and OTHER.line() in message
+    assert message.startswith(OTHER.line() + "\nf(3.0) is wrong")  # the named mistake first, then its case
+
+
+def test_a_passing_check_says_what_passed(capsys):
+    _check_cases([1.0, 1.0])
+    assert capsys.readouterr().out.startswith("✓ _check_cases: the visible tests pass (2 cases).")
+
+
+RIGHT = 1.0
+
+
+@pytest.mark.parametrize("mistake", [
+    WRONG.looks_like(RIGHT),                        # the mistake's value is the right answer
+    WRONG.looks_like(RIGHT * (1 + 1.5e-6)),        # ... or within the check's tolerance of it
+    WRONG.when(lambda got: abs(float(got) - RIGHT) > 0.5 or float(got) == RIGHT),  # the right answer fits it
+], ids=["equal", "within-tolerance", "predicate"])
+def test_a_mistake_the_right_answer_shows_is_never_named(mistake):
+    """Two failing cases that match a misconception whose value (or test) also fits the right answer: the numbers
+    alone, no name (issue 21, class 5)."""
+    @check
+    def check_it(values):
+        for value in values:
+            with trial():
+                expect_close(value, RIGHT, what=f"f({value})", source="expected", symptoms=[mistake])
+
+    with pytest.raises(GradingFailure) as failure:
+        check_it([RIGHT + 0.9, RIGHT + 0.9])
+    assert "Likely misconception" not in str(failure.value)
+
+
+def test_a_value_two_mistakes_share_names_neither():
+    @check
+    def check_it(values):
+        for value in values:
+            with trial():
+                expect_close(value, 1.0, what=f"f({value})", source="expected",
+                             symptoms=[WRONG.looks_like(2.0), OTHER.looks_like(2.0)])
+
+    with pytest.raises(GradingFailure) as failure:
+        check_it([2.0, 2.0])
+    assert "Likely misconception" not in str(failure.value)
+
+
+def test_an_observed_mistake_stays_armed():
+    @check
+    def check_it(values):
+        for value in values:
+            with trial():
+                expect_close(value, 1.0, what=f"f({value})", source="expected", symptoms=[WRONG.given(True)])
+
+    with pytest.raises(GradingFailure, match="Likely misconception: a test mistake"):
+        check_it([1.5, 1.7])
+
+
+def test_a_name_defined_twice_with_another_hint_is_an_error():
+    assert Misconception(WRONG.name, WRONG.hint) == WRONG  # the same mistake again is allowed
+    with pytest.raises(ValueError, match="defined twice"):
+        Misconception(WRONG.name, "A different hint.")
 
 
 def test_a_proven_mistake_is_named_at_once():

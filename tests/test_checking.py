@@ -73,7 +73,8 @@ def test_learner_exceptions_become_readable_failures():
     def unfinished():
         raise NotImplementedError()
 
-    with pytest.raises(GradingFailure, match="replace the `raise NotImplementedError\\(\\)`"):
+    with pytest.raises(GradingFailure, match="Not written yet: f\\(\\) raised NotImplementedError. Replace the "
+                                             "`raise NotImplementedError\\(\\)`"):
         call_learner(unfinished, what="f()")
     with pytest.raises(GradingFailure, match="f\\(\\) raised ZeroDivisionError"):
         call_learner(lambda: 1 / 0, what="f()")

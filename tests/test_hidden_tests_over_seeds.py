@@ -2,8 +2,8 @@
 
 For many seeds (hypothesis), in this process: the reference solution passes every hidden test cell, and every
 catalogued wrong answer fails exactly the hidden cells its catalogue entry says it loses. Only what changes with the
-seed runs (:func:`submissions.run_in_process` with ``only_hidden``): the visible tests and the demo cells draw nothing
-from it, and tests/test_grading_pipeline.py proves them for every answer at the default seed.
+seed runs (:func:`tools.inprocess.run_in_process` with ``only_hidden``): the visible tests and the demo cells draw
+nothing from it, and tests/test_grading_pipeline.py proves them for every answer at the default seed.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import nbformat
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from submissions import catalogue, graded_cells, is_hidden_test, run_in_process, solution_sources
+from submissions import catalogue, graded_cells, solution_sources
 
 from autograder import course
 from autograder.seeding import SEED_VARIABLE
+from tools.inprocess import is_hidden_test, run_in_process
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 # One seed per wrong answer beside the pipeline's default seed: there are over 300 wrong answers, the capstone's runs

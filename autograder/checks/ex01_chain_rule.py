@@ -98,7 +98,7 @@ def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
                 SIGN_ERROR.looks_like(-quotient), DIVIDED_BY_H.looks_like(2 * quotient),
                 HALF_STEP.looks_like(quotient / 2)]
     if x.dtype == torch.float32:  # the only float32-specific way to be wrong where float64 is right
-        symptoms.append(ROUND_OFF.when(lambda received: True))
+        symptoms.append(ROUND_OFF.given(True))
     if h in LARGE_STEPS:
         symptoms.append(IGNORED_STEP.looks_like(derivative, rtol=1e-7))
     return symptoms

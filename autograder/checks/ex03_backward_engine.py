@@ -504,9 +504,9 @@ def _replica_symptoms(round_index: int, grads_now: list, replica: int, expected:
     kept_own = close(grads_now[replica], own)
     others_averaged = any(close(g, expected) for r, g in enumerate(grads_now) if r != replica)
     return [SUMMED.looks_like(replicas * expected),
-            ONLY_FIRED.when(lambda _: kept_own and others_averaged),
-            NO_AVERAGING.when(lambda _: kept_own and not others_averaged and round_index == 0),
-            FIRST_ROUND_ONLY.when(lambda _: kept_own and not others_averaged and round_index > 0)]
+            ONLY_FIRED.given(kept_own and others_averaged),
+            NO_AVERAGING.given(kept_own and not others_averaged and round_index == 0),
+            FIRST_ROUND_ONLY.given(kept_own and not others_averaged and round_index > 0)]
 
 
 def _check_round(case: ReplicaCase, models: list[nn.Module], round_index: int, label: str) -> None:

@@ -42,6 +42,7 @@ from ..checking import (
 from ..oracles import autograd_gradient, central_difference
 from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ..seeding import choice, generator, uniform
+from .shared import CE_NOT_DIVIDED, CE_RULE
 
 Tensor = torch.Tensor
 
@@ -82,10 +83,6 @@ SOFTMAX_NO_KEEPDIM = Misconception(
 SOFTMAX_REVERSED = Misconception(
     "dot product subtracted the wrong way round", f"Subtract the dot product from ds, not ds from it: {SOFTMAX_RULE}.")
 
-CE_RULE = "dlogits = (softmax(logits) - onehot(targets)) / N"
-CE_NOT_DIVIDED = Misconception(
-    "cross-entropy gradient missing the 1/batch", f"F.cross_entropy averages over the N rows, so each row's p − y is "
-    f"divided by N: {CE_RULE}.")
 CE_BY_CLASSES = Misconception(
     "divided by the number of classes", f"The mean is over the N rows (the batch), not the C classes: {CE_RULE}.")
 CE_REVERSED = Misconception("y − p instead of p − y", f"The gradient is p − y: {CE_RULE}.")

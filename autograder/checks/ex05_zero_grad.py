@@ -32,6 +32,7 @@ from ..checking import (
 from ..checking import proven_failure as _proven
 from ..seeding import choice, generator, uniform
 from .cases import mean_loss_gradients, random_mlp
+from .shared import read_losses
 
 FRESH, ACCUMULATED, EMPTY = "fresh", "accumulated", "empty"
 LABELS = (FRESH, ACCUMULATED, EMPTY)
@@ -45,39 +46,10 @@ def _layout(model: nn.Module) -> str:
     return ", ".join(f"{name} {tuple(param.shape)}" for name, param in model.named_parameters())
 
 
-def _distinct(expected: torch.Tensor, candidates: list[tuple[Misconception, torch.Tensor]]):
-    """Symptoms for the candidates whose value differs from the right one and from every other candidate's: a value
-    two mistakes share (or the right answer shares) would name a mistake by coincidence."""
-    def close(a, b):
-        return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-3, atol=1e-6))
-
-    return [m.looks_like(value) for i, (m, value) in enumerate(candidates)
-            if not close(value, expected) and not any(close(value, other) for j, (_, other) in
-                                                       enumerate(candidates) if j != i)]
-
-
-LOSSES_AS_TENSORS = Misconception(
-    "losses kept as tensors instead of Python floats",
-    "Keep each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
-    "long as the list lives, and the part asks for floats.")
-
-
-def _losses(answer, length: int, what: str) -> torch.Tensor:
-    """The learner's losses: a list of ``length`` Python floats, as a float64 vector."""
-    __tracebackhide__ = True
-    if type(answer) not in (list, tuple) or len(answer) != length:
-        size = f" of length {len(answer)}" if type(answer) in (list, tuple) else ""
-        raise GradingFailure(f"{what} returned {type(answer).__name__}{size}; expected a list of {length} losses, "
-                             "one per update.")
-    tensors = [value for value in answer if isinstance(value, torch.Tensor)]
-    if tensors:
-        graph = " attached to a graph" if any(t.requires_grad for t in tensors) else ""
-        raise _proven(f"{what} returned losses that are tensors{graph}; expected Python floats.", LOSSES_AS_TENSORS)
-    if not all(isinstance(value, float) for value in answer):
-        kinds = sorted({type(value).__name__ for value in answer})
-        raise GradingFailure(f"{what} returned losses of type {', '.join(kinds)}; expected Python floats "
-                             "(loss.item()).")
-    return torch.tensor([float(value) for value in answer], dtype=torch.float64)
+def _looks_like(candidates: list[tuple[Misconception, torch.Tensor]]) -> list:
+    """A symptom per (mistake, the value it produces); expect_close arms only those that differ from the right
+    answer and from each other (:func:`autograder.misconceptions.armed`)."""
+    return [mistake.looks_like(value) for mistake, value in candidates]
 
 
 # ---------------------------------------------------------------------------------------------- Parts A and B
@@ -223,7 +195,7 @@ def _run_loop(train_fn, case: LoopCase) -> None:
                       contracts.CHANGED_INPUT)
     _expect_backward_runs(routes, len(case.micro_batches), case.updates, what)
     expected, expected_losses = reference_loop(case)
-    symptoms = _distinct(expected, [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
+    symptoms = _looks_like([(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
                                     (NOT_DIVIDED, reference_loop(case, scale=False)[0]),
                                     (NO_RESET_AFTER_STEP, reference_loop(case, reset="once")[0]),
                                     (STALE, reference_loop(case, reset="after steps only")[0]),
@@ -232,9 +204,9 @@ def _run_loop(train_fn, case: LoopCase) -> None:
                                     (OFF_BY_ONE, reference_loop(case, step="off by one")[0])])
     expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector", source="reference loop",
                  extra=f"  parameters, flattened in this order: {_layout(model)}", symptoms=symptoms)
-    expect_close(_losses(losses, case.updates, what), expected_losses, source="reference loop",
+    expect_close(read_losses(losses, case.updates, what), expected_losses, source="reference loop",
                  what=f"{what}: the returned losses (one per update: the mean of its micro-batch losses)",
-                 symptoms=_distinct(expected_losses, [(LOSS_SUMMED, case.k * expected_losses)]))
+                 symptoms=[LOSS_SUMMED.looks_like(case.k * expected_losses)])
 
 
 @check
@@ -354,7 +326,7 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
     micro, n = _micro_batch_gradients(case), len(case.inputs)
     for index, (name, param) in enumerate(model.named_parameters()):
         right, parts = expected[name], [g[name] for g in micro]
-        symptoms = _distinct(right, [(EQUAL_WEIGHTS, sum(parts) / len(parts)), (NOT_SCALED, sum(parts)),
+        symptoms = _looks_like([(EQUAL_WEIGHTS, sum(parts) / len(parts)), (NOT_SCALED, sum(parts)),
                                      (DIVIDED_BY_N, sum(parts) / n),
                                      (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
                                      (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),

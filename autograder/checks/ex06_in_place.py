@@ -38,6 +38,7 @@ from ..checking import proven_failure as _proven
 from ..contracts import Snapshot
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
+from .shared import read_losses
 
 Tensor = torch.Tensor
 VERDICTS = ("raises", "silently wrong", "fine")
@@ -243,10 +244,6 @@ NEVER_MOVED = Misconception(
 LOSS_AFTER = Misconception(
     "loss recorded after the step",
     "Record each step's loss before updating, as an optimizer loop does (the loss that backward() differentiated).")
-LOSS_TENSORS = Misconception(
-    "losses kept as tensors instead of Python floats",
-    "Keep each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
-    "long as the list lives, and the part asks for floats.")
 
 
 @dataclass
@@ -308,24 +305,6 @@ def _optimizer_trajectory(problem: Regression) -> tuple[list[float], list[Tensor
     return losses, [p.detach() for p in params]
 
 
-def _read_losses(losses, steps: int, what: str) -> list[float]:
-    """The learner's losses: a list of ``steps`` Python floats."""
-    __tracebackhide__ = True
-    if type(losses) not in (list, tuple) or len(losses) != steps:
-        size = f" of length {len(losses)}" if type(losses) in (list, tuple) else ""
-        raise GradingFailure(f"{what} returned {type(losses).__name__}{size}; expected a list of {steps} losses, "
-                             "one per step.")
-    tensors = [value for value in losses if isinstance(value, torch.Tensor)]
-    if tensors:
-        graph = " attached to a graph" if any(t.requires_grad for t in tensors) else ""
-        raise _proven(f"{what} returned losses that are tensors{graph}; expected Python floats.", LOSS_TENSORS)
-    if not all(isinstance(value, float) for value in losses):
-        kinds = sorted({type(value).__name__ for value in losses})
-        raise GradingFailure(f"{what} returned losses of type {', '.join(kinds)}; expected Python floats "
-                             "(loss.item()).")
-    return [float(v) for v in losses]
-
-
 def _run_training(train_manually, problem: Regression) -> None:
     __tracebackhide__ = True
     w, b = (t.clone().requires_grad_(True) for t in problem.start)
@@ -350,7 +329,7 @@ def _run_training(train_manually, problem: Regression) -> None:
     changed = data.changes()
     if changed:
         raise GradingFailure(f"{what} changed the data loss_fn() reads: {'; '.join(changed)}.")
-    losses = torch.tensor(_read_losses(returned, problem.steps, what), dtype=torch.float64)
+    losses = read_losses(returned, problem.steps, what, per="step")
     ref_losses, ref_params = _optimizer_trajectory(problem)
     fd_losses, fd_params = _trajectory(problem, central_difference)
     acc_losses, acc_params = _trajectory(problem, autograd_gradient, reset=False)

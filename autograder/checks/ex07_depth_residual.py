@@ -31,6 +31,7 @@ from ..contracts import CHANGED_INPUT
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 from .cases import randint
+from .shared import SQUARED_NORMS
 
 NOT_A_FLOAT = Misconception(
     "a tensor where the part asks for a Python float",
@@ -472,8 +473,6 @@ REVERSED = Misconception(
     "layers in reverse order",
     "Backward reaches the last layer first, so hooks fire from last to first. Store each norm at its layer's "
     "position (first layer = index 0), or reverse the list.")
-SQUARED = Misconception(
-    "squared norms", "Return the L2 norm, grad.norm() = sqrt(sum of squares), not the sum of squares.")
 WEIGHT_GRADIENTS = Misconception(
     "weight gradients instead of output gradients",
     "Measure the gradient with respect to each layer's OUTPUT (what a backward hook receives as grad_output[0], or a "
@@ -639,7 +638,7 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
     expected = torch.stack([g.norm() for g in by_autograd])
     fd = torch.stack([g.norm() for g in by_fd])
     gradient = _parameter_gradients(model, loss_fn, x)
-    symptoms = [REVERSED.looks_like(expected.flip(0)), SQUARED.looks_like(expected ** 2),
+    symptoms = [REVERSED.looks_like(expected.flip(0)), SQUARED_NORMS.looks_like(expected ** 2),
                 WEIGHT_GRADIENTS.looks_like(_weight_gradient_norms(model, loss_fn, x))]
     module_api = torch.nn.modules.module
     globals_before = {attr: len(getattr(module_api, attr, {})) for attr in GLOBAL_HOOK_DICTS}

@@ -31,6 +31,7 @@ from ..checking import proven_failure as _proven
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import generator, uniform
 from .cases import randint, random_mlp
+from .shared import SQUARED_NORMS
 
 Tensor = torch.Tensor
 
@@ -85,8 +86,6 @@ DIVIDED_BY_BATCH = Misconception(
     "per-example gradients divided by the batch size",
     "Your norms are N times too small: the loss of one example is its own cross-entropy, not 1/N of it. Compute it "
     "on a batch of one (x[None], y[None]).")
-SQUARED_NORMS = Misconception(
-    "squared norms", "The norm is the square root of the sum of squares, over every parameter.")
 PER_TENSOR_SUM = Misconception(
     "added the per-parameter norms",
     "The global norm of an example's gradient is sqrt(Σ over all parameters of Σ g²): one norm over everything, "

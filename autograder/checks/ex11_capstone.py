@@ -40,6 +40,7 @@ from ..checking import proven_failure as _proven
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import generator, uniform
 from .cases import randint
+from .shared import CE_NOT_DIVIDED
 
 Tensor = torch.Tensor
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -117,7 +118,7 @@ PRODUCT_RULE_HALF = Misconception(
     "product rule with one term",
     "d(x·σ(x))/dx has two terms, σ(x)·1 and x·σ'(x); you kept one.")
 MISSING_UPSTREAM = Misconception(
-    "missing the upstream gradient", "Multiply the local derivative by dy, the gradient arriving from above.")
+    "local derivative not multiplied by dy", "Multiply the local derivative by dy, the gradient arriving from above.")
 SILU_SKIPPED = Misconception(
     "the nonlinearity's backward skipped",
     "The gradient reaching the hidden pre-activation is silu_backward(pre-activation, dh): you passed dh through "
@@ -125,9 +126,6 @@ SILU_SKIPPED = Misconception(
 SILU_AT_OUTPUT = Misconception(
     "SiLU derivative taken at its output",
     "silu_backward needs the pre-activation z = X·W1 + b1 (the SiLU's input), not h = silu(z).")
-MEAN_MISSING = Misconception(
-    "cross-entropy gradient missing the 1/batch",
-    "The loss is the mean over the N examples, so the gradient of the logits is (softmax − onehot) / N.")
 TRAINED_WITH_AUTOGRAD = Misconception(
     "trained with autograd where the part asks for your own backward",
     "The training loop must take its gradients from mlp_gradients (your hand-derived backward); autograd may run "
@@ -400,7 +398,7 @@ def _mlp_symptoms(params: dict[str, Tensor], X: Tensor, targets: Tensor) -> dict
     right_local = s * (1 + z * (1 - s))
     variants = [(SILU_SKIPPED, backward(dlogits, torch.ones_like(z))),
                 (SILU_AT_OUTPUT, backward(dlogits, sh * (1 + h * (1 - sh)))),
-                (MEAN_MISSING, backward(dlogits * n, right_local))]
+                (CE_NOT_DIVIDED, backward(dlogits * n, right_local))]
     return {key: [m.looks_like(grads[key]) for m, grads in variants
                   if not torch.allclose(grads[key], backward(dlogits, right_local)[key])]
             for key in ("W1", "b1", "W2", "b2")}
