@@ -20,6 +20,7 @@ empty ``text/plain`` so that nobody sees it twice), which the class report reads
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,31 @@ MIME = "application/vnd.autograd-course.diagnosis+json"
 #: Every misconception the package defines, by name.
 REGISTRY: dict[str, Misconception] = {}
 
+#: The width a learner-facing message is wrapped to: nbgrader's Validate dialog (about 920 px of monospace text)
+#: and a notebook's output area show it whole, without scrolling sideways.
+MESSAGE_WIDTH = 90
 
-class CourseBug(Exception):
+
+def learner_lines(kind: str, message: str, width: int = MESSAGE_WIDTH) -> list[str]:
+    """``kind: message`` as IPython shows it to a learner (:meth:`GradingFailure._render_traceback_`): wrapped to
+    ``width`` (continuation lines indented under their line), with none of the course's own traceback frames."""
+    lines: list[str] = []
+    for line in f"{kind}: {message}".splitlines():
+        indent = line[:len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+                               break_on_hyphens=False) or [""]
+    return lines
+
+
+class LearnerFacing:
+    """An exception whose message is the whole story for a learner: IPython (a kernel, nbgrader's Validate, the class
+    grader) shows the message wrapped, without traceback frames, which would point into the course's code."""
+
+    def _render_traceback_(self) -> list[str]:
+        return learner_lines(type(self).__name__, str(self))
+
+
+class CourseBug(LearnerFacing, Exception):
     """The exercise itself is wrong (the oracles disagree, a case cannot be built): never the learner's fault.
 
     Not an ``AssertionError``: the class grader reports it as a course bug, and the suite fails on it.
@@ -43,7 +67,7 @@ class CourseBug(Exception):
         super().__init__(f"Course bug, not yours: {message} Please report it.")
 
 
-class GradingFailure(AssertionError):
+class GradingFailure(LearnerFacing, AssertionError):
     """A learner's answer is wrong; the message says how, in the learner's words.
 
     ``suspects`` are misconceptions the numbers of this one case match (named only when two cases agree, see

@@ -1,4 +1,4 @@
-"""Claims a lesson makes, proven when its cells run, in one friendly line each.
+"""Claims a lesson makes, proven when its cells run.
 
 Lessons keep the checks that *are* the lesson in view, and put the rest in verification cells whose input is
 collapsed (cell metadata ``{"jupyter": {"source_hidden": true}}``)::
@@ -6,24 +6,29 @@ collapsed (cell metadata ``{"jupyter": {"source_hidden": true}}``)::
     claim("three backward calls leave x.grad = 18", x.grad.item() == 18)
     claim_close("1.1**96 is about 9412", 1.1**96, 9412, rtol=1e-3)
 
-A true claim prints ``✓ three backward calls leave x.grad = 18``; a false one raises :class:`ClaimFailed`, which
-stops the notebook (and so fails the test that executes every lesson).
+A false claim raises :class:`ClaimFailed`, which stops the notebook (and so fails the test that executes every
+lesson). True claims fold into one line per cell: in a notebook, "✓ 5 claims in this cell hold", which opens on a
+click to list them (one output, updated as each claim is proven); as plain text (a terminal, nbconvert's text
+export) every claim is listed under that line. Outside IPython each claim prints its own ``✓`` line.
 """
 
 from __future__ import annotations
 
+import html
 import math
 
+from .misconceptions import LearnerFacing
 
-class ClaimFailed(AssertionError):
+
+class ClaimFailed(LearnerFacing, AssertionError):
     """A number the lesson's prose relies on is not what the prose says."""
 
 
 def claim(statement: str, holds: bool) -> None:
-    """Print ``✓ statement`` if ``holds``; otherwise raise ClaimFailed."""
+    """Record ``✓ statement`` if ``holds``; otherwise raise ClaimFailed."""
     if not holds:
         raise ClaimFailed(f"The lesson claims: {statement}. Running it here says otherwise.")
-    print(f"✓ {statement}")
+    _proven(statement)
 
 
 def claim_close(statement: str, value: float, expected: float, *, rtol: float = 1e-6, atol: float = 0.0) -> None:
@@ -31,4 +36,50 @@ def claim_close(statement: str, value: float, expected: float, *, rtol: float = 
     value, expected = float(value), float(expected)
     if not math.isclose(value, expected, rel_tol=rtol, abs_tol=atol):
         raise ClaimFailed(f"The lesson claims: {statement}. Computed here: {value:.8g} (expected {expected:.8g}).")
-    print(f"✓ {statement}")
+    _proven(statement)
+
+
+def bundle(statements: list[str]) -> dict[str, str]:
+    """The one output of a cell's proven claims: a line that opens to the list (HTML), and the whole list as text."""
+    count = f"{len(statements)} claims in this cell hold" if len(statements) != 1 else "1 claim in this cell holds"
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in statements)
+    return {"text/plain": "\n".join([f"✓ {count}:", *(f"  ✓ {s}" for s in statements)]),
+            "text/html": f'<details class="course-claims"><summary>✓ {count} (click for the list)</summary>'
+                         f'<ul style="margin: 0.2em 0">{items}</ul></details>'}
+
+
+class _CellClaims:
+    """The claims proven so far in the cell being executed, and the display that shows them."""
+
+    def __init__(self, cell: object):
+        from IPython.display import DisplayHandle
+
+        self.cell, self.statements, self.handle = cell, [], DisplayHandle()
+
+    def add(self, statement: str) -> None:
+        self.statements.append(statement)
+        data = bundle(self.statements)
+        if len(self.statements) == 1:
+            self.handle.display(data, raw=True)
+        else:
+            self.handle.update(data, raw=True)
+
+
+_current: _CellClaims | None = None
+
+
+def _proven(statement: str) -> None:
+    global _current
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        shell = None
+    else:
+        shell = get_ipython()
+    if shell is None:
+        print(f"✓ {statement}")
+        return
+    cell = (id(shell), shell.execution_count)  # one execution of one cell
+    if _current is None or _current.cell != cell:
+        _current = _CellClaims(cell)
+    _current.add(statement)

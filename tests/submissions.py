@@ -59,7 +59,8 @@ def scores(course_dir: Path, student: str, assignment: str) -> dict[str, float]:
 
 
 def feedback_text(course_dir: Path, student: str, assignment: str) -> str:
-    """The feedback page a learner gets, as plain text (tags and ANSI colours removed, entities decoded)."""
+    """The feedback page a learner gets, as plain text (tags and ANSI colours removed, entities decoded, every run of
+    whitespace one space: messages are wrapped to the width of a dialog, see misconceptions.MESSAGE_WIDTH)."""
     page = (course_dir / "feedback" / student / assignment / f"{assignment}.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", text).split())

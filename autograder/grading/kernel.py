@@ -26,7 +26,12 @@ import signal
 import sys
 import time
 
+from ..misconceptions import CourseBug, GradingFailure
+from ..verify import ClaimFailed
 from .protocol import CellDone
+
+#: The course's own exceptions, shown as IPython shows them in a learner's kernel: the message, wrapped, no frames.
+LEARNER_FACING = (GradingFailure, CourseBug, ClaimFailed)
 
 #: Characters of stream output kept per cell; the rest is counted and dropped.
 DEFAULT_OUTPUT_LIMIT = 100_000
@@ -371,7 +376,9 @@ class Kernel:
         except BaseException:  # noqa: BLE001
             text = "<exception text unavailable>"
         try:
-            if syntax:
+            if isinstance(exc, LEARNER_FACING):  # the course's own failures: the message, wrapped, no frames
+                trace = exc._render_traceback_()
+            elif syntax:
                 trace = self.shell.SyntaxTB.structured_traceback(type(exc), exc, [])
             else:
                 tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
