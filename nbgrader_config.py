@@ -18,6 +18,17 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.Exchange.root = os.path.join(ROOT, ".exchange")
 
+# The release: nbgrader's own steps, then one that lets Run All reach every test cell of an untouched exercise
+# (autograder/release.py: learner cells are tagged raises-exception, so a "not written yet" error does not stop it).
+c.GenerateAssignment.preprocessors = [
+    "nbgrader.preprocessors.IncludeHeaderFooter", "nbgrader.preprocessors.InstantiateTests",
+    "nbgrader.preprocessors.LockCells", "nbgrader.preprocessors.ClearSolutions", "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.CheckCellMetadata", "nbgrader.preprocessors.ComputeChecksums",
+    "nbgrader.preprocessors.SaveCells", "nbgrader.preprocessors.ClearHiddenTests",
+    "nbgrader.preprocessors.ClearMarkScheme", "nbgrader.preprocessors.ComputeChecksums",
+    "nbgrader.preprocessors.CheckCellMetadata", "autograder.release.RunAllThrough",
+]
+
 # A learner's cell gets 60 s; an infinite loop is interrupted and graded as a failure, the batch goes on.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True

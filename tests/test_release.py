@@ -28,3 +28,22 @@ def test_release_hides_solutions_and_hidden_tests(assignment):
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "seed=grading_seed()"):
         assert marker not in text, f"{marker!r} leaked into the student release of {assignment}"
     assert "raise NotImplementedError()" in text
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_run_all_goes_through_an_untouched_release(assignment):
+    """Every code cell a learner writes, tries or is tested in carries `raises-exception` (JupyterLab's Run All and
+    nbclient go on past it); the course's locked set-up cells do not, since they must never fail."""
+    from autograder.release import TAG, runs_through
+
+    cells = [c for c in json.loads(course.release_notebook(assignment).read_text())["cells"] if c["cell_type"] == "code"]
+    untagged = [c["source"][:1] for c in cells if runs_through(_node(c)) and TAG not in c["metadata"].get("tags", [])]
+    assert not untagged, f"{assignment}: learner cells without {TAG!r} (run `make release`): {untagged}"
+    setup = [c for c in cells if not runs_through(_node(c))]
+    assert setup and all(TAG not in c["metadata"].get("tags", []) for c in setup)
+
+
+def _node(cell: dict):
+    import nbformat
+
+    return nbformat.from_dict(cell)
