@@ -36,7 +36,8 @@ def test_run_all_goes_through_an_untouched_release(assignment):
     nbclient go on past it); the course's locked set-up cells do not, since they must never fail."""
     from autograder.release import TAG, runs_through
 
-    cells = [c for c in json.loads(course.release_notebook(assignment).read_text())["cells"] if c["cell_type"] == "code"]
+    notebook = json.loads(course.release_notebook(assignment).read_text())
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     untagged = [c["source"][:1] for c in cells if runs_through(_node(c)) and TAG not in c["metadata"].get("tags", [])]
     assert not untagged, f"{assignment}: learner cells without {TAG!r} (run `make release`): {untagged}"
     setup = [c for c in cells if not runs_through(_node(c))]
