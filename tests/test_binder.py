@@ -7,11 +7,13 @@
   its CPU build (this machine cannot reach PyTorch's index, but holds the very wheel that index serves).
 * binder/postBuild runs in a scratch environment whose prefix, HOME and Jupyter directories are all under tmp:
   afterwards the course package imports from the scratch copy, and ``jupyter labextension list`` and
-  ``jupyter server extension list`` show exactly the instructor-only nbgrader parts disabled, Validate and the
-  assignment list still enabled, and everything else as it was; the instructor-only plugins are locked; and what a
-  learner's server would load (computed as JupyterLab and Jupyter Server do) agrees, including the JupyterLab
-  setting that keeps widget messages on the kernel's main thread. With deploy/grader-jupyter-config on
-  JUPYTER_CONFIG_PATH (what the hub gives graders) the instructor tools come back. Nothing outside tmp is written.
+  ``jupyter server extension list`` show exactly the instructor-only nbgrader parts and the assignment list (which
+  needs a hub's exchange) disabled, Validate still enabled, and everything else as it was; the instructor-only
+  plugins are locked; and what a learner's server would load (computed as JupyterLab and Jupyter Server do) agrees,
+  including the JupyterLab setting that keeps widget messages on the kernel's main thread. With
+  deploy/hub-jupyter-config on JUPYTER_CONFIG_PATH (what a hub gives everyone) the assignment list comes back, and
+  with deploy/grader-jupyter-config before it (what the hub gives graders) the instructor tools too. Nothing outside
+  tmp is written.
 * README's Binder badge and per-lesson links, and the nbgitpuller link, come from binder/links.py.
 * binder/start sizes the thread pools from the CPU quota and execs the command it is given.
 """
@@ -42,9 +44,13 @@ SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 #: What postBuild turns off: (JupyterLab plugin ids, server extension modules). create-assignment is lab-only.
 DISABLED_LAB_PLUGINS = {f"@jupyter/nbgrader:{p}" for p in ("formgrader", "create-assignment", "course-list")}
 DISABLED_SERVER_EXTENSIONS = {f"nbgrader.server_extensions.{m}" for m in ("formgrader", "course_list")}
-#: What learners keep: the Validate button and the assignment list, lab and server parts.
-KEPT_LAB_PLUGINS = {f"@jupyter/nbgrader:{p}" for p in ("validate-assignment", "assignment-list")}
-KEPT_SERVER_EXTENSIONS = {f"nbgrader.server_extensions.{m}" for m in ("validate_assignment", "assignment_list")}
+#: What postBuild turns off but does not lock, because a hub turns it back on: the assignment list (it needs the
+#: exchange, which only a hub has; deploy/hub-jupyter-config).
+EXCHANGE_LAB_PLUGINS = {"@jupyter/nbgrader:assignment-list"}
+EXCHANGE_SERVER_EXTENSIONS = {"nbgrader.server_extensions.assignment_list"}
+#: What learners keep everywhere: the Validate button, lab and server parts.
+KEPT_LAB_PLUGINS = {"@jupyter/nbgrader:validate-assignment"}
+KEPT_SERVER_EXTENSIONS = {"nbgrader.server_extensions.validate_assignment"}
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -359,13 +365,15 @@ def after_post_build(tmp_path_factory):
     before = extension_state(env, repo)
     output = run(["binder/postBuild"], env, repo)
     # After: the listings, and what a learner's and a grader's server would run with, all at once.
-    grader = {**env, "JUPYTER_CONFIG_PATH": str(course.ROOT / "deploy" / "grader-jupyter-config")}
-    lab, server, learner_runtime, grader_runtime = run_together(
-        [*LISTINGS, ["python", "-c", RUNTIME_STATE], ["python", "-c", RUNTIME_STATE]], env, repo,
-        envs=[env, env, env, grader])
+    hub_settings = str(course.ROOT / "deploy" / "hub-jupyter-config")
+    hub = {**env, "JUPYTER_CONFIG_PATH": hub_settings}
+    grader = {**env, "JUPYTER_CONFIG_PATH": os.pathsep.join([str(course.ROOT / "deploy" / "grader-jupyter-config"),
+                                                             hub_settings])}
+    lab, server, *runtimes = run_together(
+        [*LISTINGS, *[["python", "-c", RUNTIME_STATE]] * 3], env, repo, envs=[env, env, env, hub, grader])
     after = parse_lab(lab), parse_server(server)
-    runtime = {"learner": json.loads(learner_runtime.strip().splitlines()[-1]),
-               "grader": json.loads(grader_runtime.strip().splitlines()[-1])}
+    runtime = {who: json.loads(text.strip().splitlines()[-1]) for who, text in zip(("learner", "hub", "grader"),
+                                                                                  runtimes)}
     return {"env": env, "repo": repo, "prefix": prefix, "before": before, "after": after, "runtime": runtime,
             "output": output, "outside_changed": outside_before != snapshot(*watched)}
 
@@ -374,13 +382,13 @@ def test_scratch_environment_starts_with_every_nbgrader_part_enabled(after_post_
     lab, server_enabled = after_post_build["before"]
     assert "@jupyter/nbgrader" in lab["enabled"]
     assert not lab["disabled"] and not lab["locked"]
-    assert DISABLED_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= server_enabled
+    assert DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= server_enabled
 
 
 def test_post_build_disables_and_locks_exactly_the_instructor_only_lab_plugins(after_post_build):
     lab_before, _ = after_post_build["before"]
     lab, _ = after_post_build["after"]
-    assert lab["disabled"] == DISABLED_LAB_PLUGINS
+    assert lab["disabled"] == DISABLED_LAB_PLUGINS | EXCHANGE_LAB_PLUGINS
     assert lab["locked"] == DISABLED_LAB_PLUGINS  # a learner cannot switch them back on in the plugin manager
     assert not KEPT_LAB_PLUGINS & lab["disabled"]
     assert lab["enabled"] == lab_before["enabled"]  # the extension itself (and every other one) stays enabled
@@ -389,15 +397,24 @@ def test_post_build_disables_and_locks_exactly_the_instructor_only_lab_plugins(a
 def test_post_build_disables_exactly_the_instructor_only_server_extensions(after_post_build):
     _, server_before = after_post_build["before"]
     _, server_enabled = after_post_build["after"]
-    assert server_enabled == server_before - DISABLED_SERVER_EXTENSIONS
+    assert server_enabled == server_before - DISABLED_SERVER_EXTENSIONS - EXCHANGE_SERVER_EXTENSIONS
     assert KEPT_SERVER_EXTENSIONS <= server_enabled
 
 
 def test_a_learner_server_would_run_without_the_instructor_tools(after_post_build):
     learner = after_post_build["runtime"]["learner"]
-    assert set(learner["disabled"]) == DISABLED_LAB_PLUGINS == set(learner["locked"])
-    assert not DISABLED_SERVER_EXTENSIONS & set(learner["server"])
+    assert set(learner["disabled"]) == DISABLED_LAB_PLUGINS | EXCHANGE_LAB_PLUGINS
+    assert set(learner["locked"]) == DISABLED_LAB_PLUGINS
+    assert not (DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS) & set(learner["server"])
     assert KEPT_SERVER_EXTENSIONS <= set(learner["server"])
+
+
+def test_a_hub_learner_server_would_run_with_the_assignment_list(after_post_build):
+    """deploy/: the hub puts deploy/hub-jupyter-config on every user's JUPYTER_CONFIG_PATH."""
+    hub = after_post_build["runtime"]["hub"]
+    assert set(hub["disabled"]) == DISABLED_LAB_PLUGINS == set(hub["locked"])
+    assert not DISABLED_SERVER_EXTENSIONS & set(hub["server"])
+    assert KEPT_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS <= set(hub["server"])
 
 
 def test_learners_jupyterlab_sends_widget_messages_to_the_main_thread(after_post_build):
@@ -418,14 +435,15 @@ def test_a_grader_server_would_run_with_them(after_post_build):
     environment's locked settings, unlike `jupyter labextension enable --level=user`)."""
     grader = after_post_build["runtime"]["grader"]
     assert not grader["disabled"] and not grader["locked"]
-    assert DISABLED_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= set(grader["server"])
+    assert DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= set(grader["server"])
 
 
 def test_post_build_writes_its_settings_to_the_environment_prefix(after_post_build):
     prefix = after_post_build["prefix"]
     page_config = (prefix / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text()
-    assert json.loads(page_config) == {"disabledExtensions": dict.fromkeys(sorted(DISABLED_LAB_PLUGINS), True),
-                                       "lockedExtensions": dict.fromkeys(sorted(DISABLED_LAB_PLUGINS), True)}
+    assert json.loads(page_config) == {
+        "disabledExtensions": dict.fromkeys(sorted(DISABLED_LAB_PLUGINS | EXCHANGE_LAB_PLUGINS), True),
+        "lockedExtensions": dict.fromkeys(sorted(DISABLED_LAB_PLUGINS), True)}
     home_jupyter = Path(after_post_build["env"]["JUPYTER_CONFIG_DIR"])
     assert not (home_jupyter / "labconfig").exists(), "postBuild wrote user-level settings, not --sys-prefix ones"
 

@@ -3,8 +3,9 @@
 The files cannot be tried on a live hub here; what can be checked without one is: every YAML file parses; the
 Zero to JupyterHub values carry exactly the shared files (hub config, nbgrader config); paths agree across files
 (exchange, course home, grader settings); the hub config runs and its hook gives graders, and only graders, the
-instructor tools; the grader settings re-enable exactly what binder/postBuild disables (tests/test_binder.py checks
-that they take effect in a real environment).
+instructor tools; the hub settings give every hub user the assignment list (which needs the exchange), and the grader
+settings re-enable exactly what binder/postBuild disables (tests/test_binder.py checks that they take effect in a
+real environment).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ DEPLOY = course.ROOT / "deploy"
 HUB_CONFIG = DEPLOY / "jupyterhub_config.d" / "autograd-course.py"
 NBGRADER_CONFIG = DEPLOY / "nbgrader_config.py"
 GRADER_CONFIG = DEPLOY / "grader-jupyter-config"
+HUB_SETTINGS = DEPLOY / "hub-jupyter-config"
 COURSE_HOME = "/srv/autograd-course"
 YAML_FILES = sorted(DEPLOY.rglob("*.yaml")) + sorted(DEPLOY.rglob("*.yml"))
 
@@ -88,7 +90,8 @@ def test_hub_config_opens_jupyterlab_in_the_home_directory_with_one_thread():
     config = run_config(HUB_CONFIG)
     assert config.Spawner.default_url == "/lab"
     assert config.Spawner.notebook_dir == "~"
-    assert config.Spawner.environment == {"OMP_NUM_THREADS": "1"}
+    assert config.Spawner.environment == {"OMP_NUM_THREADS": "1",
+                                          "JUPYTER_CONFIG_PATH": f"{COURSE_HOME}/deploy/hub-jupyter-config"}
 
 
 def test_hub_config_lets_server_tokens_use_their_users_permissions():
@@ -111,10 +114,11 @@ def test_pre_spawn_hook_gives_graders_and_only_graders_the_instructor_tools():
         "nbgrader-autograd-course", environment=shared)
     hook(grader)
     hook(learner)
-    assert grader.environment == {"OMP_NUM_THREADS": "1",
-                                  "JUPYTER_CONFIG_PATH": f"{COURSE_HOME}/deploy/grader-jupyter-config"}
-    assert learner.environment == {"OMP_NUM_THREADS": "1"}
-    assert shared == {"OMP_NUM_THREADS": "1"}, "the hook changed the dict every spawner shares"
+    hub_settings = f"{COURSE_HOME}/deploy/hub-jupyter-config"
+    assert grader.environment == {"OMP_NUM_THREADS": "1", "JUPYTER_CONFIG_PATH":
+                                  f"{COURSE_HOME}/deploy/grader-jupyter-config:{hub_settings}"}
+    assert learner.environment == {"OMP_NUM_THREADS": "1", "JUPYTER_CONFIG_PATH": hub_settings}
+    assert shared == learner.environment, "the hook changed the dict every spawner shares"
 
 
 def test_grader_config_path_is_where_the_course_files_are_on_both_hubs():
@@ -133,20 +137,34 @@ def test_nbgrader_config_sets_the_shared_exchange_and_the_hub_groups():
     assert config.Authenticator.plugin_class.__name__ == "JupyterHubAuthPlugin"
 
 
-def post_build_disables() -> tuple[set[str], set[str]]:
-    """The lab plugins and server extensions that binder/postBuild switches off, read from the script."""
+def post_build_disables(group: str) -> tuple[set[str], set[str]]:
+    """The lab plugins and server extensions that binder/postBuild switches off, read from the script: ``group`` is
+    "instructor" (locked too) or "exchange" (the assignment list, which a hub turns back on)."""
     text = (course.ROOT / "binder" / "postBuild").read_text()
-    plugins = set(re.search(r"instructor_plugins=\(([^)]*)\)", text).group(1).split())
-    modules = set(re.findall(r"nbgrader\.server_extensions\.\w+", text.split("server extension disable")[1]))
+    block = text.split(f"{group}_plugins=(")[1].split("\n\n")[0]
+    plugins = set(re.search(r"^([^)]*)\)", block).group(1).split())
+    modules = set(re.findall(r"nbgrader\.server_extensions\.\w+", block.split("server extension disable")[1]))
     return plugins, modules
 
 
 def test_grader_settings_re_enable_exactly_what_post_build_disables():
-    plugins, modules = post_build_disables()
+    plugins, modules = post_build_disables("instructor")
+    exchange_plugins, exchange_modules = post_build_disables("exchange")
     page = json.loads((GRADER_CONFIG / "labconfig" / "page_config.json").read_text())
-    assert page == {"disabledExtensions": dict.fromkeys(plugins, False),
+    assert page == {"disabledExtensions": dict.fromkeys(plugins | exchange_plugins, False),
                     "lockedExtensions": dict.fromkeys(plugins, False)}
     server = json.loads(next((GRADER_CONFIG / "jupyter_server_config.d").glob("*.json")).read_text())
+    assert server == {"ServerApp": {"jpserver_extensions": dict.fromkeys(modules | exchange_modules, True)}}
+
+
+def test_hub_settings_give_every_hub_user_the_assignment_list_back():
+    """Only a hub has nbgrader's exchange: the assignment list is off in the image (and on Binder, and with `make
+    lab`) and on for a hub's users."""
+    plugins, modules = post_build_disables("exchange")
+    assert plugins == {"@jupyter/nbgrader:assignment-list"}
+    page = json.loads((HUB_SETTINGS / "labconfig" / "page_config.json").read_text())
+    assert page == {"disabledExtensions": dict.fromkeys(plugins, False)}
+    server = json.loads(next((HUB_SETTINGS / "jupyter_server_config.d").glob("*.json")).read_text())
     assert server == {"ServerApp": {"jpserver_extensions": dict.fromkeys(modules, True)}}
 
 

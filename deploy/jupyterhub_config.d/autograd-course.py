@@ -10,6 +10,9 @@ GRADERS = ["grader-autograd-course"]  # the shared grader account, plus any inst
 LEARNERS: list[str] = []
 #: Where the grader settings of deploy/grader-jupyter-config/ are on the user servers.
 GRADER_CONFIG = "/srv/autograd-course/deploy/grader-jupyter-config"
+#: ... and the hub's own settings for everyone (deploy/hub-jupyter-config/: the assignment list, which needs the
+#: exchange only a hub has; the image, built like Binder's, switches it off).
+HUB_CONFIG = "/srv/autograd-course/deploy/hub-jupyter-config"
 
 c = get_config()  # noqa: F821 - provided by traitlets when JupyterHub loads this file
 
@@ -35,7 +38,7 @@ c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 # One math thread per kernel: a user gets about one core, and PyTorch would otherwise start one thread per core of
 # the machine, which makes the lessons' small tensor operations many times slower.
-c.Spawner.environment = {"OMP_NUM_THREADS": "1"}
+c.Spawner.environment = {"OMP_NUM_THREADS": "1", "JUPYTER_CONFIG_PATH": HUB_CONFIG}
 
 
 def instructor_tools_for_graders(spawner):
@@ -43,7 +46,7 @@ def instructor_tools_for_graders(spawner):
     members of a formgrade-* group get them back: JUPYTER_CONFIG_PATH comes before every other config dir."""
     if any(group.name.startswith("formgrade-") for group in spawner.user.groups):
         # A new dict: the configured one is shared by every spawner.
-        spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": GRADER_CONFIG}
+        spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": f"{GRADER_CONFIG}:{HUB_CONFIG}"}
 
 
 c.Spawner.pre_spawn_hook = instructor_tools_for_graders
