@@ -24,17 +24,22 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 # The learner's view, exactly as on Binder: binder/postBuild run on .venv switches off (and locks) nbgrader's
-# instructor-only tools, keeps Validate, and installs the JupyterLab settings (widget messages on the kernel's main
-# thread, which lesson 07's sliders need; no "Jupyter news?" prompt). Re-run when either file changes.
+# instructor-only tools and the assignment list (no exchange here), keeps Validate, and installs the JupyterLab and
+# server settings (widget messages on the kernel's main thread, which lesson 07's sliders need; no "Jupyter news?"
+# prompt; idle kernels culled after 30 minutes; no Validate on lessons). Re-run when any of these files changes.
 LEARNER_VIEW := $(VENV)/.learner-view
 LAB := $(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --ServerApp.root_dir="$(CURDIR)"
 
-$(LEARNER_VIEW): binder/postBuild binder/jupyterlab-overrides.json $(STAMP)
+$(LEARNER_VIEW): binder/postBuild binder/jupyterlab-overrides.json binder/jupyter_server_config.json binder/custom.css \
+		$(STAMP)
 	binder/postBuild
 	@touch $@
 
+# Opens (and prints, for when no browser opens) lesson 01's own address, not the launcher.
+FIRST_LESSON := /lab/tree/lessons/01-chain-rule.ipynb
+
 lab: $(LEARNER_VIEW)
-	$(LAB) lessons/01-chain-rule.ipynb
+	$(LAB) --LabApp.default_url=$(FIRST_LESSON)
 
 # The instructor's view of the same environment: the hub's grader settings (deploy/grader-jupyter-config) turn the
 # formgrader, Create Assignment and the course list back on, for this server only.

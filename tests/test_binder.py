@@ -334,11 +334,19 @@ from jupyterlab_server.settings_utils import _get_overrides
 from jupyter_core.paths import jupyter_config_path, jupyter_path
 from jupyter_server.extension.config import ExtensionConfigManager
 from jupyterlab_server.config import get_page_config
+from jupyter_server.config_manager import BaseJSONConfigManager, recursive_update
 page = get_page_config(jupyter_path("labextensions"))
 server = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
 overrides, error = _get_overrides(os.path.join(get_app_dir(), "settings"))
+settings = {}
+for folder in reversed(jupyter_config_path()):  # the first folder on the path wins
+    found = BaseJSONConfigManager(config_dir=folder, read_directory=True).get("jupyter_server_config")
+    recursive_update(settings, found)
+css = [os.path.join(folder, "custom", "custom.css") for folder in jupyter_config_path()]
 print(json.dumps({"disabled": sorted(page["disabledExtensions"]), "locked": sorted(page.get("lockedExtensions", [])),
-                  "server": sorted(name for name, on in server.items() if on), "lab_settings": overrides}))
+                  "server": sorted(name for name, on in server.items() if on), "lab_settings": overrides,
+                  "culling": settings.get("MappingKernelManager", {}), "lab_app": settings.get("LabApp", {}),
+                  "custom_css": next((open(path).read() for path in css if os.path.exists(path)), None)}))
 """
 
 
@@ -407,6 +415,17 @@ def test_a_learner_server_would_run_without_the_instructor_tools(after_post_buil
     assert set(learner["locked"]) == DISABLED_LAB_PLUGINS
     assert not (DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS) & set(learner["server"])
     assert KEPT_SERVER_EXTENSIONS <= set(learner["server"])
+
+
+def test_learners_idle_kernels_are_culled_and_lessons_offer_no_validate(after_post_build):
+    """Binder gives 2 GB and a lesson's kernel holds 400-600 MB: a kernel that ran nothing for 30 minutes is shut
+    down, open tab or not (a learner may read for half an hour between cells, so not sooner). The custom CSS that
+    hides Validate on lessons is loaded."""
+    learner = after_post_build["runtime"]["learner"]
+    assert learner["culling"] == {"cull_idle_timeout": 1800, "cull_interval": 300, "cull_connected": True}
+    assert learner["lab_app"] == {"custom_css": True}
+    assert learner["custom_css"] == (BINDER / "custom.css").read_text()
+    assert 'h1[id^="Lesson-"]' in learner["custom_css"] and ".validate-button" in learner["custom_css"]
 
 
 def test_a_hub_learner_server_would_run_with_the_assignment_list(after_post_build):
