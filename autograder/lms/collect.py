@@ -1,62 +1,93 @@
 """An LMS's "download all submissions" zip into ``submitted/``, through nbgrader's ZipCollect and its plugins.
 
-``nbgrader zip_collect`` extracts the archives in ``grading/downloaded/ASSIGNMENT/archive/`` (configured in
-nbgrader_config.py) with an extractor plugin, then hands every extracted file to a collector plugin that says whose
-it is and which notebook it is. The two plugins here read the names Canvas and Moodle give their downloads
-(``c.LmsDownload.lms``) and find the student through the roster (:mod:`.roster`):
+``nbgrader zip_collect`` extracts the archives in ``grading/downloaded/ASSIGNMENT/<archive directory>/`` with an
+extractor plugin, then hands every extracted file to a collector plugin that says whose it is and which notebook it
+is. The two plugins here read the names Canvas and Moodle give their downloads (``c.LmsDownload.lms``) and find the
+student through the roster (:mod:`.roster`):
 
 * **Canvas** names each file ``<sortable name>[_late]_<user id>_<attachment id>_<uploaded name>``; the user id is
   the roster's ``lms_user_id``. Canvas numbers attachments in upload order, so a later upload has a larger id.
-* **Moodle** puts each student's files in a folder (or a name prefix) ``<First Last>_<participant>_assignsubmission
-  _file_``; the participant number is per assignment, so the student is found by full name (roster ``first_name
-  last_name``); two roster students with the same name are never guessed between.
+* **Moodle** puts each student's files in a folder ``<Full Name>_<participant>_assignsubmission_file`` (Moodle 4.1
+  and later: ``mod/assign/classes/downloader.php``, ``clean_filename($prefix . '_' . $subtype . '_' . $type)``; before
+  4.1 the folder ended in ``_``, and with "download as folders" off the prefix is part of each file name). The
+  student is found by the participant number, never by the name: Moodle's ``clean_filename`` strips characters such
+  as ``'`` from names, a site may order names differently, and blind marking writes "Participant" instead. The number
+  is per assignment (the roster's ``participant:ASSIGNMENT`` column, filled from Moodle's grading worksheet).
 
 Both LMSs rename a re-upload of the same file (Canvas ``01-chain-rule-1.ipynb``, Moodle or a browser ``01-chain-rule
-(1).ipynb``), and a student uploaded into an archive of their own is extracted too. Resubmissions keep the latest:
-of one student's files for one notebook, :class:`LmsExtractor` keeps the newest (Canvas: the largest attachment id;
-Moodle: the last archive given, then the highest rename number) and removes the others before nbgrader collects.
-Files that match no student are listed (:class:`LmsCollector`), never dropped in silence. An LMS download carries
-no submission time, so nbgrader applies no late penalty to it (see README, "For instructors").
+(1).ipynb``), and a student's own archive is unpacked. Of one student's files for one notebook :class:`LmsExtractor`
+keeps the newest (Canvas: the largest attachment id; Moodle: the last archive given, then the highest rename number).
+
+Nothing an instructor hands in is lost:
+
+* every download given to :func:`collect` is kept, unchanged, in ``grading/downloaded/ASSIGNMENT/downloads/<download
+  time>/`` (the newest modification time of the files given, UTC), and nothing there is ever removed;
+* a student's earlier folder in ``submitted/`` is copied to ``grading/downloaded/ASSIGNMENT/replaced/<run>/<student>/``
+  before the download replaces it;
+* a later download never replaces a usable earlier submission with an unusable one (a notebook under a name the
+  assignment does not have, a file that is not a notebook, an archive that cannot be unpacked): the student keeps the
+  earlier one and the new files are set aside in ``grading/downloaded/ASSIGNMENT/set-aside/<run>/`` with the reason,
+  unless ``c.LmsDownload.replace`` (``collect --replace``);
+* an archive of one student that cannot be unpacked, would unpack to too much, or holds a path outside its folder
+  (``../``, an absolute path, a link) is set aside with its reason; the rest of the class is collected;
+* a download that cannot be unpacked at all is refused (:class:`DownloadRefused`), named as the file given.
+
+An LMS download carries no submission time. A student whose folder a download replaces has no ``timestamp.txt`` and
+the gradebook forgets the time it had (an exchange submission's, say), so the penalty of the submission graded is
+never the time of another one: the LMS applies its own late policy (see README, "For instructors").
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import stat
 import tarfile
 import zipfile
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from datetime import UTC, datetime
+from pathlib import Path, PurePath, PurePosixPath
 
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
-from traitlets import Enum, Int
+from traitlets import Bool, Enum, Int
 from traitlets.config import LoggingConfigurable
 
-from .roster import Roster, Student, read_roster
+from .roster import PARTICIPANT, Roster, Student, read_roster
 
 CANVAS_NAME = re.compile(r"^(?P<name>.*?)(?P<late>_late)?_(?P<who>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)
-MOODLE_NAME = re.compile(r"^(?P<who>.+)_(?P<participant>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)$")
+MOODLE_NAME = re.compile(r"^(?P<name>.+)_(?P<participant>\d+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<file>.*))?$")
 RENAMED = re.compile(r"^(?P<stem>.+?)(?:-(?P<dash>\d+)| \((?P<paren>\d+)\))(?P<ext>\.[^.]+)$")
 ARCHIVE_ORDER = re.compile(r"^(\d+)-")
+ARCHIVES = (".tar.gz", ".tgz", ".tar", ".zip")
+#: Beside the copies of the downloads in a run's folder: which file the instructor gave for each copy.
+MANIFEST = "given.json"
+#: How deep archives inside archives are unpacked.
+MAX_NESTING = 4
 
 
 class LmsDownload(LoggingConfigurable):
-    """Which LMS made the download (``c.LmsDownload.lms``)."""
+    """Which LMS made the download (``c.LmsDownload.lms``), and whether an unusable later file may replace a usable
+    earlier submission (``c.LmsDownload.replace``, ``collect --replace``)."""
 
     lms = Enum(("canvas", "moodle"), default_value="canvas",
                help="The LMS whose download names to read: 'canvas' or 'moodle'.").tag(config=True)
+    replace = Bool(False, help="Let a later download replace a student's usable submission with files that are not "
+                               "a usable notebook of the assignment (normally they are set aside).").tag(config=True)
 
 
 @dataclass(frozen=True)
 class Download:
     """What a downloaded file's path says: whose it is (in the LMS's terms) and what they uploaded."""
 
-    who: str  # Canvas: the user id; Moodle: the full name
+    who: str  # Canvas: the user id; Moodle: the participant number
     uploaded: str  # the file name as uploaded (perhaps renamed by the LMS)
     order: tuple  # larger is later
     late: bool = False
+    name: str = ""  # the name in the download (for people; never used to find a student)
 
 
 def parse(relative: PurePath, lms: str) -> Download | None:
@@ -71,10 +102,10 @@ def parse(relative: PurePath, lms: str) -> Download | None:
         part = parts[depth]
         if lms == "canvas" and (m := CANVAS_NAME.match(part)):
             uploaded = m["file"] if depth == len(parts) - 1 else parts[-1]
-            return Download(m["who"], uploaded, (int(m["attachment"]), archive), bool(m["late"]))
+            return Download(m["who"], uploaded, (int(m["attachment"]), archive), bool(m["late"]), m["name"])
         if lms == "moodle" and (m := MOODLE_NAME.match(part)):
             uploaded = m["file"] if depth == len(parts) - 1 and m["file"] else parts[-1]
-            return Download(" ".join(m["who"].split()), uploaded, (archive,))
+            return Download(m["participant"], uploaded, (archive,), name=" ".join(m["name"].split()))
     return None
 
 
@@ -89,35 +120,46 @@ def canonical(uploaded: str, notebooks: set[str]) -> tuple[str, int]:
 
 
 class Lookup:
-    """From an LMS identity to the roster's student (None, with the reason, when there is none or no single one)."""
+    """From an LMS identity to the roster's student (None, with the reason, when there is none or no single one).
 
-    def __init__(self, roster: list[Student], lms: str):
-        self.lms = lms
+    Canvas: the user id (roster ``lms_user_id``). Moodle: the participant number of this assignment (roster
+    ``participant:ASSIGNMENT``)."""
+
+    def __init__(self, roster: list[Student], lms: str, assignment: str):
+        self.lms, self.assignment = lms, assignment
         self.by_key: dict[str, list[Student]] = defaultdict(list)
         for student in roster:
-            key = student.lms_user_id if lms == "canvas" else student.full_name.casefold()
+            key = student.lms_user_id if lms == "canvas" else student.participant(assignment)
             if key:
                 self.by_key[key].append(student)
 
-    def find(self, who: str) -> tuple[Student | None, str]:
-        found = self.by_key.get(who if self.lms == "canvas" else who.casefold(), [])
+    def find(self, download: Download) -> tuple[Student | None, str]:
+        found = self.by_key.get(download.who, [])
         if len(found) == 1:
             return found[0], ""
         if found:
-            return None, f"{len(found)} roster students are named {who!r} ({', '.join(s.id for s in found)})"
-        what = f"Canvas user {who} is not in the roster (lms_user_id)" if self.lms == "canvas" \
-            else f"nobody named {who!r} in the roster (first_name last_name)"
-        return None, what
+            return None, f"{len(found)} roster students have {download.who} ({', '.join(s.id for s in found)})"
+        if self.lms == "canvas":
+            return None, f"Canvas user {download.who} is not in the roster (lms_user_id)"
+        column = PARTICIPANT + self.assignment
+        if not self.by_key:
+            return None, (f"participant {download.who} ({download.name}): the roster has no {column} column yet "
+                          "(give Moodle's grading worksheet: collect --worksheet FILE)")
+        return None, f"participant {download.who} ({download.name}) is not in the roster's {column} column"
 
 
 @dataclass
 class Context:
-    """What both plugins need from the ZipCollect app they run in: the LMS, the roster, the notebooks, the folder."""
+    """What both plugins need from the ZipCollect app they run in."""
 
     lms: str
+    assignment: str
     lookup: Lookup
     notebooks: set[str]
     extracted: Path
+    root: Path  # the course root
+    submitted: Path  # submitted/STUDENT/ASSIGNMENT with STUDENT as "{student}"
+    db_url: str
 
 
 def collect_folder(app, step: str) -> Path:
@@ -132,71 +174,310 @@ def context(plugin) -> Context:
     lms = LmsDownload(parent=plugin).lms
     roster = read_roster(Path(coursedir.root) / Roster(parent=plugin).path)
     release = Path(coursedir.format_path(coursedir.release_directory, ".", coursedir.assignment_id))
-    return Context(lms, Lookup(roster, lms), {p.name for p in release.glob("*.ipynb")},
-                   collect_folder(app, app.extracted_directory))
+    assignment = coursedir.assignment_id
+    return Context(lms, assignment, Lookup(roster, lms, assignment), {p.name for p in release.glob("*.ipynb")},
+                   collect_folder(app, app.extracted_directory), Path(coursedir.root),
+                   Path(coursedir.format_path(coursedir.submitted_directory, "{student}", assignment)),
+                   coursedir.db_url)
+
+
+class DownloadRefused(ValueError):
+    """A download (a file the instructor gave) that cannot be collected at all: the message names it and why."""
+
+
+#: The former name of :class:`DownloadRefused`.
+ArchiveRefused = DownloadRefused
+
+
+class Unpackable(ValueError):
+    """One archive cannot be unpacked safely (the message says why)."""
+
+
+def archive_kind(name: str) -> str | None:
+    lower = name.lower()
+    if lower.endswith(".zip"):
+        return "zip"
+    if lower.endswith((".tar.gz", ".tgz", ".tar")):
+        return "tar"
+    return None
+
+
+def archive_stem(name: str) -> str:
+    lower = name.lower()
+    for ext in ARCHIVES:
+        if lower.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def safe_member(name: str) -> PurePosixPath:
+    """The relative path an archive member may be written to; :class:`Unpackable` for an absolute path, a drive, or
+    a ``..`` that would leave the archive's folder."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or (path.parts and ":" in path.parts[0]) or ".." in path.parts:
+        raise Unpackable(f"member {name!r} would be written outside its folder; refused")
+    return path
+
+
+def _copy_limited(source, target: Path, size: int, name: str) -> None:
+    written = 0
+    with target.open("wb") as out:
+        while chunk := source.read(1 << 20):
+            written += len(chunk)
+            if written > size:
+                raise Unpackable(f"member {name!r} unpacks to more than the {size} bytes it declares; refused")
+            out.write(chunk)
+
+
+def unpack(archive: Path, into: Path, budget: int) -> int:
+    """Unpack ``archive`` into the folder ``into``, regular files only; return the bytes written. Refused
+    (:class:`Unpackable`, nothing written) when a member would leave the folder or is a link or device, or when the
+    whole would be more than ``budget`` bytes; an unreadable archive is :class:`Unpackable` too."""
+    kind = archive_kind(archive.name)
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(archive) as opened:
+                infos = opened.infolist()
+                plan = []
+                for info in infos:
+                    path = safe_member(info.filename)
+                    if stat.S_ISLNK(info.external_attr >> 16):
+                        raise Unpackable(f"member {info.filename!r} is a link; refused")
+                    plan.append((info, path))
+                total = sum(info.file_size for info, _ in plan if not info.is_dir())
+                if total > budget:
+                    raise Unpackable(f"it would unpack to {total >> 20} MB, more than the {budget >> 20} MB left "
+                                     "under c.LmsExtractor.max_megabytes")
+                into.mkdir(parents=True, exist_ok=True)
+                for info, path in plan:
+                    target = into.joinpath(*path.parts) if path.parts else into
+                    if info.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with opened.open(info) as source:
+                        _copy_limited(source, target, info.file_size, info.filename)
+                return total
+        with tarfile.open(archive) as opened:
+            members = opened.getmembers()
+            for member in members:
+                safe_member(member.name)
+                if not (member.isreg() or member.isdir()):
+                    raise Unpackable(f"member {member.name!r} is a link or a device; refused")
+            total = sum(m.size for m in members if m.isreg())
+            if total > budget:
+                raise Unpackable(f"it would unpack to {total >> 20} MB, more than the {budget >> 20} MB left under "
+                                 "c.LmsExtractor.max_megabytes")
+            into.mkdir(parents=True, exist_ok=True)
+            for member in members:
+                target = into.joinpath(*safe_member(member.name).parts)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _copy_limited(opened.extractfile(member), target, member.size, member.name)
+            return total
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, zlib.error, OSError,
+            NotImplementedError, RuntimeError) as error:
+        raise Unpackable(f"it cannot be unpacked ({error})") from None
+
+
+def notebook_problem(path: Path) -> str:
+    """Why the file at ``path`` is not a usable notebook ("" when it is one: JSON with cells and nbformat)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        return f"not a notebook ({type(error).__name__}: {str(error)[:80]})"
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list) or "nbformat" not in data:
+        return "not a notebook (JSON without cells)"
+    return ""
 
 
 @dataclass(frozen=True)
 class Superseded:
-    """An older upload of a notebook, removed in favour of a newer one."""
+    """An older upload of a notebook, removed in favour of a newer one (the download keeps it)."""
 
     dropped: str
     kept: str
 
 
-class ArchiveRefused(ValueError):
-    """An archive that would unpack to more than the extractor allows, or that cannot be read (named, with where it is
-    inside the download, so the instructor can remove it and collect again)."""
+@dataclass(frozen=True)
+class SetAside:
+    """Files of a download that were not collected, where they are kept, and why."""
+
+    path: str  # as in the download (file given / path inside it)
+    student: str  # roster id, or "" when the file matched no one
+    reason: str
+    kept_in: str  # relative to the course root
 
 
-def unpacked_size(archive, name: str, archives: tuple[str, ...] = (".zip", ".gz"), depth: int = 0) -> int:
-    """Bytes the archive ``archive`` (a path or a file object, called ``name``) unpacks to, the archives inside it
-    (names ending in ``archives``, nbgrader's ``zip_ext``) included, as nbgrader would unpack them; nothing is
-    unpacked. Nesting deeper than 4 levels counts as too large."""
-    if depth > 4:
-        return 1 << 62
-    try:
-        if name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as opened:
-                return sum(unpacked_size(opened.open(i), f"{name}/{i.filename}", archives, depth + 1)
-                           if i.filename.endswith(archives) else i.file_size for i in opened.infolist())
-        with (tarfile.open(archive) if isinstance(archive, (str, Path)) else tarfile.open(fileobj=archive)) as opened:
-            return sum(member.size for member in opened.getmembers())
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
-        raise ArchiveRefused(f"{name} cannot be unpacked ({error}); remove it from the download") from None
+@dataclass
+class Record:
+    """What one run of the extractor did (per run: a new extractor, a new record)."""
+
+    run: str  # the run's name: the time it started, UTC
+    superseded: list[Superseded] = field(default_factory=list)
+    set_aside: list[SetAside] = field(default_factory=list)
+    kept_earlier: dict[str, str] = field(default_factory=dict)  # student -> why their earlier submission stays
+    replaced: dict[str, str] = field(default_factory=dict)  # student -> where their earlier folder was copied
+    times_dropped: dict[str, str] = field(default_factory=dict)  # student -> the time the gradebook forgot
+
+
+def stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def forget_times(db_url: str, assignment: str, students: list[str]) -> dict[str, str]:
+    """Remove the submission time the gradebook holds for ``students`` (their folder now holds an LMS download,
+    which has none); return the times removed."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    path = db_url.removeprefix("sqlite:///")
+    if not students or (db_url.startswith("sqlite:///") and not Path(path).exists()):
+        return {}
+    forgotten = {}
+    with Gradebook(db_url) as gradebook:
+        for student in students:
+            try:
+                submission = gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                continue
+            if submission.timestamp is not None:
+                forgotten[student] = f"{submission.timestamp:%Y-%m-%d %H:%M} UTC"
+                submission.timestamp = None
+        gradebook.db.commit()
+    return forgotten
 
 
 class LmsExtractor(ExtractorPlugin):
-    """nbgrader's extractor (archives, and archives inside them), then only the newest upload of each notebook."""
+    """The downloads unpacked safely (archives inside them too), the newest upload of each notebook kept, and each
+    student's earlier submission protected (see the module's docstring)."""
 
     max_megabytes = Int(2048, help="Refuse a download that would unpack to more than this (a student's archive "
                                    "inside it included): submissions are hostile input.").tag(config=True)
 
     def extract(self, archive_path: str, extracted_path: str) -> None:
-        for path in sorted(Path(archive_path).rglob("*")):
-            if path.is_file() and path.name.endswith(tuple(self.zip_ext)):
-                size = unpacked_size(path, path.name, tuple(self.zip_ext))
-                if size > self.max_megabytes << 20:
-                    raise ArchiveRefused(f"{path.name} would unpack to {size >> 20} MB, more than "
-                                         f"c.LmsExtractor.max_megabytes = {self.max_megabytes}; nothing was unpacked")
-        super().extract(archive_path, extracted_path)
-        for path in list(Path(extracted_path).rglob("*")):  # a student's own archive, unpacked beside itself
-            if path.is_file() and path.suffix in self.zip_ext and path.with_suffix("").is_dir():
-                path.unlink()
+        archive, extracted = Path(archive_path), Path(extracted_path)
+        manifest = json.loads((archive / MANIFEST).read_text()) if (archive / MANIFEST).exists() else {}
+        given = manifest.get("given", {})
+        self.record = record = Record(manifest.get("run") or stamp(datetime.now(UTC)))
         ctx = context(self)
+        self.set_aside_folder = collect_folder(self.parent, "set-aside") / record.run
+        budget = self.max_megabytes << 20
+        for path in sorted(archive.iterdir()):
+            if not path.is_file() or path.name == MANIFEST:
+                continue
+            label = given.get(path.name, str(path))
+            if archive_kind(path.name) is None:
+                shutil.copy2(path, extracted / path.name)
+                continue
+            target = extracted / archive_stem(path.name)
+            try:
+                budget -= unpack(path, target, budget)
+            except Unpackable as error:
+                shutil.rmtree(target, ignore_errors=True)
+                raise DownloadRefused(f"{label}: {error}; nothing was collected from it") from None
+        self._unpack_students_archives(ctx, extracted, budget, given)
+        self._keep_newest(ctx, extracted)
+        self._protect_earlier(ctx, extracted)
+
+    def _label(self, relative: PurePath, given: dict[str, str]) -> str:
+        """A path in the extracted folder as the instructor knows it: the file they gave, then the path inside."""
+        first = relative.parts[0]
+        for copy, original in given.items():
+            if archive_stem(copy) == first:
+                return "/".join([Path(original).name, *relative.parts[1:]])
+        return relative.as_posix()
+
+    def _set_aside(self, ctx: Context, path: Path, extracted: Path, student: str, reason: str,
+                   given: dict[str, str] | None = None) -> None:
+        relative = path.relative_to(extracted)
+        target = self.set_aside_folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), target)
+        self.record.set_aside.append(SetAside(self._label(relative, given or self._given), student, reason,
+                                              os.path.relpath(target, ctx.root)))
+
+    def _student(self, ctx: Context, relative: PurePath) -> str:
+        download = parse(relative, ctx.lms)
+        return (ctx.lookup.find(download)[0] or Student("")).id if download else ""
+
+    def _unpack_students_archives(self, ctx: Context, extracted: Path, budget: int, given: dict[str, str]) -> None:
+        self._given = given
+        for depth in range(MAX_NESTING + 1):
+            inner = sorted(p for p in extracted.rglob("*") if p.is_file() and archive_kind(p.name))
+            for path in inner:
+                student = self._student(ctx, path.relative_to(extracted))
+                if depth == MAX_NESTING:
+                    self._set_aside(ctx, path, extracted, student, f"archives nested more than {MAX_NESTING} deep")
+                    continue
+                target = path.parent / archive_stem(path.name)
+                try:
+                    budget -= unpack(path, target, budget)
+                    path.unlink()
+                except Unpackable as error:
+                    shutil.rmtree(target, ignore_errors=True)
+                    self._set_aside(ctx, path, extracted, student, str(error))
+            if not inner:
+                break
+
+    def _keep_newest(self, ctx: Context, extracted: Path) -> None:
         groups: dict[tuple[str, str], list[tuple[tuple, Path]]] = defaultdict(list)
-        for path in sorted(Path(extracted_path).rglob("*")):
-            download = parse(path.relative_to(extracted_path), ctx.lms) if path.is_file() else None
+        for path in sorted(extracted.rglob("*")):
+            download = parse(path.relative_to(extracted), ctx.lms) if path.is_file() else None
             if download is not None:
                 notebook, renamed = canonical(download.uploaded, ctx.notebooks)
                 groups[download.who, notebook].append((download.order + (renamed,), path))
-        self.superseded: list[Superseded] = []
         for files in groups.values():
             files.sort(key=lambda item: item[0])
-            kept = files[-1][1].relative_to(extracted_path).as_posix()
+            kept = files[-1][1].relative_to(extracted).as_posix()
             for _, path in files[:-1]:
-                self.superseded.append(Superseded(path.relative_to(extracted_path).as_posix(), kept))
+                self.record.superseded.append(Superseded(path.relative_to(extracted).as_posix(), kept))
                 path.unlink()
+
+    def _protect_earlier(self, ctx: Context, extracted: Path) -> None:
+        """Per student in the download: keep a usable earlier submission rather than take unusable files; copy the
+        earlier folder aside before the download replaces it; forget the earlier submission time."""
+        files: dict[str, list[tuple[Path, Download]]] = defaultdict(list)
+        for path in sorted(extracted.rglob("*")):
+            download = parse(path.relative_to(extracted), ctx.lms) if path.is_file() else None
+            student = ctx.lookup.find(download)[0] if download else None
+            if student is not None:
+                files[student.id].append((path, download))
+        replace = LmsDownload(parent=self).replace
+        valid_ext = tuple(getattr(self.parent.collector_plugin_inst, "valid_ext", [".ipynb"])) \
+            if hasattr(self.parent, "collector_plugin_inst") else (".ipynb",)
+        replaced = []
+        for student, found in sorted(files.items()):
+            earlier = Path(str(ctx.submitted).format(student=student))
+            problems, usable = [], set()
+            for path, download in found:
+                notebook, _ = canonical(download.uploaded, ctx.notebooks)
+                problem = ("a name the assignment does not have" if notebook not in ctx.notebooks
+                           else notebook_problem(path))
+                if problem:
+                    problems.append(f"{download.uploaded}: {problem}")
+                else:
+                    usable.add(notebook)
+            had = {n for n in ctx.notebooks if (earlier / n).is_file() and not notebook_problem(earlier / n)}
+            if had - usable and not replace:
+                lost = ", ".join(sorted(had - usable))
+                why = "; ".join(problems) or "no notebook"
+                self.record.kept_earlier[student] = (f"kept the earlier submission: the new download has no usable "
+                                                     f"{lost} ({why}); collect --replace takes it")
+                for path, _ in found:
+                    self._set_aside(ctx, path, extracted, student, f"not usable, and {student}'s earlier {lost} is")
+                continue
+            if not any(path.suffix in valid_ext for path, _ in found):
+                continue  # nothing of theirs will be collected: their folder stays as it is
+            if earlier.is_dir():
+                copy = collect_folder(self.parent, "replaced") / self.record.run / student
+                if copy.exists():
+                    shutil.rmtree(copy)
+                shutil.copytree(earlier, copy)
+                self.record.replaced[student] = os.path.relpath(copy, ctx.root)
+            replaced.append(student)
+        self.record.times_dropped = forget_times(ctx.db_url, ctx.assignment, replaced)
 
 
 @dataclass
@@ -220,7 +501,7 @@ class LmsCollector(FileNameCollectorPlugin):
         relative = path.relative_to(self.ctx.extracted) if path.is_relative_to(self.ctx.extracted) \
             else PurePath(path.name)
         download = parse(relative, self.ctx.lms)
-        student, why = self.ctx.lookup.find(download.who) if download else \
+        student, why = self.ctx.lookup.find(download) if download else \
             (None, f"not a {self.ctx.lms.capitalize()} download name")
         if student is None:
             self.seen.unmatched.append((relative.as_posix(), why))
@@ -244,17 +525,44 @@ class Report:
 
     assignment: str
     collected: Collected
-    superseded: list[Superseded]
+    record: Record
     absent: list[str]  # roster students with nothing in the download
+    kept_in: str = ""  # where the downloads given are kept
+    worksheet: list[str] = field(default_factory=list)  # what reading Moodle's grading worksheet did
+
+    @property
+    def superseded(self) -> list[Superseded]:
+        return self.record.superseded
+
+    @property
+    def needs_a_look(self) -> bool:
+        """Files that were not collected (exit status 1)."""
+        return bool(self.collected.unmatched or self.record.set_aside)
 
     def lines(self) -> list[str]:
-        seen = self.collected
-        lines = [f"{self.assignment}: collected {len(seen.students)} students into submitted/"]
-        if self.superseded:
+        seen, record = self.collected, self.record
+        lines = list(self.worksheet)
+        if self.kept_in:
+            lines.append(f"the download is kept in {self.kept_in}")
+        lines.append(f"{self.assignment}: collected {len(seen.students)} students into submitted/")
+        if record.superseded:
             lines.append("  resubmissions (kept the latest):")
-            lines += [f"    {s.kept} (kept) over {s.dropped}" for s in self.superseded]
+            lines += [f"    {s.kept} (kept) over {s.dropped}" for s in record.superseded]
+        if record.replaced:
+            lines.append("  earlier submissions replaced by the download (copied first): "
+                         + ", ".join(f"{s} -> {where}" for s, where in sorted(record.replaced.items())))
+        if record.times_dropped:
+            lines.append("  submission times no longer used (the download has none; the LMS's late policy applies): "
+                         + ", ".join(f"{s} ({t})" for s, t in sorted(record.times_dropped.items())))
+        if record.kept_earlier:
+            lines.append("  kept the earlier submission (the new files are set aside):")
+            lines += [f"    {s}: {why}" for s, why in sorted(record.kept_earlier.items())]
+        if record.set_aside:
+            lines.append("  set aside (not collected; kept with the reason):")
+            lines += [f"    {a.path}" + (f" ({a.student})" if a.student else "") + f": {a.reason} -> {a.kept_in}"
+                      for a in record.set_aside]
         if seen.unmatched:
-            lines.append("  files that match no student (not collected):")
+            lines.append("  files that match no student (not collected; the download keeps them):")
             lines += [f"    {name}: {why}" for name, why in seen.unmatched]
         if seen.not_notebooks:
             lines.append("  not notebooks (not collected): " + ", ".join(f"{n} ({s})" for n, s in seen.not_notebooks))
@@ -265,31 +573,58 @@ class Report:
             lines.append("  marked late by the LMS (the download carries no time, so nbgrader adds no penalty; the "
                          "LMS's late policy applies): " + ", ".join(sorted(seen.late)))
         if self.absent:
-            lines.append("  in the roster with nothing in the download: " + ", ".join(self.absent))
+            lines.append("  in the roster with nothing collected from the download: " + ", ".join(self.absent))
         return lines
 
 
-def collect(assignment: str, archives: list[Path], lms: str | None = None) -> Report:
+def keep_downloads(folder: Path, archives: list[Path]) -> tuple[str, Path]:
+    """Copy the downloads given into ``folder/<download time>/`` (``NN-name``, in the order given, with a manifest
+    naming the originals); the same downloads given again reuse their folder. Return (run name, folder)."""
+    newest = max(datetime.fromtimestamp(Path(a).stat().st_mtime, UTC) for a in archives)
+    name = stamp(newest)
+    contents = [Path(a).read_bytes() for a in archives]
+    for attempt in range(1, 1000):
+        run = name if attempt == 1 else f"{name}-{attempt}"
+        target = folder / run
+        copies = [target / f"{number:02d}-{Path(a).name}" for number, a in enumerate(archives, start=1)]
+        if not target.exists():
+            break
+        if [p.name for p in sorted(target.iterdir()) if p.name != MANIFEST] == [c.name for c in copies] and \
+                all(c.read_bytes() == data for c, data in zip(copies, contents)):
+            return run, target
+    target.mkdir(parents=True)
+    for copy, original in zip(copies, archives):
+        shutil.copy2(original, copy)
+    (target / MANIFEST).write_text(json.dumps({"run": run, "given": {c.name: str(a) for c, a in zip(copies, archives)}},
+                                              indent=1))
+    return run, target
+
+
+def collect(assignment: str, archives: list[Path], lms: str | None = None, replace: bool = False,
+            worksheet: list[str] | None = None) -> Report:
     """Put ``archives`` (in the order given: later ones win ties) through nbgrader's ZipCollect into submitted/.
 
-    Runs in the current directory, the course root (nbgrader reads its configuration there); a student found in the
-    download replaces their previous submission."""
+    Runs in the current directory, the course root (nbgrader reads its configuration there). The downloads are kept
+    in ``grading/downloaded/ASSIGNMENT/downloads/``; see the module's docstring for what else is kept."""
     from nbgrader.apps import ZipCollectApp
 
+    probe = ZipCollectApp()
+    probe.initialize([assignment, "--log-level=ERROR"])
+    downloads = Path(os.path.join(probe.coursedir.root, probe.collect_directory_structure).format(
+        downloaded=probe.downloaded_directory, assignment_id=assignment, collect_step="downloads"))
+    run, folder = keep_downloads(downloads, [Path(a) for a in archives])
     app = ZipCollectApp()
-    app.initialize([assignment, "--force", "--log-level=ERROR",
+    app.initialize([assignment, "--force", "--log-level=ERROR", f"--ZipCollectApp.archive_directory=downloads/{run}",
                     f"--ZipCollectApp.extractor_plugin={LmsExtractor.__module__}.{LmsExtractor.__name__}",
                     f"--ZipCollectApp.collector_plugin={LmsCollector.__module__}.{LmsCollector.__name__}"])
     if lms:
         app.config.LmsDownload.lms = lms
-    archive = collect_folder(app, app.archive_directory)
-    shutil.rmtree(archive, ignore_errors=True)
-    archive.mkdir(parents=True)
-    for number, path in enumerate(archives, start=1):
-        shutil.copy2(path, archive / f"{number:02d}-{Path(path).name}")
+    if replace:
+        app.config.LmsDownload.replace = True
     app.start()
     collector, extractor = app.collector_plugin_inst, app.extractor_plugin_inst
     seen = getattr(collector, "seen", Collected())
     roster = read_roster(Path(app.coursedir.root) / Roster(parent=collector).path)
     absent = [s.id for s in roster if s.id not in seen.students]
-    return Report(assignment, seen, getattr(extractor, "superseded", []), absent)
+    return Report(assignment, seen, getattr(extractor, "record", Record(run)), absent,
+                  os.path.relpath(folder, app.coursedir.root), worksheet or [])

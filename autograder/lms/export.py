@@ -1,46 +1,69 @@
-"""Grades from the gradebook into the LMS: Canvas's and Moodle's grade import CSVs, or a plain CSV.
+"""Grades from the gradebook into the LMS: Canvas's gradebook import, Moodle's grading worksheet or gradebook CSV,
+or a plain CSV.
 
 Each format is an nbgrader export plugin (``nbgrader export --exporter=autograder.lms.export.CanvasExport``) and a
-command with a preview (``python -m autograder.lms export --to canvas ASSIGNMENT...``). The rows are the roster's
-(:mod:`.roster`), in its order: a student's score is the gradebook's, late penalty taken off; a student with no
-submission gets a blank cell (``--missing zero``, or ``c.LmsExport.missing = "zero"``, for a 0 instead); a
-submission the grader could not grade is in the gradebook as 0 and exported as 0.
+command with a preview (``python -m autograder.lms export --to canvas ASSIGNMENT...``). Rows follow the roster
+(:mod:`.roster`); a student's score is the gradebook's, late penalty taken off, in the LMS assignment's scale.
 
-* **Canvas** (Grades > Import): the columns ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
-  assignment (Canvas's GradebookImporter requires "Student" and "ID" first and "Section" last). Canvas finds the
-  assignment by the number in a header ``Name (1234)`` (copy it from Canvas's own gradebook export into
-  ``c.LmsExport.columns``), else by an exact title, else it creates a new assignment; it finds a student by ID, else
-  SIS User ID, else SIS Login ID, else name. No ``Points Possible`` row is written: Canvas would take its values as
-  new maxima for the assignments.
-* **Moodle** (Grades > Import > CSV file): ``First name, Last name, ID number, Email address``, then one column per
-  assignment; in the import form map "Email address" to "Email address" (or "ID number" to "ID number") and each
-  assignment column to its grade item. A blank cell is "no grade" in Moodle.
-* **csv**: every roster column, then per assignment its score and its late penalty.
+What the LMSs' importers do with the file decides what is written (their sources, read for this):
+
+* A blank cell clears a grade already in the LMS: Canvas (``app/models/gradebook_importer.rb``,
+  ``no_change_to_value?``: a blank is only "no change" where the LMS has no score either) and Moodle's gradebook CSV
+  import (``grade/import/csv/classes/load_data.php``, ``update_grade_item``: ``''`` or ``-`` become "no grade").
+  So a student with no submission is left out of the file (the preview names them), or gets 0 with ``--missing
+  zero``; with several assignments in one file a student is written only when every cell has a grade.
+* **Canvas** (Grades > Import): ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per assignment
+  (``header?`` and ``update_column_count``: "Student" and "ID" first, "SIS User ID" and "SIS Login ID" next, then
+  "Section"). Canvas finds the student by ID, else SIS User ID, else SIS Login ID, else by name (a row with none of
+  the three is not written). It finds the assignment by the id in a header ``Title (1234)`` (``title_and_id``),
+  else by an exact title, else it creates a new assignment: the id is required for every assignment exported
+  (``--canvas-id`` or ``c.LmsExport.columns``). No ``Points Possible`` row is written: Canvas would take its values
+  as the assignments' new points possible (``process_pp``).
+* **Moodle**, by default its own offline grading worksheet (:mod:`.moodle`), one assignment per file: the row is
+  found by the participant number in "Participant NNN" (roster ``participant:ASSIGNMENT``), never by a name, and the
+  grade is the assignment's own (not an override in the gradebook). A student without a participant number is not
+  written (exit status 1, named).
+* **moodle-csv**, the documented alternative (Grades > Import > CSV file): ``First name, Last name, ID number, Email
+  address``, then one column per assignment; in the import form map "Email address" to "Email address" (``--match
+  email``, the default) or "ID number" to "ID number" (``--match idnumber``). Moodle's CSV import does not reset the
+  matched student between rows (``map_user_data_with_value`` keeps ``$this->studentid`` when the cell is empty), so
+  a row without the matched column would land on the previous row's student: no such row is ever written (exit
+  status 1, the student named). Grades imported this way are overrides in Moodle's gradebook.
+* **csv**: every roster column, then per assignment its score (after the penalty) and its late penalty, blank where
+  there is no submission (a record, not an import file).
+
+Scores are exported in the LMS assignment's scale: ``--points-possible 100`` (or ``c.LmsExport.points_possible``)
+rescales nbgrader's points to the LMS's; ``--percent`` writes Canvas's percent form (``85%``, which Canvas turns into
+points of its assignment) or, for Moodle, a grade out of 100. Moodle's worksheet knows its maximum grade: the last
+worksheet given to ``collect --worksheet`` supplies it. The preview states the scale of every column.
 
 Before writing, :func:`preview` compares the new file with the one already at the destination (the last export
 there): which scores changed, appeared or disappeared. What the export cannot place is reported, never dropped in
-silence: students with grades who are not in the roster, roster ids nbgrader has no submission from (a typo in the
-roster shows as one of each), roster rows without the identity the LMS needs. A roster with duplicate ids or shared
-identities is refused (:class:`~autograder.lms.roster.RosterError`).
+silence. A roster with duplicate ids or shared identities is refused (:class:`~autograder.lms.roster.RosterError`).
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
-from traitlets import Dict, Enum, Unicode
+from traitlets import Bool, Dict, Enum, Float, Unicode
 
-from .roster import COLUMNS, Roster, Student, read_roster
+from . import moodle
+from .roster import COLUMNS, PARTICIPANT, Roster, Student, read_roster
+
+CANVAS_ID = re.compile(r"\A(.*)\s\((\d+)\)\Z")  # Canvas's Assignment.title_and_id
 
 
 class ExportError(RuntimeError):
-    """The export cannot be made (an assignment the gradebook does not have...)."""
+    """The export cannot be made (the message says why; nothing is written)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,26 @@ def points(value: float) -> str:
     return f"{round(value, 2):.2f}".rstrip("0").rstrip(".")
 
 
+@dataclass(frozen=True)
+class Scale:
+    """How an assignment's score is written: out of ``out_of`` points, or as Canvas's percent (``85%``)."""
+
+    out_of: float | None  # None: Canvas's percent form
+    maximum: float  # nbgrader's points
+    source: str  # where the scale comes from, for the preview
+
+    def write(self, score: float) -> str:
+        fraction = score / self.maximum if self.maximum else 0.0
+        if self.out_of is None:
+            return f"{points(100 * fraction)}%"
+        return points(fraction * self.out_of)
+
+    def describe(self) -> str:
+        what = "percent (Canvas turns 85% into points of its assignment)" if self.out_of is None \
+            else f"out of {points(self.out_of)}"
+        return f"{what} ({self.source}; nbgrader's maximum is {points(self.maximum)})"
+
+
 @dataclass
 class Sheet:
     """A CSV for one LMS: its header, its rows, and which columns identify a row (for the preview)."""
@@ -94,87 +137,154 @@ class Sheet:
     key_columns: list[int]  # a row's identity (for the preview)
     label_column: int  # the column that names a row for people
     grade_columns: list[int]
-
-
-@dataclass(frozen=True)
-class Format:
-    """How one LMS wants its import file: its student columns (and the roster field in each), then the grades."""
-
-    name: str
-    columns: tuple[str, ...]
-    fields: tuple[str, ...]  # the roster field (a :class:`Student` attribute) in each column
-    key: tuple[int, ...]  # the columns that identify a row, for the preview
-    identity: tuple[str, ...]  # roster fields, any one of which lets the LMS find the student
-    identity_words: str
-    penalties: bool = False  # a late-penalty column after each score
-
-
-FORMATS = {
-    "canvas": Format("Canvas", ("Student", "ID", "SIS User ID", "SIS Login ID", "Section"),
-                     ("sortable_name", "lms_user_id", "sis_user_id", "sis_login_id", "section"), (1, 2, 3),
-                     ("lms_user_id", "sis_user_id", "sis_login_id"), "an lms_user_id, sis_user_id or sis_login_id"),
-    "moodle": Format("Moodle", ("First name", "Last name", "ID number", "Email address"),
-                     ("first_name", "last_name", "sis_user_id", "email"), (2, 3), ("email", "sis_user_id"),
-                     "an email or sis_user_id"),
-    "csv": Format("CSV", COLUMNS, COLUMNS, (0,), ("id",), "an id", penalties=True),
-}
+    notes: list[str] = field(default_factory=list)  # the scale of each column, for the preview
 
 
 @dataclass
 class Problems:
     """What the export could not place, for the instructor to read."""
 
+    lms: str = "csv"
     not_in_roster: dict[str, list[str]] = field(default_factory=dict)  # student -> assignments with a grade
     no_work: list[str] = field(default_factory=list)  # roster ids with no submission of anything in the gradebook
-    no_identity: list[str] = field(default_factory=list)  # roster ids the LMS could not find
+    no_identity: list[str] = field(default_factory=list)  # roster ids the LMS could not find (not written)
+    identity_words: str = ""
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # student -> assignments without a submission
 
-    def lines(self, lms: str) -> list[str]:
+    def lines(self, lms: str | None = None) -> list[str]:
         lines = []
         if self.not_in_roster:
             lines.append("not in the roster, so not exported (add them to the roster): "
                          + ", ".join(f"{s} ({', '.join(a)})" for s, a in sorted(self.not_in_roster.items())))
-        if self.no_work:
-            lines.append("in the roster, but the gradebook has no submission from them in any assignment (blank "
-                         "cells; check the id if they did hand work in): " + ", ".join(self.no_work))
         if self.no_identity:
-            lines.append(f"in the roster without {FORMATS[lms].identity_words}, so {FORMATS[lms].name} could not "
-                         "find them (not exported): " + ", ".join(self.no_identity))
+            lines.append(f"REFUSED: graded but without {self.identity_words}, so the LMS could not match their row "
+                         "(not written; add it to the roster): " + ", ".join(self.no_identity))
+        if self.left_out:
+            lines.append("left out, no submission (a blank cell would clear a grade in the LMS; --missing zero writes "
+                         "0): " + ", ".join(f"{s} ({', '.join(a)})" for s, a in sorted(self.left_out.items())))
+        if self.no_work:
+            lines.append("in the roster, but the gradebook has no submission from them in any assignment (check the "
+                         "id if they did hand work in): " + ", ".join(self.no_work))
         return lines
 
     @property
-    def left_out(self) -> bool:
-        """Grades that could not go into the file (a roster id with no work at all is only worth a look)."""
+    def refused(self) -> bool:
+        """Grades that could not go into the file (exit status 1; a student with no work is only worth a look)."""
         return bool(self.not_in_roster or self.no_identity)
 
 
-def build(grades: Grades, roster: list[Student], lms: str, columns: dict[str, str] | None = None,
-          missing: str = "blank") -> tuple[Sheet, Problems]:
-    """The import file for ``lms`` ("canvas", "moodle" or "csv") and what it could not place."""
-    assignments = list(grades.max_scores)
-    headers = [(columns or {}).get(a, a) for a in assignments]
+@dataclass
+class Settings:
+    """Everything an export needs besides the grades and the roster."""
+
+    lms: str
+    headers: dict[str, str] = field(default_factory=dict)  # assignment -> column header
+    scales: dict[str, Scale] = field(default_factory=dict)
+    missing: str = "omit"
+    match: str = "email"  # moodle-csv: the column Moodle matches on
+    worksheet: list[dict[str, str]] = field(default_factory=list)  # the last Moodle worksheet given to collect
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+def _placed(grades: Grades, roster: list[Student], problems: Problems) -> None:
     enrolled = {s.id for s in roster}
-    problems = Problems()
     for assignment, by_student in grades.by_assignment.items():
         for student in sorted(set(by_student) - enrolled):
             problems.not_in_roster.setdefault(student, []).append(assignment)
     problems.no_work = [s.id for s in roster if s.id not in grades.with_work]
 
-    form = FORMATS[lms]
-    header = list(form.columns)
-    for name in headers:
-        header += [name, f"{name} late penalty"] if form.penalties else [name]
-    findable = [s for s in roster if any(getattr(s, field) for field in form.identity)]
-    problems.no_identity = [s.id for s in roster if s not in findable]
-    rows = []
-    for student in findable:
-        row = [getattr(student, field) for field in form.fields]
+
+def _cells(grades: Grades, settings: Settings, student: Student) -> list[str] | None:
+    """The student's cells, one per assignment, or None when one has no grade (left out unless --missing zero)."""
+    cells = []
+    for assignment in grades.max_scores:
+        grade = grades.by_assignment[assignment].get(student.id)
+        if grade is None and settings.missing != "zero":
+            return None
+        cells.append(settings.scales[assignment].write(grade.final if grade else 0.0))
+    return cells
+
+
+def _left_out(grades: Grades, student: Student) -> list[str]:
+    return [a for a in grades.max_scores if student.id not in grades.by_assignment[a]]
+
+
+def build(grades: Grades, roster: list[Student], settings: Settings) -> tuple[Sheet, Problems]:
+    """The import file for ``settings.lms`` and what it could not place."""
+    problems = Problems(settings.lms)
+    _placed(grades, roster, problems)
+    assignments = list(grades.max_scores)
+    notes = [f"{a}: {settings.scales[a].describe()}" for a in assignments if a in settings.scales]
+    if settings.lms == "csv":
+        header = list(COLUMNS)
         for assignment in assignments:
-            grade = grades.by_assignment[assignment].get(student.id)
-            row.append(points(grade.final) if grade else ("0" if missing == "zero" else ""))
-            if form.penalties:
-                row.append(points(grade.penalty) if grade else "")
-        rows.append(row)
-    return Sheet(header, rows, list(form.key), 0, list(range(len(form.columns), len(header)))), problems
+            header += [assignment, f"{assignment} late penalty"]
+        rows = []
+        for student in roster:
+            row = [getattr(student, column) for column in COLUMNS]
+            for assignment in assignments:
+                grade = grades.by_assignment[assignment].get(student.id)
+                row += [points(grade.final), points(grade.penalty)] if grade else ["", ""]
+            rows.append(row)
+        return Sheet(header, rows, [0], 0, list(range(len(COLUMNS), len(header)))), problems
+
+    if settings.lms == "canvas":
+        columns = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+        identity = ("lms_user_id", "sis_user_id", "sis_login_id")
+        problems.identity_words = "an lms_user_id, sis_user_id or sis_login_id (Canvas's ID, SIS User ID, SIS Login ID)"
+
+        def student_cells(s: Student) -> list[str]:
+            return [s.sortable_name, s.lms_user_id, s.sis_user_id, s.sis_login_id, s.section]
+        key = [1, 2, 3]
+    elif settings.lms == "moodle-csv":
+        columns = ["First name", "Last name", "ID number", "Email address"]
+        identity = ("email",) if settings.match == "email" else ("sis_user_id",)
+        problems.identity_words = ("an email (Moodle's Email address, the column matched)" if settings.match == "email"
+                                   else "a sis_user_id (Moodle's ID number, the column matched)")
+
+        def student_cells(s: Student) -> list[str]:
+            return [s.first_name, s.last_name, s.sis_user_id, s.email]
+        key = [3] if settings.match == "email" else [2]
+    else:
+        return _worksheet(grades, roster, settings, problems, notes)
+
+    header = columns + [settings.headers.get(a, a) for a in assignments]
+    rows = []
+    for student in roster:
+        cells = _cells(grades, settings, student)
+        if cells is None:
+            problems.left_out[student.id] = _left_out(grades, student)
+            continue
+        if not any(getattr(student, f) for f in identity):
+            problems.no_identity.append(student.id)
+            continue
+        rows.append(student_cells(student) + cells)
+    return Sheet(header, rows, key, 0, list(range(len(columns), len(header))), notes), problems
+
+
+def _worksheet(grades: Grades, roster: list[Student], settings: Settings, problems: Problems,
+               notes: list[str]) -> tuple[Sheet, Problems]:
+    (assignment,) = grades.max_scores
+    problems.identity_words = f"a Moodle participant number for {assignment} (roster {PARTICIPANT}{assignment})"
+    known = {row["participant"]: row for row in settings.worksheet}
+    scale = settings.scales[assignment]
+    modified = settings.now.strftime("%Y-%m-%d %H:%M:%S UTC")
+    rows = []
+    for student in roster:
+        cells = _cells(grades, settings, student)
+        if cells is None:
+            problems.left_out[student.id] = [assignment]
+            continue
+        number = student.participant(assignment)
+        if not number:
+            problems.no_identity.append(student.id)
+            continue
+        before = known.get(number, {})
+        rows.append([f"Participant {number}", before.get("Full name") or student.full_name,
+                     before.get("Email address") or student.email, before.get("Status", ""), cells[0],
+                     points(scale.out_of or 100), before.get("Grade can be changed") or "Yes",
+                     before.get("Last modified (submission)", ""), modified])
+    return Sheet(list(moodle.HEADER), rows, [0], 1, [4], notes), problems
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -190,11 +300,13 @@ def preview(sheet: Sheet, previous: Path, limit: int = 30) -> list[str]:
 
     new_rows = {tuple(row[i] for i in sheet.key_columns): row for row in sheet.rows
                 if any(row[i] for i in sheet.key_columns)}
+    scale = [f"  scale: {note}" for note in sheet.notes]
     if not previous.exists():
-        lines = [f"first export to {previous}: {len(new_rows)} students"]
+        lines = [f"first export to {previous}: {len(new_rows)} students", *scale]
         for column in sheet.grade_columns:
             filled = sum(bool(row[column]) for row in new_rows.values())
-            lines.append(f"  {sheet.header[column]}: {filled} scores, {len(new_rows) - filled} blank")
+            lines.append(f"  {sheet.header[column]}: {filled} scores" + (f", {len(new_rows) - filled} blank"
+                                                                         if filled < len(new_rows) else ""))
         return lines
     old_header, old_table = _read_csv(previous)
     where = {name: i for i, name in enumerate(old_header)}
@@ -204,12 +316,12 @@ def preview(sheet: Sheet, previous: Path, limit: int = 30) -> list[str]:
         key = tuple(row[where[sheet.header[i]]] if sheet.header[i] in where else "" for i in sheet.key_columns)
         if any(key):
             old_rows[key] = row
-    lines = [f"changes since the last export to {previous}:"]
+    lines = [f"changes since the last export to {previous}:", *scale]
     for column in sheet.grade_columns:
         name = sheet.header[column]
         if name not in where:
             filled = sum(bool(row[column]) for row in new_rows.values())
-            lines.append(f"  {name} (a new column): {filled} scores, {len(new_rows) - filled} blank")
+            lines.append(f"  {name} (a new column): {filled} scores")
             continue
         changes, unchanged = [], 0
         for key, row in new_rows.items():
@@ -223,7 +335,7 @@ def preview(sheet: Sheet, previous: Path, limit: int = 30) -> list[str]:
         lines += changes[:limit] + ([f"    ... and {len(changes) - limit} more"] if len(changes) > limit else [])
     gone = [label(row) for key, row in old_rows.items() if key not in new_rows]
     if gone:
-        lines.append("  no longer in the export: " + ", ".join(gone))
+        lines.append("  no longer in the export (the LMS keeps what it has for them): " + ", ".join(gone))
     dropped = [name for name in old_header[len(sheet.header) - len(sheet.grade_columns):]
                if name and name not in sheet.header]
     if dropped:
@@ -242,37 +354,90 @@ def write(sheet: Sheet, destination: Path) -> None:
     os.replace(temporary, destination)
 
 
+def latest_worksheet(root: Path, assignment: str) -> list[dict[str, str]]:
+    """The rows of the last Moodle grading worksheet given to ``collect --worksheet`` for ``assignment``."""
+    folder = root / "grading" / "downloaded" / assignment / "worksheets"
+    found = sorted(folder.glob("*.csv")) if folder.is_dir() else []
+    return moodle.read_worksheet(found[-1]) if found else []
+
+
 class LmsExport(ExportPlugin):
     """nbgrader export plugin writing an LMS's grade import CSV (subclasses choose the LMS)."""
 
     lms = "csv"
 
-    missing = Enum(("blank", "zero"), default_value="blank",
-                   help="What a student with no submission gets: a blank cell, or 0.").tag(config=True)
+    missing = Enum(("omit", "zero"), default_value="omit",
+                   help="A student with no submission: 'omit' leaves them out of the file (a blank cell would clear "
+                        "a grade in the LMS), 'zero' writes 0.").tag(config=True)
     columns = Dict(key_trait=Unicode(), value_trait=Unicode(),
                    help="The LMS's column header for each assignment id, e.g. {'01-chain-rule': 'Exercise 1: the "
-                        "chain rule (48213)'} (Canvas finds its assignment by the number in parentheses).") \
+                        "chain rule (48213)'}. Canvas finds its assignment by the number in parentheses (required).") \
         .tag(config=True)
+    points_possible = Dict(key_trait=Unicode(), value_trait=Float(),
+                           help="The LMS assignment's points possible per assignment id, e.g. {'01-chain-rule': "
+                                "100}: scores are rescaled to it.").tag(config=True)
+    percent = Bool(False, help="Write percent (Canvas: '85%'; Moodle: out of 100) where points_possible has no "
+                               "entry.").tag(config=True)
+    match = Enum(("email", "idnumber"), default_value="email",
+                 help="moodle-csv: the column Moodle's CSV import matches students on.").tag(config=True)
 
     def course_root(self) -> Path:
         coursedir = getattr(self.parent, "coursedir", None)
         return Path(coursedir.root if coursedir is not None else os.getcwd())
 
     def destination(self) -> Path:
-        path = Path(self.to or f"grading/exports/{self.lms}.csv")
+        names = "+".join(str(a) for a in self.assignment) or "all"
+        path = Path(self.to or f"grading/exports/{self.lms}-{names}.csv")
         return path if path.is_absolute() else self.course_root() / path
+
+    def settings(self, grades: Grades) -> Settings:
+        """The headers and scales of the assignments to export; :class:`ExportError` for what is missing."""
+        settings = Settings(self.lms, missing=self.missing, match=self.match)
+        assignments = list(grades.max_scores)
+        if self.lms == "moodle" and len(assignments) != 1:
+            raise ExportError("Moodle's grading worksheet holds one assignment: export one at a time (or --to "
+                              "moodle-csv for several)")
+        if self.lms == "moodle":
+            settings.worksheet = latest_worksheet(self.course_root(), assignments[0])
+        problems = []
+        for assignment in assignments:
+            header = self.columns.get(assignment, assignment)
+            settings.headers[assignment] = header
+            if self.lms == "canvas" and not CANVAS_ID.match(header):
+                problems.append(f"{assignment}: Canvas needs the assignment's id, or it matches the column by exact "
+                                "title and else creates a new assignment: give --canvas-id ID (the number in the "
+                                "assignment's address in Canvas, or in its column header 'Title (ID)' in Canvas's "
+                                "gradebook export) or c.LmsExport.columns")
+            if self.lms == "csv":
+                continue
+            maximum = grades.max_scores[assignment]
+            given = self.points_possible.get(assignment)
+            worksheet = [row.get("Maximum Grade", "") for row in settings.worksheet]
+            if given is not None:
+                settings.scales[assignment] = Scale(given, maximum, "--points-possible")
+            elif self.lms == "moodle" and any(worksheet):
+                value = float(next(v for v in worksheet if v).replace(",", "."))
+                settings.scales[assignment] = Scale(value, maximum, "Maximum Grade in Moodle's worksheet")
+            elif self.percent:
+                settings.scales[assignment] = Scale(None if self.lms == "canvas" else 100.0, maximum, "--percent")
+            else:
+                problems.append(f"{assignment}: in what scale is it graded in the LMS? give --points-possible N (the "
+                                f"LMS assignment's points; nbgrader's are {points(maximum)}) or --percent")
+        if problems:
+            raise ExportError("nothing written:\n  " + "\n  ".join(problems))
+        return settings
 
     def prepare(self, gradebook: Gradebook) -> tuple[Sheet, Problems]:
         """The file to write and what it could not place (reads the roster and the gradebook)."""
         roster = read_roster(self.course_root() / Roster(parent=self).path)
         assignments = [str(a) for a in self.assignment] or [a.name for a in gradebook.assignments]
         grades = read_grades(gradebook, assignments)
-        return build(grades, roster, self.lms, dict(self.columns), self.missing)
+        return build(grades, roster, self.settings(grades))
 
     def export(self, gradebook: Gradebook) -> None:
         sheet, problems = self.prepare(gradebook)
         destination = self.destination()
-        for line in preview(sheet, destination) + problems.lines(self.lms):
+        for line in preview(sheet, destination) + problems.lines():
             self.log.warning(line)
         write(sheet, destination)
         self.log.warning("wrote %s", destination)
@@ -285,9 +450,15 @@ class CanvasExport(LmsExport):
 
 
 class MoodleExport(LmsExport):
-    """Moodle's grade import CSV."""
+    """Moodle's offline grading worksheet (one assignment)."""
 
     lms = "moodle"
+
+
+class MoodleCsvExport(LmsExport):
+    """Moodle's gradebook CSV import."""
+
+    lms = "moodle-csv"
 
 
 class RosterCsvExport(LmsExport):
@@ -296,4 +467,4 @@ class RosterCsvExport(LmsExport):
     lms = "csv"
 
 
-EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport, "csv": RosterCsvExport}
+EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport, "moodle-csv": MoodleCsvExport, "csv": RosterCsvExport}
