@@ -149,7 +149,7 @@ def _empty_gradebook() -> bytes:
 def fill_gradebook(root: Path, max_scores: dict[str, float], grades: dict[str, dict[str, tuple[float, float]]],
                    duedate: datetime | None = None) -> None:
     """A gradebook where each assignment has one notebook with one graded cell worth its maximum, and
-    ``grades[assignment][student] = (score, penalty)``."""
+    ``grades[assignment][student] = (score, penalty)`` (an assignment already there takes more grades)."""
     from nbgrader.api import Gradebook
 
     path = root / "gradebook.db"
@@ -160,7 +160,8 @@ def fill_gradebook(root: Path, max_scores: dict[str, float], grades: dict[str, d
             gradebook.add_assignment(assignment, duedate=duedate)
             gradebook.add_notebook(assignment, assignment)
             gradebook.add_grade_cell("answer", assignment, assignment, max_score=maximum, cell_type="code")
-            for student, (score, penalty) in grades.get(assignment, {}).items():
+        for assignment, by_student in grades.items():
+            for student, (score, penalty) in by_student.items():
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(assignment, student)
                 gradebook.find_grade("answer", assignment, assignment, student).auto_score = score
