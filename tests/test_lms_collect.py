@@ -16,8 +16,7 @@ from pathlib import Path, PurePath
 
 import lms_class as cls
 import pytest
-from lms_class import (ANN, BOB, CY, DAN, ERIN, NOTEBOOK, canvas_name, moodle_folder, moodle_worksheet, write_zip,
-                       zipped)
+from lms_class import ANN, BOB, CY, DAN, ERIN, NOTEBOOK, canvas_name, moodle_folder, moodle_worksheet, write_zip, zipped
 from nbgrader.api import Gradebook
 
 from autograder.lms import cli
@@ -136,7 +135,8 @@ def test_a_moodle_download_as_moodle_4_1_and_earlier_name_it_found_by_participan
     }
     status, printed = collect(course_dir, str(write_zip(tmp_path / "moodle.zip", download)), "--from", "moodle")
     assert submitted(course_dir) == {"ann": {NOTEBOOK: notebook("ann")}, "bob": {NOTEBOOK: notebook("bob, flat")},
-                                     "cy": {NOTEBOOK: notebook("cy, resubmitted")}, "erin": {NOTEBOOK: notebook("erin")}}
+                                     "cy": {NOTEBOOK: notebook("cy, resubmitted")},
+                                     "erin": {NOTEBOOK: notebook("erin")}}
     assert status == 1, printed
     assert "participant 34 (Nobody Known) is not in the roster's participant:01-chain-rule column" in printed
     assert "participant 36 (Dan Ho) is not in the roster's participant:01-chain-rule column" in printed

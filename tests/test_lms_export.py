@@ -14,8 +14,21 @@ import os
 from datetime import datetime
 
 import pytest
-from lms_class import (ANN, BOB, CLASS, CY, DAN, ERIN, CanvasCourse, MoodleAssignment, MoodleGradebook, fill_gradebook,
-                       lms_course, moodle_worksheet, write_roster)
+from lms_class import (
+    ANN,
+    BOB,
+    CLASS,
+    CY,
+    DAN,
+    ERIN,
+    CanvasCourse,
+    MoodleAssignment,
+    MoodleGradebook,
+    fill_gradebook,
+    lms_course,
+    moodle_worksheet,
+    write_roster,
+)
 from nbgrader.api import Gradebook
 
 from autograder.lms import cli

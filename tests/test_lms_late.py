@@ -19,7 +19,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from autograder import course
 from autograder.lms import cli
-from autograder.lms.late import LatePenalty, late_submissions, report_lines
+from autograder.lms.late import LatePenalty, late_submissions, read_extensions, report_lines
 
 DAY, HOUR, MINUTE = 86400, 3600, 60
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader 0.9 with SQLAlchemy 2
@@ -62,6 +62,7 @@ def test_the_course_configures_this_plugin():
     assert config.AssignLatePenalties.plugin_class == "autograder.lms.late.LatePenalty"
     assert {k: config.LatePenalty[k] for k in ("grace_minutes", "percent", "per", "max_percent")} == \
         {"grace_minutes": 15, "percent": 10, "per": "day", "max_percent": 50}
+    assert config.LatePenalty.extensions == "grading/extensions.csv"
 
 
 @pytest.fixture
@@ -70,7 +71,8 @@ def gradebook_url(tmp_path):
     return f"sqlite:///{tmp_path / 'gradebook.db'}"
 
 
-def assign_penalty(db_url: str, submitted_at, extension_hours: float | None = None) -> float | None:
+def assign_penalty(db_url: str, submitted_at, extension_hours: float | None = None,
+                   extensions: str = "/nonexistent/extensions.csv") -> float | None:
     """What one autograde's AssignLatePenalties step records for bob's notebook, submitted at ``submitted_at``."""
     use_venv_tools()
     with Gradebook(db_url) as gradebook:
@@ -78,7 +80,8 @@ def assign_penalty(db_url: str, submitted_at, extension_hours: float | None = No
         if extension_hours is not None:
             gradebook.grant_extension("hw", "bob", hours=extension_hours)
     step = AssignLatePenalties(config=Config({"AssignLatePenalties": {"plugin_class": LatePenalty},
-                                              "LatePenalty": {"grace_minutes": 15, "max_percent": 50}}))
+                                              "LatePenalty": {"grace_minutes": 15, "max_percent": 50,
+                                                              "extensions": extensions}}))
     resources = {"nbgrader": {"notebook": "hw", "assignment": "hw", "student": "bob", "db_url": db_url}}
     step.preprocess(nbformat.v4.new_notebook(), resources)
     with Gradebook(db_url) as gradebook:
@@ -125,3 +128,71 @@ def test_late_recompute_applies_a_new_due_date_without_regrading(tmp_path):
     assert "| bob | 1 h 0 min | 12 | 1.2 |" in out.getvalue()
     with Gradebook(db_url) as gradebook:
         assert gradebook.find_submission("hw", "bob").late_submission_penalty == 1.2
+
+
+def command(root, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        status = cli.main([*args, "--course", str(root)])
+    return status, out.getvalue()
+
+
+@pytest.fixture
+def course_with_due_date(tmp_path):
+    root = lms_course(tmp_path / "course")
+    fill_gradebook(root, {"hw": 12.0}, {}, duedate=DUE)
+    return root
+
+
+def test_an_extension_granted_before_the_first_grade_applies_when_graded(course_with_due_date):
+    """Before bob's submission is in the gradebook nbgrader cannot keep an extension (MissingEntry); the command
+    keeps it and the plugin puts it on the submission when nbgrader asks for the penalty."""
+    root = course_with_due_date
+    status, printed = command(root, "extend", "hw", "bob", "--days", "3")
+    assert status == 0, printed
+    assert "bob: hw now due 2026-10-12 23:59 UTC" in printed and "no submission in the gradebook yet" in printed
+    kept = read_extensions(root / "grading" / "extensions.csv")
+    assert kept["hw", "bob"].days == 3
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    fill_gradebook(root, {}, {"hw": {"bob": (12.0, 0.0)}})
+    extensions = str(root / "grading" / "extensions.csv")
+    assert assign_penalty(db_url, DUE + timedelta(days=2), extensions=extensions) == 0  # within the extension
+    with Gradebook(db_url) as gradebook:
+        assert gradebook.find_submission("hw", "bob").extension == timedelta(days=3)
+    assert assign_penalty(db_url, DUE + timedelta(days=3, hours=2), extensions=extensions) == 1.2  # 2 h past it
+
+
+def test_an_extension_after_grading_recomputes_the_penalty_at_once(course_with_due_date):
+    root = course_with_due_date
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    fill_gradebook(root, {}, {"hw": {"bob": (12.0, 0.0)}})
+    with Gradebook(db_url) as gradebook:
+        gradebook.update_or_create_submission("hw", "bob", timestamp=DUE + timedelta(days=2, hours=1))
+    command(root, "late", "hw", "--recompute")
+    with Gradebook(db_url) as gradebook:
+        assert gradebook.find_submission("hw", "bob").late_submission_penalty == 3.6
+    status, printed = command(root, "extend", "hw", "bob", "--until", "2026-10-12 12:00:00 UTC")
+    assert status == 0 and "penalty changed: bob 3.6 -> 0" in printed
+    with Gradebook(db_url) as gradebook:
+        assert gradebook.find_submission("hw", "bob").late_submission_penalty == 0
+    status, printed = command(root, "extend", "hw", "bob", "--days", "1")  # the last one granted counts
+    assert "penalty changed: bob 0 -> 2.4" in printed  # 1 d 1 h past the new due date: two started days
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["extend", "nope", "bob", "--days", "1"], "the gradebook has no assignment 'nope'"),
+    (["extend", "hw", "zed", "--days", "1"], "no student 'zed' in the roster"),
+    (["extend", "hw", "bob", "--until", "2026-10-01 00:00:00 UTC"], "is before the due date 2026-10-09 23:59 UTC"),
+    (["extend", "hw", "bob", "--until", "next week"], "autograder.lms extend:"),
+])
+def test_an_extension_that_cannot_be_granted_is_refused(course_with_due_date, args, message):
+    status, printed = command(course_with_due_date, *args)
+    assert status == 2 and message in printed and "Traceback" not in printed
+    assert not (course_with_due_date / "grading" / "extensions.csv").exists()
+
+
+def test_no_due_date_no_extension(tmp_path):
+    root = lms_course(tmp_path / "course")
+    fill_gradebook(root, {"hw": 12.0}, {})
+    status, printed = command(root, "extend", "hw", "bob", "--days", "1")
+    assert status == 2 and "hw has no due date in the gradebook" in printed
