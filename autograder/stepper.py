@@ -80,6 +80,7 @@ class Schedule:
     dependencies: list[int]  # per node: edges arriving from its consumers (the engine's first pass)
     steps: list[Step]
     engine: str
+    _layout: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def order(self) -> list[str]:
@@ -156,32 +157,153 @@ class Schedule:
                 "<th>state</th></tr>" + "".join(rows) + "</table>")
 
     def picture(self, k: int, ax=None):
-        """Draw the graph in the state after step ``k``; returns the axes."""
+        """Draw the graph in the state after step ``k``; returns the axes (see :func:`_draw` for the layout)."""
         frame = self.frame(k)
         labels, style = [], {}
         for i, label in enumerate(self.graph.labels):
             state, _ = _state(frame, i)
-            extra = {"runs": f"RUNS with {_short(_total(frame.arrived[i]))}", "done": "done",
-                     "ready": f"ready · {_short(_total(frame.arrived[i]))}"}.get(state)
-            if extra is None:
-                extra = f"waits for {frame.waiting[i]}"
-                if frame.arrived[i]:
-                    extra += f" · {_short(_total(frame.arrived[i]))}"
-            labels.append(f"{label}\n{extra}")
+            labels.append(f"{label}\n{_state_line(frame, i, state)}")
             style[i] = {"runs": RUNNING, "ready": READY, "done": DONE}.get(state, {})
-        return graphs.draw(dataclasses.replace(self.graph, labels=labels), ax=ax, style=style)
+        if self._layout is None:
+            self._layout = _Layout.of(self)
+        return _draw(self.graph, labels, style, self._layout, ax)
 
     def png(self, k: int) -> bytes:
         """The picture of step ``k`` as PNG bytes (no pyplot: nothing is shown twice in a notebook)."""
+        ax = self.picture(k)
+        buffer = io.BytesIO()
+        ax.figure.savefig(buffer, format="png", dpi=DPI)
+        return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------ the picture
+# Labels are drawn at FONT_SIZE points and the picture is saved at DPI, so a letter is about 14 px tall on screen. A
+# graph is laid out by depth: leaves left and the root right (as autograder.graph draws it) when its levels fit side by
+# side within MAX_WIDTH inches (the width of a notebook's output area, so that the browser does not shrink the
+# picture), and otherwise top to bottom, the root at the top (backward then runs down the page). Every box gets the
+# same cell, sized for the widest label the node will ever show, so that nothing moves from one step to the next.
+
+FONT_SIZE = 10.0
+DPI = 100
+MAX_WIDTH = 9.0   # inches: 900 px at DPI
+GAP = 0.4         # inches between two boxes
+MARGIN = 0.15     # inches around the picture
+PAD = 0.4         # the box's padding, in units of the font size
+
+
+def _brief(value) -> str:
+    """A value as the picture shows it: 4 significant digits, a tensor of more than 2 elements by its shape."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() > 2:
+            return f"tensor{tuple(value.shape)}"
+        return "[" + ", ".join(_brief(float(v)) for v in value.reshape(-1).tolist()) + "]"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_brief(v) for v in value) + ")"
+    return str(value)
+
+
+def _state_line(frame: Frame, i: int, state: str) -> str:
+    total = _total(frame.arrived[i])
+    if state == "runs":
+        return f"RUNS with {_brief(total)}"
+    if state == "done":
+        return "done"
+    if state == "ready":
+        return f"ready · {_brief(total)}"
+    return f"waits for {frame.waiting[i]}" + (f" · {_brief(total)}" if frame.arrived[i] else "")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each node's box sits and the size of the figure, in inches; how much each edge bends (arc3's rad)."""
+
+    position: dict[int, tuple[float, float]]
+    size: tuple[float, float]
+    vertical: bool
+    bends: list[float]
+
+    @staticmethod
+    def of(schedule: Schedule) -> _Layout:
+        from matplotlib.backends.backend_agg import RendererAgg
+        from matplotlib.font_manager import FontProperties
+
+        renderer, font = RendererAgg(10, 10, 72), FontProperties(size=FONT_SIZE)
+
+        def inches(line: str) -> float:  # at 72 dpi a pixel is a point
+            return renderer.get_text_width_height_descent(line, font, ismath=False)[0] / 72
+
+        graph, widest, lines = schedule.graph, 0.0, 0
+        ran_with = {step.node: _flat(step.buffer) for step in schedule.steps}
+        for i, label in enumerate(graph.labels):  # the label and the longest state line the node can show
+            buffer = _brief(ran_with.get(i))
+            candidates = label.split("\n") + [f"RUNS with {buffer}", f"ready · {buffer}",
+                                               f"waits for {schedule.dependencies[i]} · {buffer}"]
+            widest = max(widest, *(inches(line) for line in candidates))
+            lines = max(lines, label.count("\n") + 2)
+        pad = 2 * PAD * FONT_SIZE / 72
+        box_w, box_h = widest + pad, lines * 1.25 * FONT_SIZE / 72 + pad
+
+        levels = max(graph.depth) + 1
+        cross: dict[int, float] = {}
+        for d in range(levels):  # order each level by where its consumers sit, to limit crossings
+            def pull(i):
+                ys = [cross[dst] for src, dst in graph.edges if src == i and dst in cross]
+                return -sum(ys) / len(ys) if ys else 0.0
+            members = sorted((i for i in range(len(graph.labels)) if graph.depth[i] == d), key=pull)
+            cross.update({i: (len(members) - 1) / 2 - k for k, i in enumerate(members)})
+        widest_level = max(graph.depth.count(d) for d in range(levels))
+        vertical = levels * (box_w + GAP) > MAX_WIDTH and levels > widest_level
+        cell_w, cell_h = box_w + GAP, box_h + GAP
+        if vertical:  # the root at the top, one row per level; cross positions left to right
+            position = {i: (-cross[i] * cell_w, -graph.depth[i] * cell_h) for i in cross}
+        else:         # leaves left, the root right, one column per level
+            position = {i: (-graph.depth[i] * cell_w, cross[i] * cell_h) for i in cross}
+
+        # An edge that skips a level, or repeats one, curves away from the middle of the picture.
+        xs, ys = [x for x, _ in position.values()], [y for _, y in position.values()]
+        middle = ((max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2)
+        bends, repeats, peaks = [], {}, []
+        for src, dst in graph.edges:
+            k = repeats[(src, dst)] = repeats.get((src, dst), -1) + 1
+            span = graph.depth[src] - graph.depth[dst]
+            bend = 0.3 * k + (0.6 / span if span > 1 else 0.0)
+            (x0, y0), (x1, y1) = position[src], position[dst]
+            # arc3 puts its control point at the chord's middle + rad·(dy, -dx); the curve peaks halfway there
+            outward = (y1 - y0) * ((x0 + x1) / 2 - middle[0]) - (x1 - x0) * ((y0 + y1) / 2 - middle[1])
+            bend = -bend if outward < 0 else bend
+            bends.append(bend)
+            peaks.append(((x0 + x1) / 2 + bend * (y1 - y0) / 2, (y0 + y1) / 2 - bend * (x1 - x0) / 2))
+        left = min([x - cell_w / 2 for x in xs] + [x - MARGIN for x, _ in peaks])
+        right = max([x + cell_w / 2 for x in xs] + [x + MARGIN for x, _ in peaks])
+        bottom = min([y - cell_h / 2 for y in ys] + [y - MARGIN for _, y in peaks])
+        top = max([y + cell_h / 2 for y in ys] + [y + MARGIN for _, y in peaks])
+        position = {i: (x - left, y - bottom) for i, (x, y) in position.items()}
+        return _Layout(position, (right - left, top - bottom), vertical, bends)
+
+
+def _draw(graph: graphs.Graph, labels: list[str], style: dict, layout: _Layout, ax=None):
+    """Boxes with ``labels`` at the layout's places, an arrow per edge (the way data flowed forward)."""
+    if ax is None:
         from matplotlib.figure import Figure
 
-        columns = max(self.graph.depth) + 1
-        tallest = max(self.graph.depth.count(d) for d in range(columns))
-        figure = Figure(figsize=(min(2.1 * columns + 0.6, 12), max(2.0, 1.15 * tallest + 0.6)), dpi=90)
-        self.picture(k, figure.add_axes((0.01, 0.01, 0.98, 0.98)))
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
+        ax = Figure(figsize=layout.size, dpi=DPI).add_axes((0, 0, 1, 1))
+    boxes = {}
+    for i, (x, y) in layout.position.items():
+        fill, edge = ("#dbeafe", "#1d4ed8") if graph.is_leaf[i] else ("#ffedd5", "#c2410c")
+        box = {"boxstyle": f"round,pad={PAD}", "fc": fill, "ec": edge, "lw": 2.2 if i == 0 else 1, **style.get(i, {})}
+        boxes[i] = ax.text(x, y, labels[i], ha="center", va="center", fontsize=FONT_SIZE, zorder=2, bbox=box,
+                           linespacing=1.25)
+    for (src, dst), bend in zip(graph.edges, layout.bends):  # drawn after the boxes, clipped at their outlines
+        ax.annotate("", xy=layout.position[dst], xytext=layout.position[src], zorder=3,
+                    arrowprops=dict(arrowstyle="-|>", color="0.3", shrinkA=2, shrinkB=2,
+                                    patchA=boxes[src].get_bbox_patch(), patchB=boxes[dst].get_bbox_patch(),
+                                    connectionstyle=f"arc3,rad={bend}"))
+    ax.set_xlim(0, layout.size[0])
+    ax.set_ylim(0, layout.size[1])
+    ax.axis("off")
+    return ax
 
 
 def _state(frame: Frame, i: int) -> tuple[str, str]:
@@ -362,7 +484,7 @@ def record_value(out, names=None) -> Schedule:
     index = {id(node): i for i, node in enumerate(order)}
 
     def label(node) -> str:
-        data = fmt(float(node.data))
+        data = _brief(float(node.data))
         if id(node) in table:
             return f"{table[id(node)]} = {getattr(node, '_op', '') or 'leaf'}\n{data}"
         return f"{getattr(node, '_op', '') or 'leaf'}\n{data}"

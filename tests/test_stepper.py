@@ -240,3 +240,78 @@ def test_three_clicks_follow_the_engine():
     assert widget.step == 5 and widget.buttons["step ▶"].disabled
     widget.buttons["« start"].click()
     assert widget.step == 0
+
+
+# ------------------------------------------------------------------------------------------ the picture (issue 23)
+
+def capstone_value_step():
+    """Lesson 11's miniature on a scalar engine: one point, two hidden units, a hinge (20 nodes, 9 levels)."""
+    w1, w2, v1, v2, c = (Value(v) for v in (0.5, -1.0, 0.8, -0.6, 0.1))
+    h1, h2 = (w1 * Value(0.4)).tanh(), (w2 * Value(-0.2)).tanh()
+    out = (v1 * h1 + v2 * h2 + c) * Value(-1.0) + Value(1.0)
+    return stepper.record_value(out.tanh(), {w1: "w1", w2: "w2", v1: "v1", v2: "v2", c: "c", h1: "h1", h2: "h2"})
+
+
+def capstone_tensor_step():
+    """Lesson 11's digits step: cross-entropy of a tanh MLP on 5 examples (11 nodes, 8 levels)."""
+    torch.manual_seed(0)
+    W1, b1 = torch.randn(64, 32, requires_grad=True), torch.zeros(32, requires_grad=True)
+    W2, b2 = torch.randn(32, 10, requires_grad=True), torch.zeros(10, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(torch.tanh(torch.randn(5, 64) @ W1 + b1) @ W2 + b2,
+                                             torch.tensor([0, 1, 2, 3, 4]))
+    return stepper.record(loss, {W1: "W1", b1: "b1", W2: "W2", b2: "b2"})
+
+
+def labels_of(ax) -> list:
+    """The node labels drawn on ``ax`` (the arrows are annotations, also texts, without a box)."""
+    return [text for text in ax.texts if text.get_bbox_patch() is not None]
+
+
+PICTURES = {"lesson 03": lambda: stepper.record(*running_example()), "mlp": lambda: stepper.record(*mlp_loss()),
+            "capstone value step": capstone_value_step, "capstone tensor step": capstone_tensor_step}
+
+
+@pytest.mark.parametrize("build", PICTURES.values(), ids=PICTURES)
+def test_every_frame_is_readable(build):
+    """Labels at 10 pt in a picture saved at 100 dpi (14 px letters) that a notebook need not shrink (at most 9.5
+    inches wide, 950 px); no two boxes overlap, none leaves the picture, and the boxes stay in place from one step to
+    the next."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    schedule = build()
+    places = None
+    last = len(schedule.steps)
+    for k in sorted({0, 1, last // 2, last}):  # drawing is slow: a few frames
+        ax = schedule.picture(k)
+        figure = ax.figure
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()  # sizes the boxes around their text
+        boxes = [text.get_bbox_patch().get_window_extent(canvas.get_renderer()) for text in labels_of(ax)]
+        assert all(text.get_fontsize() >= 10 for text in labels_of(ax))
+        assert len(boxes) == len(schedule.names)
+        assert figure.get_size_inches()[0] <= 9.5, figure.get_size_inches()
+        for i, box in enumerate(boxes):
+            assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= figure.bbox.width and box.y1 <= figure.bbox.height
+            assert not any(box.overlaps(other) for other in boxes[i + 1:]), schedule.graph.labels[i]
+        centres = [tuple(text.get_position()) for text in labels_of(ax)]
+        assert places is None or centres == places
+        places = centres
+    assert schedule.png(0)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_shallow_graph_reads_left_to_right_and_a_deep_one_top_down():
+    shallow, deep = stepper.record(*running_example()), capstone_tensor_step()
+    for schedule, vertical in ((shallow, False), (deep, True)):
+        ax = schedule.picture(0)
+        x, y = zip(*(text.get_position() for text in labels_of(ax)))
+        root, leaf = 0, schedule.graph.depth.index(max(schedule.graph.depth))
+        if vertical:   # the root on top, the deepest leaf at the bottom
+            assert y[root] == max(y) and y[leaf] == min(y)
+        else:          # the root right, the deepest leaf left (as autograder.graph draws it)
+            assert x[root] == max(x) and x[leaf] == min(x)
+
+
+def test_the_picture_shows_values_to_four_significant_digits():
+    schedule = capstone_value_step()
+    labels = " ".join(text.get_text() for text in labels_of(schedule.picture(len(schedule.steps))))
+    assert "0.1974" in labels and "0.19737532" not in labels  # tanh(0.2), as the box shows it
