@@ -1,14 +1,17 @@
-"""Checks for exercise 10, beyond first order: a Hessian-vector product by double backward, a gradient penalty,
-per-example gradient norms with torch.func, activation checkpointing.
+"""Checks for exercise 10, beyond first order: a Hessian-vector product by double backward, Hutchinson's estimate of
+the Hessian's diagonal (random sign probes, one H·z per probe), an input-gradient penalty, per-example gradient norms
+with torch.func, activation checkpointing.
 
 Each ``check_*`` function is one test cell's whole body: without ``seed`` it runs the public cases, with
-``seed=grading_seed()`` fresh random ones. Every case is a :func:`~autograder.checking.trial`; the functions of
-Parts A and B are all enumerated in every run (visible and hidden), so each misconception shows in at least two
-cases. Oracles: the full Hessian by autograd, finite differences of gradients (float64) beside it.
+``seed=grading_seed()`` fresh random ones. Every check first runs its corner cases (the edges of the domain its
+docstring states), the same at every seed, then the cases it draws; every case is a :func:`~autograder.checking.trial`,
+so a misconception is named on proof or when two cases agree. Oracles: the full Hessian by autograd, finite
+differences of gradients (float64) beside it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -29,7 +32,7 @@ from ..checking import (
 )
 from ..checking import proven_failure as _proven
 from ..oracles import autograd_gradient, central_difference
-from ..seeding import generator, uniform
+from ..seeding import choice, generator, uniform
 from .cases import randint, random_mlp
 from .shared import SQUARED_NORMS
 
@@ -42,8 +45,13 @@ NO_GRAPH = Misconception(
     "The second derivative differentiates the first one, so the first torch.autograd.grad call must record its own "
     "graph: pass create_graph=True, and never .detach() (or .item()) the gradient you differentiate again. "
     "Without it the gradient is a constant: the second call fails, or the penalty's own gradient is silently lost.")
+NO_LEAF = Misconception(
+    "differentiated with respect to a tensor that does not require grad",
+    "autograd only records operations on tensors that require grad, and x arrives without it. Make your own leaf, "
+    "leaf = x.detach().requires_grad_(True), evaluate f at it and differentiate with respect to it (the caller's x "
+    "stays as it was).")
 FULL_HESSIAN = Misconception(
-    "built the full Hessian instead of a Hessian-vector product",
+    "built the full Hessian instead of Hessian-vector products",
     "H·v needs two reverse passes whatever the size of x: differentiate ⟨∇f(x), v⟩ once more. The full Hessian "
     "costs one backward pass per element of x (and n² memory), which is what the product avoids.")
 FINITE_DIFFERENCES = Misconception(
@@ -52,18 +60,47 @@ FINITE_DIFFERENCES = Misconception(
     "from x. Differentiate the first gradient with autograd instead (create_graph=True).")
 TORCH_FUNC_HVP = Misconception(
     "used torch.func where the part asks for double backward",
-    "Part A is about torch.autograd.grad with create_graph=True (Part C is where torch.func belongs): compute the "
-    "gradient with a graph, then differentiate ⟨gradient, v⟩.")
+    "Parts A and B are about torch.autograd.grad with create_graph=True (Part D is where torch.func belongs): "
+    "compute the gradient with a graph, then differentiate its product with a vector.")
 KEPT_GRAPH = Misconception(
     "returned a result that still carries a graph",
-    "The product is a number to use, not to differentiate again: the second torch.autograd.grad call needs no "
-    "create_graph, or detach() the result, so that the two graphs are freed.")
+    "The result is a number to use, not to differentiate again: the last torch.autograd.grad call needs no "
+    "create_graph, or detach() the result, so that the graphs are freed.")
 FORGOT_V = Misconception(
     "differentiated the sum of the gradient instead of its product with v",
     "grad(∇f(x).sum(), x) is H·1, the Hessian times a vector of ones. Differentiate (∇f(x) * v).sum() "
     "(or pass grad_outputs=v).")
 RETURNED_GRADIENT = Misconception(
     "returned the first derivative", "That is ∇f(x); the part asks for H·v, the derivative of ⟨∇f(x), v⟩.")
+GRAPH_FREED = Misconception(
+    "reused the first gradient after its graph was freed (retain_graph forgotten)",
+    "One gradient g with a graph serves every probe, but each backward pass through ⟨g, z⟩ frees that graph unless "
+    "you pass retain_graph=True; or take a fresh gradient for every probe (two passes each).")
+PROBES_NOT_SIGNS = Misconception(
+    "probes that are not random signs ±1",
+    "Hutchinson's estimate relies on z_i² = 1 and E[z_i z_j] = 0: then z ⊙ Hz has H_ii exactly as its diagonal term "
+    "and only the off-diagonal terms average out. Coin flips 0/1 give E[z_i²] = 1/2 and E[z_i z_j] = 1/4 (a biased "
+    "estimate), Gaussian entries add noise to every term: turn a coin c into a sign with 2c − 1.")
+NOT_FROM_GENERATOR = Misconception(
+    "probes not drawn from the generator passed in",
+    "Every random call must take generator=generator (torch.randint, torch.rand, torch.bernoulli... all accept it): "
+    "then the same generator state gives the same probes, and the global random state is left alone.")
+NOT_AVERAGED = Misconception(
+    "added the probes' estimates instead of averaging them",
+    "Each probe gives an unbiased estimate z ⊙ Hz of the diagonal; their mean is the estimate, so divide the sum by "
+    "the number of probes (the rows of probes).")
+DIVIDED_BY_DIMENSION = Misconception(
+    "divided by the number of entries of x instead of the number of probes",
+    "The average runs over the probes: divide the sum of z ⊙ Hz by probes.shape[0], the number of rows, not by "
+    "the length of x.")
+FORGOT_PROBE = Misconception(
+    "averaged H·z without multiplying by z",
+    "The estimate of H_ii is z_i (Hz)_i: without the factor z_i the terms H_ij z_j of every column keep their signs "
+    "at random and the diagonal term is not singled out. Multiply each H·z elementwise by its own z.")
+TRACE_ESTIMATE = Misconception(
+    "estimated the trace (one number) instead of the diagonal",
+    "zᵀHz averages to the trace, the sum of the diagonal; the part asks for the diagonal itself, one number per "
+    "entry of x: the elementwise product z ⊙ Hz, averaged over the probes.")
 PENALTY_NOT_SQUARED = Misconception(
     "penalty on the norm instead of the squared norm",
     "The penalty is weight · ‖∇f(x)‖², the sum of the squared entries of the gradient, without a square root.")
@@ -96,11 +133,15 @@ NOT_CHECKPOINTED = Misconception(
     "no checkpoint: the graph keeps every activation",
     "torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False) runs a block without saving its activations; "
     "backward then runs the block again to get them. Without it the graph saves everything, as a plain forward does.")
-ONE_CHECKPOINT = Misconception(
-    "one checkpoint around all the blocks",
-    "A single checkpoint saves even less in the forward pass, but its backward recomputes every block at once and "
-    "holds all their activations together: the peak memory is that of no checkpoint at all. Checkpoint each block "
-    "on its own.")
+OUTSIDE_CHECKPOINT = Misconception(
+    "some blocks ran outside any checkpoint",
+    "Every block goes through its own checkpoint call, the last one too (torch.utils.checkpoint.checkpoint_sequential "
+    "runs its last segment without a checkpoint, which is why this part asks for a loop of checkpoint calls).")
+GROUPED = Misconception(
+    "several blocks in one checkpoint",
+    "A checkpoint around several blocks saves only its first input, but its backward reruns all of them and holds "
+    "their activations together, so the peak memory grows with the size of the group (with one checkpoint around "
+    "everything it is back to that of no checkpoint at all). Checkpoint each block on its own.")
 RNG_NOT_PRESERVED = Misconception(
     "checkpoint recomputes with a different random state (dropout)",
     "The recomputation in backward must draw the same dropout mask as the forward pass did; with "
@@ -112,7 +153,7 @@ SWITCHED_MODE = Misconception(
     "computes. Leave .train()/.eval() alone.")
 
 
-# ----------------------------------------------------------------------------------------- Parts A and B: f(x)
+# ------------------------------------------------------------------------------ Parts A, B and C: a function f(x)
 
 def _quartic(x: Tensor) -> Tensor:
     return (x**4).sum() / 4 + (x[:-1] * x[1:]).sum()
@@ -125,6 +166,10 @@ FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "sum(tanh(x))**2": lambda x: torch.tanh(x).sum() ** 2,
     "sum(exp(x / 2)) * sum(sin(x))": lambda x: torch.exp(x / 2).sum() * torch.sin(x).sum(),
 }
+#: A separable function: its Hessian is diagonal (every ±1 probe gives the diagonal exactly).
+SEPARABLE = "sum(cosh(x)) + sum(x**3)"
+FUNCTIONS[SEPARABLE] = lambda x: torch.cosh(x).sum() + (x**3).sum()
+DRAWN = [name for name in FUNCTIONS if name != SEPARABLE]
 
 
 def _is_transformed(t) -> bool:
@@ -160,21 +205,50 @@ def _gradient_differences(f: Callable, x: Tensor, v: Tensor, eps: float = 1e-5) 
     return (_gradient(f, x + eps * v) - _gradient(f, x - eps * v)) / (2 * eps)
 
 
-def _cases(part: str, seed: int | None) -> list[tuple[str, Tensor, Tensor]]:
-    """Every function of FUNCTIONS, each at its own x and v (public cases from a fixed stream)."""
-    gen = generator(f"10/{part}/public", 0) if seed is None else generator(f"10/{part}", seed)
-    cases = []
-    for name in FUNCTIONS:
-        n = 4 if seed is None else randint(gen, 4, 7)  # n >= 4: three passes (autograd.functional.hvp) < n
-        cases.append((name, uniform(gen, (n,), -1.5, 1.5), uniform(gen, (n,), -1.0, 1.0)))
-    return cases
+def _vector(values) -> Tensor:
+    return torch.tensor(values, dtype=torch.float64)
 
 
-def _no_graph_suspected(failure: GradingFailure) -> GradingFailure:
-    """A learner's error that a missing graph causes, marked as that suspect (named when two cases agree)."""
+def _not_required(failure: GradingFailure, routes: Routes) -> GradingFailure:
+    """A learner's autograd error, marked as the mistake that causes it: "does not require grad" after a backward run
+    is a gradient taken without a graph, before any run a leaf that does not require grad; "backward through the
+    graph a second time" is a graph freed by an earlier pass (retain_graph)."""
     if "does not require grad" in failure.message or "does not have a grad_fn" in failure.message:
-        return GradingFailure(failure.message, suspects=(NO_GRAPH,))
+        return GradingFailure(failure.message, suspects=(NO_GRAPH if routes.backward_runs else NO_LEAF,))
+    if "backward through the graph a second time" in failure.message:
+        return GradingFailure(failure.message, suspects=(GRAPH_FREED,))
     return failure
+
+
+def _tensor_like(answer, x: Tensor, what: str) -> Tensor:
+    """The contract of Parts A and B: a plain float64 tensor of x's shape, without a graph."""
+    __tracebackhide__ = True
+    if not isinstance(answer, Tensor):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected a tensor of shape "
+                             f"{tuple(x.shape)}.")
+    if answer.requires_grad:
+        raise _proven(f"{what} returned a tensor with requires_grad=True (grad_fn "
+                      f"{type(answer.grad_fn).__name__}).", KEPT_GRAPH)
+    if answer.dtype != x.dtype:
+        raise GradingFailure(f"{what} returned a tensor of dtype {answer.dtype}; expected {x.dtype}, the dtype of x.")
+    return answer
+
+
+def _hvp_cases(seed: int | None) -> list[tuple[str, Tensor, Tensor]]:
+    """The corners (every seed): one element; x = 0 (the gradient vanishes); v = 0; v a basis vector e_1 with x of
+    both signs. Then every drawn function at its own x and v of 4 to 7 elements (public: 4, from a fixed stream)."""
+    corners = [
+        ("sum(x**4)/4 + sum(x[:-1] * x[1:])", _vector([0.7]), _vector([-1.3])),
+        ("log(1 + sum(x**2))", torch.zeros(4, dtype=torch.float64), _vector([1.0, -0.5, 0.25, 2.0])),
+        ("sum(tanh(x))**2", _vector([0.4, -1.1, 0.9]), torch.zeros(3, dtype=torch.float64)),
+        ("sum(exp(x / 2)) * sum(sin(x))", _vector([-1.2, 0.3, 1.4, -0.6, 0.8]), _vector([1.0, 0, 0, 0, 0])),
+    ]
+    gen = generator("10/hvp/public", 0) if seed is None else generator("10/hvp", seed)
+    drawn = []
+    for name in DRAWN:
+        n = 4 if seed is None else randint(gen, 4, 7)
+        drawn.append((name, uniform(gen, (n,), -1.5, 1.5), uniform(gen, (n,), -1.0, 1.0)))
+    return corners + drawn
 
 
 def _run_hvp(hvp, name: str, x: Tensor, v: Tensor) -> None:
@@ -185,38 +259,227 @@ def _run_hvp(hvp, name: str, x: Tensor, v: Tensor) -> None:
     try:
         answer = call_learner(hvp, f, x, v, what=what, routes=routes)
     except GradingFailure as failure:
-        raise _no_graph_suspected(failure) from None
+        raise _not_required(failure, routes) from None
+    n, runs = x.numel(), routes.backward_runs
     if f.transformed or routes.forward_ad:
         raise _proven(f"{what} ran f under a torch.func transform.", TORCH_FUNC_HVP)
     if f.elsewhere:
         raise _proven(f"{what} evaluated f at {f.elsewhere} point(s) other than x.", FINITE_DIFFERENCES)
-    if routes.backward_runs >= x.numel():  # one pass per element: the full Hessian (every case has n >= 4)
-        raise _proven(f"{what} ran {routes.backward_runs} backward passes for x of {x.numel()} elements; "
-                      "two are enough.", FULL_HESSIAN)
-    if routes.backward_runs > 2:
-        raise GradingFailure(f"{what} ran {routes.backward_runs} backward passes; the part asks for two "
+    if runs >= n + 1 and runs > 3:  # one pass per element and one more: the full Hessian (3 passes: functional.hvp)
+        raise _proven(f"{what} ran {runs} backward passes for x of {n} elements; two are enough.", FULL_HESSIAN)
+    if runs > 2:
+        raise GradingFailure(f"{what} ran {runs} backward passes; the part asks for two "
                              "(torch.autograd.grad with create_graph=True, then once more through its result).")
-    if isinstance(answer, Tensor) and answer.requires_grad:
-        raise _proven(f"{what} returned a tensor with requires_grad=True (grad_fn {type(answer.grad_fn).__name__}).",
-                      KEPT_GRAPH)
+    answer = _tensor_like(answer, x, what)
     hessian = _hessian(FUNCTIONS[name], x)
-    expected = hessian @ v
-    gradient = _gradient(FUNCTIONS[name], x)
-    expect_close(answer, expected, what=what, fd=_gradient_differences(FUNCTIONS[name], x, v), rtol=1e-6,
+    expect_close(answer, hessian @ v, what=what, fd=_gradient_differences(FUNCTIONS[name], x, v), rtol=1e-6,
                  atol=1e-9, extra="  (finite difference here: of gradients, (∇f(x + εv) − ∇f(x − εv)) / 2ε)",
                  symptoms=[NO_GRAPH.looks_like(torch.zeros_like(x)), FORGOT_V.looks_like(hessian.sum(dim=1)),
-                           RETURNED_GRADIENT.looks_like(gradient)])
+                           RETURNED_GRADIENT.looks_like(_gradient(FUNCTIONS[name], x))])
 
 
 @check
 def check_hvp(hvp, seed: int | None = None) -> None:
-    """Part A: hvp(f, x, v) = H(x)·v by double backward: two reverse passes, f evaluated at x only, x and v unchanged,
-    a tensor shaped like x without a graph."""
+    """Part A: hvp(f, x, v) = H(x)·v by double backward.
+
+    Domain: ``f`` a smooth scalar function of a 1-D float64 ``x`` of n >= 1 elements (any signs, zero included);
+    ``v`` float64 of x's shape (zero included). Corners at every seed: n = 1, x = 0, v = 0, v = e_1.
+    Contract (the part's text): at most two reverse passes (the full Hessian is named when the count shows it,
+    n >= 3); f evaluated at x only; no torch.func; x and v unchanged; a float64 tensor of x's shape without a graph.
+    """
     __tracebackhide__ = True
-    for name, x, v in _cases("hvp", seed):
+    for name, x, v in _hvp_cases(seed):
         with trial():
             _run_hvp(hvp, name, x, v)
 
+
+# ------------------------------------------------------------------------------- Part B: Hutchinson's diagonal
+
+def _probe_cases(seed: int | None) -> list[tuple[int, int]]:
+    """(count, n): the corners (one probe of one entry, one probe, one entry), two drawn shapes, and a large draw
+    whose statistics show fair, independent signs."""
+    gen = generator("10/probes/public", 0) if seed is None else generator("10/probes", seed)
+    drawn = [(3, 5), (6, 4)] if seed is None else [(randint(gen, 2, 8), randint(gen, 3, 8)) for _ in range(2)]
+    return [(1, 1), (1, 6), (5, 1), *drawn, (2000, 5)]
+
+
+def _draw_probes(rademacher_probes, count: int, n: int, gen_seed: int, global_seed: int, what: str):
+    __tracebackhide__ = True
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(global_seed)
+        return call_learner(rademacher_probes, count, n, torch.Generator().manual_seed(gen_seed), what=what)
+
+
+def _signs(answer, count: int, n: int, what: str) -> Tensor:
+    __tracebackhide__ = True
+    if not isinstance(answer, Tensor) or type(answer) is not Tensor:
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected a float64 tensor "
+                             f"of shape {(count, n)}.")
+    if tuple(answer.shape) != (count, n):
+        raise GradingFailure(f"{what} returned shape {tuple(answer.shape)}; expected {(count, n)}: one row per probe, "
+                             "one column per entry of x.")
+    values = answer.detach().double()
+    if not bool(torch.isfinite(values).all()) or not bool((values.abs() == 1).all()):
+        odd = values[values.abs() != 1]
+        seen = sorted({float(v) for v in odd[:200].tolist()})
+        if seen and set(seen) <= {0.0} and bool((values == 1).any()):
+            kind = "0 and 1: coin flips, not signs"
+        elif seen and set(seen) <= {0.0}:
+            kind = "zeros among the signs"
+        else:
+            kind = f"entries such as {fmt(odd[:3])}: not signs"
+        raise _proven(f"{what} returned {kind}.", PROBES_NOT_SIGNS)
+    if answer.dtype != torch.float64:
+        raise GradingFailure(f"{what} returned signs of dtype {answer.dtype}; expected float64, like every tensor in "
+                             "this exercise.")
+    if answer.requires_grad:
+        raise GradingFailure(f"{what} returned probes that require grad; probes are data, not parameters.")
+    return values
+
+
+def _fairness(z: Tensor, what: str) -> None:
+    """A large draw: signs fair overall and per column, neighbours uncorrelated (bounds of 6 to 10 standard errors,
+    so a correct answer passes at every seed)."""
+    __tracebackhide__ = True
+    count = z.shape[0]
+    share = float((z > 0).double().mean())
+    columns = z.mean(dim=0)
+    across = (z[:, :-1] * z[:, 1:]).mean(dim=0)
+    down = (z[:-1] * z[1:]).mean(dim=0)
+    problems = []
+    if abs(share - 0.5) > 0.05:
+        problems.append(f"{share:.1%} of the entries are +1 (fair signs: 50% ± 5%)")
+    if float(columns.abs().max()) > 0.2:
+        problems.append(f"a column averages {fmt(columns[columns.abs().argmax()])} (fair: 0 ± 0.2)")
+    if float(across.abs().max()) > 0.15 or float(down.abs().max()) > 0.15:
+        problems.append(f"neighbouring entries agree on average by {fmt(max(across.abs().max(), down.abs().max()))} "
+                        "(independent signs: 0 ± 0.15)")
+    if problems:
+        raise GradingFailure(f"{what}: {count} probes are not independent fair signs: {'; '.join(problems)}.")
+
+
+def _run_probes(rademacher_probes, count: int, n: int, gen_seed: int) -> None:
+    __tracebackhide__ = True
+    what = f"rademacher_probes({count}, {n}, generator)"
+    z = _signs(_draw_probes(rademacher_probes, count, n, gen_seed, 1, what), count, n, what)
+    again = _signs(_draw_probes(rademacher_probes, count, n, gen_seed, 2, what), count, n, what)
+    if not torch.equal(z, again):
+        raise _proven(f"{what} returned different probes for two generators in the same state (the global random "
+                      "state was different).", NOT_FROM_GENERATOR)
+    if count * n >= 24:  # two fair draws agree with probability 2**-24: only a fixed draw does
+        other = _signs(_draw_probes(rademacher_probes, count, n, gen_seed + 1, 1, what), count, n, what)
+        if torch.equal(z, other):
+            raise _proven(f"{what} returned the same probes for two generators seeded differently.",
+                          NOT_FROM_GENERATOR)
+    if count >= 1000:
+        _fairness(z, what)
+
+
+@check
+def check_rademacher_probes(rademacher_probes, seed: int | None = None) -> None:
+    """Part B: rademacher_probes(count, n, generator) draws a (count, n) float64 tensor of independent fair signs ±1.
+
+    Domain: integers count >= 1 and n >= 1, a torch.Generator. Corners at every seed: (1, 1), (1, 6), (5, 1); a
+    draw of 2000 x 5 for the statistics. Contract: exactly the shape (count, n), float64, every entry -1 or +1; drawn
+    from ``generator`` (the same state gives the same probes whatever the global random state; two seeds give two
+    draws); fair and independent (share of +1, column means, neighbours' agreement, within 6 to 10 standard errors).
+    """
+    __tracebackhide__ = True
+    gen = generator("10/probe-seeds/public", 0) if seed is None else generator("10/probe-seeds", seed)
+    for count, n in _probe_cases(seed):
+        with trial():
+            _run_probes(rademacher_probes, count, n, randint(gen, 0, 10**9))
+
+
+def _all_signs(n: int) -> Tensor:
+    return torch.tensor(list(itertools.product([-1.0, 1.0], repeat=n)), dtype=torch.float64)
+
+
+def _random_signs(gen: torch.Generator, count: int, n: int) -> Tensor:
+    return torch.randint(0, 2, (count, n), generator=gen).double() * 2 - 1
+
+
+def _diagonal_cases(seed: int | None) -> list[tuple[str, Tensor, Tensor]]:
+    """The corners (every seed): all 2^3 sign vectors (the estimate IS the diagonal); one probe; a separable f (a
+    diagonal Hessian: exact with any probes); one element; two probes for eight elements (the full Hessian's nine
+    passes show). Then three drawn functions, 4 to 7 elements, 2 to 5 probes (never as many probes as elements)."""
+    fixed = torch.Generator().manual_seed(10)
+    corners = [
+        ("sum(tanh(x))**2", _vector([0.3, -0.8, 1.1]), _all_signs(3)),
+        ("sum(x**4)/4 + sum(x[:-1] * x[1:])", _vector([0.5, -1.0, 1.2, 0.0, -0.4]), _random_signs(fixed, 1, 5)),
+        (SEPARABLE, _vector([-1.3, 0.2, 0.9, -0.1]), _random_signs(fixed, 2, 4)),
+        ("log(1 + sum(x**2))", _vector([0.6]), _vector([[1.0], [-1.0], [1.0]])),
+        ("sum(exp(x / 2)) * sum(sin(x))", uniform(fixed, (8,), -1.5, 1.5), _random_signs(fixed, 2, 8)),
+    ]
+    gen = generator("10/diagonal/public", 0) if seed is None else generator("10/diagonal", seed)
+    drawn = []
+    for _ in range(3):
+        name = choice(gen, DRAWN)
+        n = 4 if seed is None else randint(gen, 4, 7)
+        count = 3 if seed is None else randint(gen, 2, 5)
+        count = count if count != n else count - 1
+        drawn.append((name, uniform(gen, (n,), -1.5, 1.5), _random_signs(gen, count, n)))
+    return corners + drawn
+
+
+def _run_diagonal(hessian_diagonal, name: str, x: Tensor, probes: Tensor) -> None:
+    __tracebackhide__ = True
+    f = _Watched(FUNCTIONS[name], x)
+    count, n = probes.shape
+    probes_text = f"{count} probe{'s' * (count > 1)}"
+    what = f"hessian_diagonal(f, x, probes) for f(x) = {name}, x = {fmt(x)} and {probes_text}"
+    routes = Routes()
+    try:
+        answer = call_learner(hessian_diagonal, f, x, probes, what=what, routes=routes)
+    except GradingFailure as failure:
+        raise _not_required(failure, routes) from None
+    runs = routes.backward_runs
+    if f.transformed or routes.forward_ad:
+        raise _proven(f"{what} ran f under a torch.func transform.", TORCH_FUNC_HVP)
+    if f.elsewhere:
+        raise _proven(f"{what} evaluated f at {f.elsewhere} point(s) other than x.", FINITE_DIFFERENCES)
+    if runs >= n + 1 and n + 1 > 2 * count:  # more than two per probe: only the full Hessian's n + 1 reach it
+        raise _proven(f"{what} ran {runs} backward passes for x of {n} elements and {probes_text}; two per probe "
+                      "are enough.", FULL_HESSIAN)
+    if runs > 2 * count:
+        raise GradingFailure(f"{what} ran {runs} backward passes for {probes_text}; one H·z per probe needs at "
+                             "most two.")
+    hessian = _hessian(FUNCTIONS[name], x)
+    products = probes @ hessian  # row k: (H z_k)ᵀ, H symmetric
+    estimates = probes * products
+    expected = estimates.mean(dim=0)
+    if isinstance(answer, Tensor) and answer.dim() == 0 and not answer.requires_grad:
+        trace = float((probes * products).sum(dim=1).mean())
+        if abs(float(answer) - trace) <= 1e-6 * (1 + abs(trace)):
+            raise GradingFailure(f"{what} returned one number, {fmt(answer)}, the mean of zᵀHz; expected the "
+                                 f"{n} entries {fmt(expected)}.", suspects=(TRACE_ESTIMATE,))
+    answer = _tensor_like(answer, x, what)
+    expect_close(answer, expected, what=what, source="mean of z ⊙ Hz", rtol=1e-6, atol=1e-9,
+                 extra=f"  (the exact diagonal of H here: {fmt(hessian.diagonal())})",
+                 symptoms=[NO_GRAPH.looks_like(torch.zeros_like(x)), NOT_AVERAGED.looks_like(estimates.sum(dim=0)),
+                           DIVIDED_BY_DIMENSION.looks_like(estimates.sum(dim=0) / n),
+                           FULL_HESSIAN.looks_like(hessian.diagonal()),
+                           FORGOT_PROBE.looks_like(products.mean(dim=0))])
+
+
+@check
+def check_hessian_diagonal(hessian_diagonal, seed: int | None = None) -> None:
+    """Part B: hessian_diagonal(f, x, probes) is Hutchinson's estimate: the mean over the rows z of probes of
+    z ⊙ (H(x)·z).
+
+    Domain: ``f`` a smooth scalar function of a 1-D float64 ``x`` of n >= 1 elements; ``probes`` a (k, n) float64
+    tensor of ±1, k >= 1. Corners at every seed: all 2^n sign vectors (the estimate equals diag(H) exactly), k = 1,
+    a diagonal Hessian, n = 1, k = 2 for n = 8. Contract: H·z by double backward (at most two passes per probe; the
+    full Hessian named when its n + 1 passes show); f evaluated at x only; no torch.func; x and probes unchanged; a
+    float64 tensor of x's shape without a graph.
+    """
+    __tracebackhide__ = True
+    for name, x, probes in _diagonal_cases(seed):
+        with trial():
+            _run_diagonal(hessian_diagonal, name, x, probes)
+
+
+# ----------------------------------------------------------------------------------- Part C: the penalized loss
 
 def _penalty_symptoms(f: Callable, x: Tensor, weight: float) -> tuple[list, list]:
     """(symptoms of the value, symptoms of its gradient with respect to x)."""
@@ -227,17 +490,38 @@ def _penalty_symptoms(f: Callable, x: Tensor, weight: float) -> tuple[list, list
     return value_symptoms, [NO_GRAPH.looks_like(g)]
 
 
+def _penalty_cases(seed: int | None) -> list[tuple[str, Tensor, float]]:
+    """The corners (every seed): weight 0 (the loss is f itself); one element; x = 0, where ∇f = 0 (the penalty and
+    its gradient vanish); an integer weight. Then every drawn function at its own x and weight."""
+    corners = [
+        ("sum(tanh(x))**2", _vector([0.8, -0.3, 1.2]), 0.0),
+        ("sum(x**4)/4 + sum(x[:-1] * x[1:])", _vector([-1.1]), 0.5),
+        ("log(1 + sum(x**2))", torch.zeros(3, dtype=torch.float64), 1.5),
+        ("sum(exp(x / 2)) * sum(sin(x))", _vector([0.9, -0.7, 0.0, 1.3]), 2),
+    ]
+    gen = generator("10/penalty/public", 0) if seed is None else generator("10/penalty", seed)
+    drawn = []
+    for name in DRAWN:
+        n = 4 if seed is None else randint(gen, 4, 7)
+        x = uniform(gen, (n,), -1.5, 1.5)
+        drawn.append((name, x, 0.5 if seed is None else round(float(uniform(gen, (), 0.2, 2.0)), 3)))
+    return corners + drawn
+
+
 def _run_penalty(penalized_loss, name: str, x0: Tensor, weight: float) -> None:
     __tracebackhide__ = True
     f = FUNCTIONS[name]
     x = x0.clone().requires_grad_(True)  # the caller's leaf: its .grad must stay None
-    what = f"penalized_loss(f, x, weight={weight:g}) for f(x) = {name}, x = {fmt(x0)}"
+    what = f"penalized_loss(f, x, weight={weight!r}) for f(x) = {name}, x = {fmt(x0)}"
     answer = call_learner(penalized_loss, f, x, weight, what=what)
     if not isinstance(answer, Tensor):
         raise _proven(f"{what} returned {type(answer).__name__} {answer!r:.60}; expected a 0-d tensor.", LOSS_AS_NUMBER)
     if answer.grad_fn is None:
         raise _proven(f"{what} returned a tensor without a graph (requires_grad={answer.requires_grad}).",
                       LOSS_AS_NUMBER)
+    if answer.dim() != 0:
+        raise GradingFailure(f"{what} returned a tensor of shape {tuple(answer.shape)}; expected a 0-d tensor (shape "
+                             "()), the one number a loss is.")
     g = _gradient(f, x0)
     value_symptoms, gradient_symptoms = _penalty_symptoms(f, x0, weight)
     expect_close(answer.detach(), float(f(x0)) + weight * float((g**2).sum()), what=f"{what}: the value",
@@ -262,21 +546,21 @@ def _run_penalty(penalized_loss, name: str, x0: Tensor, weight: float) -> None:
 
 @check
 def check_penalized_loss(penalized_loss, seed: int | None = None) -> None:
-    """Part B: penalized_loss(f, x, weight) = f(x) + weight·‖∇f(x)‖² as a tensor whose graph reaches x through both
-    terms; x (a leaf) unchanged, its .grad untouched."""
+    """Part C: penalized_loss(f, x, weight) = f(x) + weight·‖∇f(x)‖² (an input-gradient penalty) as a tensor whose
+    graph reaches x through both terms.
+
+    Domain: ``f`` a smooth scalar function of a 1-D float64 leaf ``x`` (requires grad) of n >= 1 elements; ``weight``
+    a number >= 0 (float or int). Corners at every seed: weight 0, n = 1, x = 0 (∇f = 0), an int weight.
+    Contract: a 0-d tensor with a graph; its value f(x) + weight·Σ(∇f)²; its gradient with respect to x
+    ∇f + 2·weight·H∇f (so the penalty trains); x unchanged and its .grad still None (no backward()).
+    """
     __tracebackhide__ = True
-    gen = generator("10/penalty/public", 0) if seed is None else generator("10/penalty", seed)
-    for name, x, _ in _cases("penalty", seed):
-        weight = 0.5 if seed is None else round(float(uniform(gen, (), 0.2, 2.0)), 3)
+    for name, x, weight in _penalty_cases(seed):
         with trial():
             _run_penalty(penalized_loss, name, x, weight)
 
 
-# ------------------------------------------------------------------------------ Part C: per-example gradient norms
-
-def _example_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-    return F.cross_entropy(model(x[None]), y[None])
-
+# ------------------------------------------------------------------------------ Part D: per-example gradient norms
 
 def _per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor) -> list[dict[str, Tensor]]:
     """The oracle: one backward pass per example (the loop the part replaces)."""
@@ -289,9 +573,8 @@ def _per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor) ->
     return grads
 
 
-def _norm_symptoms(model: nn.Module, inputs: Tensor, targets: Tensor, norms: Tensor) -> list:
-    grads = _per_example_gradients(model, inputs, targets)
-    n = len(inputs)
+def _norm_symptoms(grads: list[dict[str, Tensor]], norms: Tensor) -> list:
+    n = len(grads)
     mean = {k: sum(g[k] for g in grads) / n for k in grads[0]}
     mean_norm = torch.sqrt(sum((t**2).sum() for t in mean.values()))
     return [MEAN_GRADIENT_NORM.looks_like(mean_norm.expand(n)), DIVIDED_BY_BATCH.looks_like(norms / n),
@@ -302,6 +585,17 @@ def _norm_symptoms(model: nn.Module, inputs: Tensor, targets: Tensor, norms: Ten
 
 
 def _norm_cases(seed: int | None):
+    """The corners (every seed): a batch of one; a model of one Linear layer (no hidden layer); a batch whose two
+    examples are equal. Then drawn MLPs D → H → C (Tanh) and batches (public: two fixed shapes)."""
+    fixed = torch.Generator().manual_seed(1010)
+    model = random_mlp(fixed, (3, 5, 2))
+    x = uniform(fixed, (1, 3))
+    yield model, x, torch.tensor([1]), (3, 5, 2)
+    model = random_mlp(fixed, (4, 3))
+    yield model, uniform(fixed, (3, 4)), torch.tensor([0, 2, 1]), (4, 3)
+    model = random_mlp(fixed, (2, 4, 3))
+    x = uniform(fixed, (1, 2))
+    yield model, torch.cat([x, x, uniform(fixed, (1, 2))]), torch.tensor([2, 2, 0]), (2, 4, 3)
     gen = generator("10/norms/public", 0) if seed is None else generator("10/norms", seed)
     shapes = [(5, (3, 4, 3)), (4, (2, 5, 4))] if seed is None else \
         [(randint(gen, 3, 7), (randint(gen, 2, 5), randint(gen, 3, 6), randint(gen, 2, 4))) for _ in range(3)]
@@ -312,30 +606,38 @@ def _norm_cases(seed: int | None):
 
 def _run_norms(per_example_grad_norms, model, inputs, targets, sizes) -> None:
     __tracebackhide__ = True
-    what = (f"per_example_grad_norms(model, inputs, targets) for an MLP {sizes[0]}→{sizes[1]}→{sizes[2]} "
-            f"(Tanh) and a batch of {len(inputs)}")
+    what = (f"per_example_grad_norms(model, inputs, targets) for an MLP {'→'.join(map(str, sizes))} "
+            f"and a batch of {len(inputs)}")
     routes = Routes()
     answer = call_learner(per_example_grad_norms, model, inputs, targets, what=what, routes=routes)
     if routes.backward_runs > 1:
         raise _proven(f"{what} ran {routes.backward_runs} backward passes for {len(inputs)} examples.", LOOPED)
+    if not isinstance(answer, Tensor):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected a tensor of shape "
+                             f"({len(inputs)},).")
     grads = _per_example_gradients(model, inputs, targets)
     expected = torch.stack([torch.sqrt(sum((t**2).sum() for t in g.values())) for g in grads])
     got = as_answer(answer, what=what)
     expect_close(got, expected, what=what, source="a loop", rtol=1e-6, atol=1e-10,
-                 symptoms=_norm_symptoms(model, inputs, targets, expected))
+                 symptoms=_norm_symptoms(grads, expected))
 
 
 @check
 def check_per_example_grad_norms(per_example_grad_norms, seed: int | None = None) -> None:
-    """Part C: per_example_grad_norms(model, inputs, targets) is the (N,) tensor of ‖∇θ loss_i‖ over all parameters,
-    by torch.func (one backward pass for the batch), the model and the batch unchanged."""
+    """Part D: per_example_grad_norms(model, inputs, targets) is the (N,) tensor of ‖∇θ loss_i‖ over all parameters.
+
+    Domain: ``model`` a float64 MLP (Linear layers, Tanh between them, one layer or more); ``inputs`` (N, D) float64,
+    N >= 1; ``targets`` (N,) int64 in [0, C). Corners at every seed: N = 1, a single Linear layer, two equal
+    examples. Contract: a tensor of shape (N,); one backward pass for the whole batch (torch.func); the model (its
+    parameters and their .grad) and the batch unchanged.
+    """
     __tracebackhide__ = True
     for model, inputs, targets, sizes in _norm_cases(seed):
         with trial():
             _run_norms(per_example_grad_norms, model, inputs, targets, sizes)
 
 
-# ----------------------------------------------------------------------------------------- Part D: checkpointing
+# ----------------------------------------------------------------------------------------- Part E: checkpointing
 
 def make_blocks(gen: torch.Generator, count: int, width: int, hidden: int, dropout: float = 0.2) -> nn.ModuleList:
     """``count`` residual-free blocks Linear → Tanh → Dropout → Linear (float64, training mode)."""
@@ -346,17 +648,43 @@ def make_blocks(gen: torch.Generator, count: int, width: int, hidden: int, dropo
     return blocks.train()
 
 
-def _saved_bytes(run: Callable):
-    """(bytes the forward graph saved, the result of run()), counted with saved-tensor hooks."""
-    saved = [0]
+def _saved_storages(run: Callable):
+    """({storage pointer: bytes} the forward graph saved, the result of run()), seen by saved-tensor hooks."""
+    saved: dict[int, int] = {}
 
     def pack(t):
-        saved[0] += t.numel() * t.element_size()
+        storage = t.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         result = run()
-    return saved[0], result
+    return saved, result
+
+
+class _BlockRuns:
+    """How often each block ran, seen through its first layer (every way of running a block calls it), and each
+    block's input in its first run (kept alive, so that no later tensor can take its address)."""
+
+    def __init__(self, blocks: nn.ModuleList):
+        self.runs = [0] * len(blocks)
+        self.inputs: list[Tensor | None] = [None] * len(blocks)
+        self.handles = [block[0].register_forward_pre_hook(self._hook(i)) for i, block in enumerate(blocks)]
+
+    def _hook(self, i: int):
+        def hook(module, args):
+            self.runs[i] += 1
+            if self.inputs[i] is None and args and isinstance(args[0], Tensor):
+                self.inputs[i] = args[0]
+        return hook
+
+    def saved(self, storages: dict[int, int]) -> list[int]:
+        """The blocks whose input is among the saved storages."""
+        return [i for i, t in enumerate(self.inputs) if t is not None and t.untyped_storage().data_ptr() in storages]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
 
 
 def _gradients_after(blocks: nn.ModuleList, x: Tensor, out: Tensor, weights: Tensor) -> list[Tensor | None]:
@@ -383,59 +711,107 @@ def _reference(blocks: nn.ModuleList, x: Tensor, weights: Tensor, seed: int, *, 
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        saved, out = _saved_bytes(run)
+        saved, out = _saved_storages(run)
         grads = _gradients_after(blocks, leaf, out, weights)
-    return saved, out.detach(), grads
+    return sum(saved.values()), out.detach(), grads
 
 
 def _flat(grads: list) -> Tensor:
     return torch.cat([torch.zeros(0, dtype=torch.float64) if g is None else g.reshape(-1) for g in grads])
 
 
+def _blocks(indices: list[int]) -> str:
+    """Blocks by their 1-based numbers: 'block 2', 'blocks 1 and 3', 'blocks 1–3'."""
+    numbers = [i + 1 for i in indices]
+    if len(numbers) == 1:
+        return f"block {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"blocks {numbers[0]}–{numbers[-1]}"
+    return "blocks " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+
+def _segments(starts: list[int], count: int) -> str:
+    """The checkpoints an answer made, from the blocks whose inputs the graph saved: 'one checkpoint held blocks 1
+    and 2, another held block 3'."""
+    bounds = [*starts, count]
+    groups = [_blocks(list(range(a, b))) for a, b in zip(bounds, bounds[1:])]
+    return ", ".join(f"{'one checkpoint' if i == 0 else 'another'} held {group}" for i, group in enumerate(groups))
+
+
 def _run_checkpoint(checkpointed_forward, blocks: nn.ModuleList, x0: Tensor, weights: Tensor, seed: int) -> None:
     __tracebackhide__ = True
-    width = x0.shape[1]
-    what = f"checkpointed_forward(blocks, x) for {len(blocks)} blocks of width {width} and x of shape {tuple(x0.shape)}"
+    count, width = len(blocks), x0.shape[1]
+    what = f"checkpointed_forward(blocks, x) for {count} block{'s' * (count > 1)} of width {width} and x of shape " \
+           f"{tuple(x0.shape)}"
     plain_bytes, plain_out, plain_grads = _reference(blocks, x0, weights, seed, rng=None)
     x = x0.clone().requires_grad_(True)
     modes = [m.training for m in blocks.modules()]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        saved, out = _saved_bytes(lambda: call_learner(checkpointed_forward, blocks, x, what=what))
-        if [m.training for m in blocks.modules()] != modes:
-            blocks.train()
-            raise _proven(f"{what} changed the blocks' training mode.", SWITCHED_MODE)
-        if not isinstance(out, Tensor) or out.grad_fn is None:
-            raise GradingFailure(f"{what} returned {type(out).__name__} without a graph: backward could not reach "
-                                 "the parameters.")
-        expect_close(out.detach(), plain_out, what=f"{what}: the output", source="a plain forward", rtol=1e-10,
-                     atol=1e-12)
-        grads = _gradients_after(blocks, x, out, weights)
+    runs = _BlockRuns(blocks)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            saved, out = _saved_storages(lambda: call_learner(checkpointed_forward, blocks, x, what=what))
+            forward_runs = list(runs.runs)
+            if [m.training for m in blocks.modules()] != modes:
+                blocks.train()
+                raise _proven(f"{what} changed the blocks' training mode.", SWITCHED_MODE)
+            if not isinstance(out, Tensor) or out.grad_fn is None:
+                raise GradingFailure(f"{what} returned {type(out).__name__} without a graph: backward could not reach "
+                                     "the parameters.")
+            expect_close(out.detach(), plain_out, what=f"{what}: the output", source="a plain forward", rtol=1e-10,
+                         atol=1e-12)
+            grads = _gradients_after(blocks, x, out, weights)
+            reruns = [after - before for before, after in zip(forward_runs, runs.runs)]
+    finally:
+        runs.remove()
     expect_close(_flat(grads), _flat(plain_grads), what=f"{what}: the gradients of x and of every parameter",
                  source="a plain forward", rtol=1e-8, atol=1e-12,
                  symptoms=[RNG_NOT_PRESERVED.looks_like(_flat(_reference(blocks, x0, weights, seed, rng=False)[2]))])
-    inputs_bytes = len(blocks) * x0.numel() * x0.element_size()
-    if saved >= plain_bytes:
-        raise _proven(f"{what}: the graph saved {saved} bytes, as much as a plain forward ({plain_bytes}); "
-                      f"checkpointing each block saves only the block inputs, {inputs_bytes}.", NOT_CHECKPOINTED)
-    if saved < inputs_bytes:
-        raise _proven(f"{what}: the graph saved {saved} bytes, less than the {len(blocks)} block inputs "
-                      f"({inputs_bytes}).", ONE_CHECKPOINT)
-    if saved > inputs_bytes:
-        raise GradingFailure(f"{what}: the graph saved {saved} bytes; checkpointing each block saves only the block "
+    if forward_runs != [1] * count:
+        raise GradingFailure(f"{what} ran the blocks {forward_runs} times in the forward pass; each runs once.")
+    plain = [i for i, rerun in enumerate(reruns) if rerun == 0]
+    inputs_bytes = count * x0.numel() * x0.element_size()
+    total = sum(saved.values())
+    if len(plain) == count:
+        raise _proven(f"{what}: no block ran again during backward, and the graph saved {total} bytes, as a plain "
+                      f"forward does ({plain_bytes}); one checkpoint per block saves only the block inputs, "
+                      f"{inputs_bytes}.", NOT_CHECKPOINTED)
+    if plain:
+        raise _proven(f"{what}: {_blocks(plain)} did not run again during backward: "
+                      f"{'it was' if len(plain) == 1 else 'they were'} not checkpointed.", OUTSIDE_CHECKPOINT)
+    starts = runs.saved(saved)
+    if len(starts) < count and starts[:1] == [0]:
+        raise _proven(f"{what}: every block ran again during backward, but the graph saved the inputs of "
+                      f"{_blocks(starts)} only: {_segments(starts, count)}.", GROUPED)
+    if total > inputs_bytes:
+        raise GradingFailure(f"{what}: the graph saved {total} bytes; checkpointing each block saves only the block "
                              f"inputs, {inputs_bytes} (a plain forward saves {plain_bytes}).")
+    if total < inputs_bytes:
+        raise GradingFailure(f"{what}: the graph saved {total} bytes, less than the inputs of the {count} blocks "
+                             f"({inputs_bytes}) that one checkpoint per block keeps.")
 
 
 @check
 def check_checkpointed_forward(checkpointed_forward, seed: int | None = None) -> None:
-    """Part D: checkpointed_forward(blocks, x) runs x through the blocks with one checkpoint per block: the same output
-    and gradients as a plain forward (dropout included), and a graph that saves only each block's input."""
+    """Part E: checkpointed_forward(blocks, x) runs x through the blocks with one checkpoint per block.
+
+    Domain: ``blocks`` an nn.ModuleList of count >= 1 float64 blocks Linear → Tanh → Dropout → Linear in training
+    mode, all of one width; ``x`` a (B, width) float64 leaf that requires grad, B >= 1. Corners at every seed: three
+    blocks with a batch of one (first, so that a diagnosis names what the answer did to three blocks), three
+    blocks, one block. Contract: the output and, after backward, the gradients of x and every parameter of a plain
+    forward from the same random state (dropout included); every block runs once forward and once more in backward
+    (checkpointed); the graph saves each block's input and nothing else (saved-tensor hooks); the training mode, the
+    parameters and x unchanged.
+    """
     __tracebackhide__ = True
+    fixed = [(3, 5, 10, 1), (3, 3, 6, 4), (1, 4, 8, 3)]
     gen = generator("10/checkpoint/public", 0) if seed is None else generator("10/checkpoint", seed)
-    sizes = [(3, 6, 12, 5), (2, 4, 8, 3)] if seed is None else \
-        [(randint(gen, 2, 4), randint(gen, 3, 8), randint(gen, 6, 16), randint(gen, 2, 6)) for _ in range(3)]
-    for count, width, hidden, batch in sizes:
-        blocks = make_blocks(gen, count, width, hidden)
-        x, weights = uniform(gen, (batch, width)), uniform(gen, (batch, width))
+    drawn = [(2, 4, 8, 3)] if seed is None else \
+        [(randint(gen, 2, 4), randint(gen, 3, 8), randint(gen, 6, 16), randint(gen, 2, 6)) for _ in range(2)]
+    corner_gen = torch.Generator().manual_seed(1011)
+    for i, (count, width, hidden, batch) in enumerate(fixed + drawn):
+        source = corner_gen if i < len(fixed) else gen
+        blocks = make_blocks(source, count, width, hidden)
+        x, weights = uniform(source, (batch, width)), uniform(source, (batch, width))
         with trial():
-            _run_checkpoint(checkpointed_forward, blocks, x, weights, randint(gen, 0, 10**6))
+            _run_checkpoint(checkpointed_forward, blocks, x, weights, randint(source, 0, 10**6))
