@@ -47,32 +47,40 @@ c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 60
 
 # --- The term beyond grading (autograder/lms/; README, "For instructors") ---------------------------------------
-# The roster: nbgrader ids and LMS identities, one CSV (columns in autograder/lms/roster.py). It holds personal
+# The roster: nbgrader ids and LMS identities, one CSV (columns in autograder/lms/roster.py; Moodle's participant
+# numbers in one column per assignment, participant:ASSIGNMENT, filled by `collect --worksheet`). It holds personal
 # data, so it lives in the git-ignored grading/ folder. `nbgrader db student import grading/roster.csv` reads it too.
 c.Roster.path = "grading/roster.csv"
 
 # Late penalties: on every autograde (plain `nbgrader autograde` and `python -m autograder grade` alike) nbgrader's
 # AssignLatePenalties resets the penalty and asks this plugin again, so a regrade never keeps a stale one. A
 # submission is late when its timestamp.txt is past the due date in the gradebook (`nbgrader db assignment add
-# NAME --duedate=...`) plus the student's extension (formgrader, or Gradebook.grant_extension).
+# NAME --duedate=...`) plus the student's extension (`python -m autograder.lms extend ASSIGNMENT STUDENT --days N`,
+# kept in c.LatePenalty.extensions until the submission is in the gradebook).
 c.AssignLatePenalties.plugin_class = "autograder.lms.late.LatePenalty"
 c.LatePenalty.grace_minutes = 15  # up to 15 minutes past the due date is on time (clocks and uploads differ)
 c.LatePenalty.percent = 10  # percent of the earned score lost for every started unit late, counted from the due date
 c.LatePenalty.per = "day"  # the unit: "day" (24 h) or "hour"
 c.LatePenalty.max_percent = 50  # the most lateness can cost
+c.LatePenalty.extensions = "grading/extensions.csv"  # extensions granted with `python -m autograder.lms extend`
 
 # LMS downloads in: `python -m autograder.lms collect ASSIGNMENT submissions.zip` (or `nbgrader zip_collect
 # ASSIGNMENT --force` with the zip in grading/downloaded/ASSIGNMENT/archive/) reads the LMS's file names, finds each
-# student through the roster, keeps the latest of resubmitted files and lists the files that match no student.
+# student through the roster (Canvas: user id; Moodle: participant number), keeps the latest of resubmitted files,
+# keeps every download and every replaced folder under grading/downloaded/ASSIGNMENT/, and lists what it set aside.
 c.ZipCollectApp.downloaded_directory = "grading/downloaded"
 c.ZipCollectApp.extractor_plugin = "autograder.lms.collect.LmsExtractor"
 c.ZipCollectApp.collector_plugin = "autograder.lms.collect.LmsCollector"
 c.LmsDownload.lms = "canvas"  # whose download names: "canvas" or "moodle"
+c.LmsDownload.replace = False  # True: files that are not a usable notebook replace a usable earlier submission
 c.LmsExtractor.max_megabytes = 2048  # refuse a download that would unpack to more (students' own zips counted)
 
-# Grades out: `python -m autograder.lms export --to canvas|moodle|csv ASSIGNMENT...` (or `nbgrader export
-# --exporter=autograder.lms.export.CanvasExport`). A student with no submission gets a blank cell ("zero" for 0).
-c.LmsExport.missing = "blank"
-# The LMS's column header per assignment. For Canvas copy it from Canvas's own gradebook export, "Name (id)": Canvas
-# finds the assignment by that id (without one it creates a new assignment). Example:
+# Grades out: `python -m autograder.lms export --to canvas|moodle|moodle-csv|csv ASSIGNMENT...` (or `nbgrader export
+# --exporter=autograder.lms.export.CanvasExport`). A student with no submission is left out of the file: a blank
+# cell would clear a grade in the LMS ("zero" writes 0 instead).
+c.LmsExport.missing = "omit"
+# The LMS's column header per assignment. Canvas finds the assignment by the id in "Title (id)" and requires it
+# (without one it would match the title or create a new assignment); `--canvas-id` gives it on the command line:
 # c.LmsExport.columns = {"01-chain-rule": "Exercise 1: the chain rule (48213)"}
+# The LMS assignment's points possible, to rescale nbgrader's points (or `--percent`; Moodle's worksheet knows its
+# own maximum grade): c.LmsExport.points_possible = {"01-chain-rule": 100}

@@ -49,14 +49,20 @@ def summary_numbers(outcomes: dict[str, Outcome]) -> dict:
 
 
 def write_csv(path: Path, outcomes: dict[str, Outcome], cell_scores: dict[str, dict[str, float]],
-              cells: list[str]) -> None:
+              cells: list[str], penalties: dict[str, float] | None = None) -> None:
+    """``grades.csv``: per student the score before the late penalty, the penalty (``penalties``: the gradebook's,
+    after this run's policy), the final score, the maximum, each test cell's points and the reasons."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    penalties = penalties or {}
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["student", "status", "score", "max_score", *cells, "reasons"])
+        writer.writerow(["student", "status", "score", "late_penalty", "final_score", "max_score", *cells,
+                         "reasons"])
         for student, outcome in sorted(outcomes.items()):
             scores = cell_scores.get(student, {})
-            writer.writerow([student, outcome.status, f"{outcome.score:g}", f"{outcome.max_score:g}",
+            penalty = penalties.get(student, 0.0)
+            writer.writerow([student, outcome.status, f"{outcome.score:g}", f"{penalty:g}",
+                             f"{max(0.0, outcome.score - penalty):g}", f"{outcome.max_score:g}",
                              *(f"{scores[c]:g}" if c in scores else "" for c in cells), "; ".join(outcome.reasons)])
 
 

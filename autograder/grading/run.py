@@ -150,8 +150,12 @@ class _Assignment:
         result.replayed = sum(r.execute_replayed for r in self.replays.values())
         # the late policy again for everyone (also those not executed this run): a changed due date, extension or
         # policy, or a submission recorded as 0, never keeps a stale penalty
-        late.recompute(course.db_url, self.options.assignment, course.app.config)
+        changed = late.recompute(course.db_url, self.options.assignment, course.app.config)
         result.late = late.late_submissions(course.db_url, self.options.assignment)
+        if self.options.feedback:  # feedback showing a penalty the gradebook no longer has is generated again
+            for student in sorted(set(changed) - set(self.todo)):
+                if state.outcomes.get(student, Outcome(status=FAILED)).status == GRADED:
+                    course.generate_feedback(student)
 
         cell_scores: dict[str, dict[str, float]] = {}
         diagnosed: dict[str, dict[str, set[str]]] = {}
@@ -175,7 +179,8 @@ class _Assignment:
         state.context = self.context
         state.save()
         flat_max = {cell: points for cells in self.max_scores.values() for cell, points in cells.items()}
-        report.write_csv(result.state_dir / "grades.csv", state.outcomes, cell_scores, list(flat_max))
+        report.write_csv(result.state_dir / "grades.csv", state.outcomes, cell_scores, list(flat_max),
+                         {s.student: s.penalty for s in result.late})
         report.class_report(result.state_dir, self.options.assignment, state.outcomes, cell_scores, flat_max,
                             diagnosed, sandboxed=self.options.sandbox, course_bugs=result.course_bugs,
                             late=late.report_lines(result.late))
