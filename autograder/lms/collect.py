@@ -185,9 +185,6 @@ class DownloadRefused(ValueError):
     """A download (a file the instructor gave) that cannot be collected at all: the message names it and why."""
 
 
-#: The former name of :class:`DownloadRefused`.
-ArchiveRefused = DownloadRefused
-
 
 class Unpackable(ValueError):
     """One archive cannot be unpacked safely (the message says why)."""
