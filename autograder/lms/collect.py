@@ -39,6 +39,7 @@ never the time of another one: the LMS applies its own late policy (see README, 
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import re
@@ -579,15 +580,14 @@ def keep_downloads(folder: Path, archives: list[Path]) -> tuple[str, Path]:
     naming the originals); the same downloads given again reuse their folder. Return (run name, folder)."""
     newest = max(datetime.fromtimestamp(Path(a).stat().st_mtime, UTC) for a in archives)
     name = stamp(newest)
-    contents = [Path(a).read_bytes() for a in archives]
     for attempt in range(1, 1000):
         run = name if attempt == 1 else f"{name}-{attempt}"
         target = folder / run
         copies = [target / f"{number:02d}-{Path(a).name}" for number, a in enumerate(archives, start=1)]
         if not target.exists():
             break
-        if [p.name for p in sorted(target.iterdir()) if p.name != MANIFEST] == [c.name for c in copies] and \
-                all(c.read_bytes() == data for c, data in zip(copies, contents)):
+        if sorted(p.name for p in target.iterdir() if p.name != MANIFEST) == sorted(c.name for c in copies) and \
+                all(filecmp.cmp(c, a, shallow=False) for c, a in zip(copies, archives)):
             return run, target
     target.mkdir(parents=True)
     for copy, original in zip(copies, archives):
