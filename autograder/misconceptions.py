@@ -35,7 +35,7 @@ REGISTRY: dict[str, Misconception] = {}
 
 #: The width a learner-facing message is wrapped to: nbgrader's Validate dialog (about 920 px of monospace text)
 #: and a notebook's output area show it whole, without scrolling sideways.
-MESSAGE_WIDTH = 90
+MESSAGE_WIDTH = 80
 
 
 def learner_lines(kind: str, message: str, width: int = MESSAGE_WIDTH) -> list[str]:

@@ -45,8 +45,9 @@ SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 DISABLED_LAB_PLUGINS = {f"@jupyter/nbgrader:{p}" for p in ("formgrader", "create-assignment", "course-list")}
 DISABLED_SERVER_EXTENSIONS = {f"nbgrader.server_extensions.{m}" for m in ("formgrader", "course_list")}
 #: What postBuild turns off but does not lock, because a hub turns it back on: the assignment list (it needs the
-#: exchange, which only a hub has; deploy/hub-jupyter-config).
-EXCHANGE_LAB_PLUGINS = {"@jupyter/nbgrader:assignment-list"}
+#: exchange, which only a hub has; deploy/hub-jupyter-config) and the Nbgrader menu, which holds nothing else for
+#: learners.
+EXCHANGE_LAB_PLUGINS = {"@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"}
 EXCHANGE_SERVER_EXTENSIONS = {"nbgrader.server_extensions.assignment_list"}
 #: What learners keep everywhere: the Validate button, lab and server parts.
 KEPT_LAB_PLUGINS = {"@jupyter/nbgrader:validate-assignment"}
@@ -334,18 +335,19 @@ from jupyterlab_server.settings_utils import _get_overrides
 from jupyter_core.paths import jupyter_config_path, jupyter_path
 from jupyter_server.extension.config import ExtensionConfigManager
 from jupyterlab_server.config import get_page_config
-from jupyter_server.config_manager import BaseJSONConfigManager, recursive_update
+from jupyter_server.serverapp import ServerApp
 page = get_page_config(jupyter_path("labextensions"))
 server = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
 overrides, error = _get_overrides(os.path.join(get_app_dir(), "settings"))
-settings = {}
-for folder in reversed(jupyter_config_path()):  # the first folder on the path wins
-    found = BaseJSONConfigManager(config_dir=folder, read_directory=True).get("jupyter_server_config")
-    recursive_update(settings, found)
-css = [os.path.join(folder, "custom", "custom.css") for folder in jupyter_config_path()]
+app = ServerApp()
+app.load_config_file()  # the settings files exactly as a server reads them
+settings = app.config
+css = [os.path.join(folder, "custom.css") for folder in settings.ServerApp.get("tornado_settings", {}).get(
+    "static_custom_path", [])]
 print(json.dumps({"disabled": sorted(page["disabledExtensions"]), "locked": sorted(page.get("lockedExtensions", [])),
                   "server": sorted(name for name, on in server.items() if on), "lab_settings": overrides,
-                  "culling": settings.get("MappingKernelManager", {}), "lab_app": settings.get("LabApp", {}),
+                  "culling": dict(settings.get("MappingKernelManager", {})),
+                  "lab_app": dict(settings.get("LabApp", {})),
                   "custom_css": next((open(path).read() for path in css if os.path.exists(path)), None)}))
 """
 
@@ -425,7 +427,7 @@ def test_learners_idle_kernels_are_culled_and_lessons_offer_no_validate(after_po
     assert learner["culling"] == {"cull_idle_timeout": 1800, "cull_interval": 300, "cull_connected": True}
     assert learner["lab_app"] == {"custom_css": True}
     assert learner["custom_css"] == (BINDER / "custom.css").read_text()
-    assert 'h1[id^="Lesson-"]' in learner["custom_css"] and ".validate-button" in learner["custom_css"]
+    assert 'h1[data-jupyter-id^="Lesson-"]' in learner["custom_css"] and ".validate-button" in learner["custom_css"]
 
 
 def test_a_hub_learner_server_would_run_with_the_assignment_list(after_post_build):

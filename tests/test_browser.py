@@ -1,21 +1,30 @@
 """The course in a real browser, the way a learner uses it: JupyterLab in Debian's Chromium, driven by Playwright.
 
-A fixture starts ``jupyter lab`` on 127.0.0.1 (a free port, a random token, no browser) on a scratch copy of the
-lessons and exercises, with HOME and every Jupyter directory under tmp and what binder/postBuild gives learners: no
-formgrader, create-assignment or course list (Validate kept), and widget messages on the kernel's main thread
-(binder/jupyterlab-overrides.json; without it, lesson 07's Run All failed here once with matplotlib's
-"ParseException: exception raised in parse action" — a slider redraw racing a cell's plot on another thread). Then:
+A fixture starts ``jupyter lab`` the way ``make lab`` does (lesson 01's address as the default URL, printed in the
+log) on 127.0.0.1 (a free port, a random token, no browser) on a scratch copy of the lessons and exercises, with HOME
+and every Jupyter directory under tmp and what binder/postBuild gives learners: no formgrader, create-assignment,
+course list or assignment list (Validate kept), its server settings (idle kernels culled, custom CSS that hides
+Validate on lessons) and widget messages on the kernel's main thread (binder/jupyterlab-overrides.json; without it,
+lesson 07's Run All failed here once with matplotlib's "ParseException: exception raised in parse action" — a slider
+redraw racing a cell's plot on another thread). Then:
 
-* every lesson opens from the file browser, Run > Run All Cells completes (kernel idle, every code cell numbered),
-  no cell shows an error, and the notebook saved by the toolbar's Save button holds no error output; a screenshot
-  of each is saved under artifacts/browser/ (git-ignored). Two lessons run at a time, in two JupyterLab windows;
-* in lesson 07, moving the "depth" slider redraws the plot;
-* in exercise 01, the untouched test cell shows the failure; after typing the reference solution into the solution
-  cells, running the tests shows no failure, and the nbgrader Validate button reports success.
+* **the first hour** (:func:`test_a_learners_first_hour`), exactly as a learner goes: the URL ``make lab`` prints
+  lands on lesson 01; lessons 01 and 07 run with no error and no stray output (07's slider moved too); exercise 05,
+  untouched, runs all the way through and every test cell says which part is not written yet; Validate shows every
+  message whole (nothing wider than the dialog) and none of the course's own traceback frames; the nbgrader menu
+  shows no error;
+* **every lesson** opens from the file browser, Run > Run All Cells completes (kernel idle, every code cell
+  numbered), no cell shows an error or stray output, every verification cell shows its claims folded into one line,
+  the toolbar offers no Validate, the kernel's proportional set size stays under :data:`KERNEL_MEMORY_MB`, and the
+  notebook saved by the toolbar's Save button holds no error output. Two lessons run at a time, in two windows; the
+  widgets a lesson is about are moved while it is open (:data:`INTERACTIONS`);
+* in exercise 01, after typing the reference solution, the tests pass (each prints its ✓ line) and Validate reports
+  success; the instructor view (`make lab-instructor`) has the instructor tools; the stepper follows the engine.
 
-Chromium comes from Debian (`apt-get install -y chromium`, done by .ci/run); `playwright install` is never used.
-Without /usr/bin/chromium the tests skip with the reason; in CI (CI=true) they fail unless .ci/run tried to install
-Chromium and could not (it then sets COURSE_NO_BROWSER to its reason).
+Screenshots go to ``$COURSE_SCREENSHOTS`` (default artifacts/browser/, git-ignored). Chromium comes from Debian
+(`apt-get install -y chromium`, done by .ci/run); `playwright install` is never used. Without /usr/bin/chromium the
+tests skip with the reason; in CI (CI=true) they fail unless .ci/run tried to install Chromium and could not (it then
+sets COURSE_NO_BROWSER to its reason).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -41,12 +51,17 @@ from autograder import course
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-ARTIFACTS = course.ROOT / "artifacts" / "browser"
+SCREENSHOTS = Path(os.environ.get("COURSE_SCREENSHOTS") or course.ROOT / "artifacts" / "browser")
 LESSONS = course.lessons()
 EXERCISE = "01-chain-rule"
-#: Generous limits for a loaded 2-core machine; a lesson itself runs in well under 30 s.
-RUN_ALL_TIMEOUT_MS = 180_000
+UNTOUCHED = "05-zero-grad"  # the exercise a learner opens untouched in the first hour
+#: A lesson's kernel must leave room for others within Binder's 2 GB (issue 23): measured after Run All.
+KERNEL_MEMORY_MB = 600
+#: Generous limits for a loaded 2-core machine; a lesson itself runs in well under a minute.
+RUN_ALL_TIMEOUT_MS = 240_000
 OPEN_TIMEOUT_MS = 90_000
+#: Text a learner should never see under a cell: the repr of a plotting call's return value or of a callback's tuple.
+STRAY = re.compile(r"^(\(|\[<|<matplotlib\.|<Figure size|Text\(|Line2D\(|<Axes)", re.M)
 
 pytestmark = pytest.mark.xdist_group("browser")  # one JupyterLab and one browser for the whole module
 
@@ -62,12 +77,19 @@ def require_chromium() -> None:
     pytest.skip(reason)
 
 
-def post_build_disables() -> tuple[list[str], list[str]]:
-    """The lab plugins and server extensions binder/postBuild switches off for learners, read from the script."""
+def post_build_disables() -> tuple[list[str], list[str], list[str]]:
+    """What binder/postBuild switches off, read from the script: (locked lab plugins, other lab plugins, server
+    extension modules)."""
     text = (course.ROOT / "binder" / "postBuild").read_text()
-    plugins = re.search(r"instructor_plugins=\(([^)]*)\)", text).group(1).split()
-    modules = re.findall(r"nbgrader\.server_extensions\.\w+", text.split("server extension disable")[1])
-    return plugins, modules
+    locked = re.search(r"instructor_plugins=\(([^)]*)\)", text).group(1).split()
+    unlocked = re.search(r"exchange_plugins=\(([^)]*)\)", text).group(1).split()
+    modules = re.findall(r"nbgrader\.server_extensions\.\w+", "".join(text.split("server extension disable")[1:]))
+    return locked, unlocked, modules
+
+
+def make_lab_first_url() -> str:
+    """The path `make lab` opens (and prints): the Makefile's FIRST_LESSON."""
+    return re.search(r"^FIRST_LESSON := (\S+)$", (course.ROOT / "Makefile").read_text(), re.M).group(1)
 
 
 def free_port() -> int:
@@ -77,30 +99,33 @@ def free_port() -> int:
 
 
 def learner_home(tmp: Path) -> dict[str, str]:
-    """HOME, Jupyter dirs and JupyterLab settings under tmp; the learners' extension set via JUPYTER_CONFIG_PATH."""
+    """HOME, Jupyter dirs and JupyterLab settings under tmp; what binder/postBuild installs, via JUPYTER_CONFIG_PATH."""
     home = tmp / "home"
     settings = home / "lab-settings" / "@jupyterlab"
     for path, data in {
         # Render every cell (JupyterLab 4 otherwise renders only those in view), so the page can be checked whole.
         settings / "notebook-extension" / "tracker.jupyterlab-settings": {"windowingMode": "none"},
-        # No "receive Jupyter news?" toast over the notebook, and no update check (no network here).
-        settings / "apputils-extension" / "notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                              "checkForUpdates": False},
     }.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))
-    # binder/postBuild's JupyterLab settings (widget messages on the kernel's main thread), as an app settings dir.
+    # binder/postBuild's JupyterLab settings (widget messages on the kernel's main thread, no news), as app settings.
     overrides = tmp / "app-settings" / "overrides.d"
     overrides.mkdir(parents=True)
     shutil.copy2(course.ROOT / "binder" / "jupyterlab-overrides.json", overrides / "autograd-course.json")
-    plugins, modules = post_build_disables()
+    locked, unlocked, modules = post_build_disables()
     learner = tmp / "learner-config"
     (learner / "labconfig").mkdir(parents=True)
-    (learner / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": dict.fromkeys(plugins, True), "lockedExtensions": dict.fromkeys(plugins, True)}))
+    (learner / "labconfig" / "page_config.json").write_text(json.dumps({
+        "disabledExtensions": dict.fromkeys(locked + unlocked, True), "lockedExtensions": dict.fromkeys(locked, True)}))
     (learner / "jupyter_server_config.d").mkdir()
     (learner / "jupyter_server_config.d" / "learner.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": dict.fromkeys(modules, False)}}))
+    # postBuild's server settings (culling, custom CSS), merged into a jupyter_server_config.json as it does
+    settings = json.loads((course.ROOT / "binder" / "jupyter_server_config.json").read_text())
+    settings.setdefault("ServerApp", {})["tornado_settings"] = {"static_custom_path": [str(learner / "custom")]}
+    (learner / "jupyter_server_config.json").write_text(json.dumps(settings))
+    (learner / "custom").mkdir()
+    shutil.copy2(course.ROOT / "binder" / "custom.css", learner / "custom" / "custom.css")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "MPL"))}
     env.update({
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
@@ -127,6 +152,14 @@ class Lab:
         another one left open (workspaces are kept on the server)."""
         return f"{self.url}/lab/workspaces/w{secrets.token_hex(6)}/tree/{path}?reset&token={self.token}"
 
+    def printed_url(self) -> str:
+        """The address the server printed for a person to open (what `make lab` shows when no browser opens), with
+        this server's token (the server prints "..." for a token it was given, as here, and the token for one it
+        made, as under `make lab`)."""
+        found = re.search(rf"{re.escape(self.url)}(/\S*)\?token=", self.log.read_text())
+        assert found, f"the server printed no URL with a token:\n{self.log.read_text()[-2000:]}"
+        return f"{self.url}{found.group(1)}?token={self.token}"
+
     def api(self, method: str, path: str):
         request = urllib.request.Request(f"{self.url}/{path if path.startswith('lab/') else 'api/' + path}",
                                          method=method,
@@ -138,6 +171,18 @@ class Lab:
     def shut_down_kernels(self) -> None:
         for session in self.api("GET", "sessions"):
             self.api("DELETE", f"sessions/{session['id']}")
+
+    def kernel_memory_mb(self, path: str) -> float:
+        """Proportional set size of the kernel of the notebook at ``path``, in MB (/proc/PID/smaps_rollup)."""
+        kernel = next(s["kernel"]["id"] for s in self.api("GET", "sessions") if s["path"] == path)
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if f"kernel-{kernel}.json" in cmdline.read_bytes().decode(errors="replace"):
+                    rollup = (cmdline.parent / "smaps_rollup").read_text()
+                    return int(re.search(r"^Pss:\s+(\d+) kB", rollup, re.M).group(1)) / 1024
+            except OSError:  # a process that ended while we looked
+                continue
+        raise AssertionError(f"no process found for the kernel of {path}")
 
 
 def start_lab(tmp: Path, *, instructor: bool = False):
@@ -153,7 +198,8 @@ def start_lab(tmp: Path, *, instructor: bool = False):
     log = tmp / "jupyter-lab.log"
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={tmp / 'app-settings'}", "--allow-root"]
+               f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={tmp / 'app-settings'}", "--allow-root",
+               f"--LabApp.default_url={make_lab_first_url()}"]
     env = learner_home(tmp)
     if instructor:
         grader = course.ROOT / "deploy" / "grader-jupyter-config"
@@ -195,12 +241,15 @@ def browser(lab):
         chromium.close()
 
 
+def new_window(browser):
+    return browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+
+
 @pytest.fixture
 def page(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    yield page
-    context.close()
+    window = new_window(browser)
+    yield window
+    window.context.close()
     lab.shut_down_kernels()
 
 
@@ -214,6 +263,7 @@ OPENED = """() => {
     const toolbar = panel.querySelector('.jp-Toolbar')?.textContent || '';
     return status === 'idle' && toolbar.includes('Python 3');
 }"""
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 def open_notebook(page, lab: Lab, path: str) -> None:
@@ -274,73 +324,69 @@ def finish_run_all(page) -> None:
 
 
 def code_cell_prompts(page) -> list[str]:
-    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    return page.locator(f"{PANEL} .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+
+
+def every_code_cell_ran(page) -> bool:
+    return all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in code_cell_prompts(page))
 
 
 def shown_errors(page) -> list[str]:
-    """Error outputs on the page: tracebacks, as JupyterLab renders them (stderr-style output areas)."""
-    texts = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) '
-                         '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_inner_texts()
-    return [t for t in texts if "Traceback" in t or re.search(r"^\w*(Error|Exception)\b", t, re.M)]
+    """Error outputs on the page: tracebacks and the course's own failures, as JupyterLab renders them."""
+    texts = page.locator(f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+                         ).all_inner_texts()
+    return [t for t in texts if "Traceback" in t or re.search(r"^\w*(Error|Exception|Failure|Failed)\b", t, re.M)]
 
 
 def save(page) -> None:
     """The notebook toolbar's Save button; wait until the tab is no longer marked unsaved."""
-    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar [data-command='docmanager:save']").click()
+    page.locator(f"{PANEL} .jp-Toolbar [data-command='docmanager:save']").click()
     page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.lm-mod-current.jp-mod-dirty')",
                            timeout=120_000, polling=250)
 
 
-def saved_errors(path: Path) -> list[str]:
+def outputs(path: Path) -> list[tuple[int, dict]]:
     notebook = nbformat.read(path, as_version=4)
-    return [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, cell in enumerate(notebook.cells)
-            if cell.cell_type == "code" for o in cell.get("outputs", []) if o.output_type == "error"]
+    return [(i, o) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+            for o in cell.get("outputs", [])]
+
+
+def saved_errors(path: Path) -> list[str]:
+    return [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, o in outputs(path) if o.output_type == "error"]
+
+
+def _text(output: dict) -> str:
+    if output.output_type == "stream":
+        return output.get("text", "")
+    return output.get("data", {}).get("text/plain", "") if output.output_type in ("execute_result",
+                                                                                    "display_data") else ""
+
+
+def stray_outputs(path: Path) -> list[str]:
+    """Saved outputs a learner should not see: the repr of a plotting call's value or of a callback's tuple."""
+    return [f"cell {i}: {_text(o)[:120]!r}" for i, o in outputs(path) if STRAY.search(_text(o))]
+
+
+def unfolded_claims(path: Path) -> list[str]:
+    """Verification cells whose claims are not folded into one "✓ N claims" output, or fewer than their calls."""
+    notebook = nbformat.read(path, as_version=4)
+    found = []
+    for i, cell in enumerate(notebook.cells):
+        calls = cell.source.count("claim(") + cell.source.count("claim_close(") if cell.cell_type == "code" else 0
+        if not calls:
+            continue
+        folds = [re.match(r"✓ (\d+) claims? in this cell holds?", _text(o)) for o in cell.get("outputs", [])]
+        counts = [int(f.group(1)) for f in folds if f]
+        if len(counts) != 1 or counts[0] < calls - cell.source.count("def claim"):
+            found.append(f"cell {i}: {len(counts)} folded outputs {counts} for {calls} claim calls")
+    return found
 
 
 def screenshot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    target = ARTIFACTS / f"{name}.png"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    target = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(target))
     return target
-
-
-# --------------------------------------------------------------------------------------------------- the tests
-
-def test_learners_see_validate_but_not_the_instructor_tools(page, lab):
-    """The environment is the learners' one: binder/postBuild's extension set and JupyterLab settings."""
-    kernels = lab.api("GET", "lab/api/settings/@jupyterlab/apputils-extension:kernels-settings")
-    assert kernels["schema"]["properties"]["commsOverSubshells"]["default"] == "disabled"  # the override applied
-    assert kernels["settings"].get("commsOverSubshells", "disabled") == "disabled"  # and no user setting undoes it
-    open_notebook(page, lab, f"exercises/{EXERCISE}/{EXERCISE}.ipynb")
-    assert page.locator(".jp-NotebookPanel .jp-Toolbar", has_text="Validate").count() == 1
-    assert page.get_by_text("Create Assignment").count() == 0  # the create-assignment sidebar
-    assert page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").count() in (0, 1)
-    if page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").count():
-        page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
-        entries = page.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts()
-        page.keyboard.press("Escape")
-        assert not any("Formgrader" in e or "Course" in e for e in entries), entries
-
-
-def test_make_lab_instructor_gives_the_instructor_tools_back(browser, tmp_path_factory):
-    """`make lab-instructor`: the same environment with deploy/grader-jupyter-config first on JUPYTER_CONFIG_PATH."""
-    assert 'JUPYTER_CONFIG_PATH="$(CURDIR)/deploy/grader-jupyter-config"' in (course.ROOT / "Makefile").read_text()
-    server = start_lab(tmp_path_factory.mktemp("instructor"), instructor=True)
-    instructor = next(server)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        page = context.new_page()
-        open_notebook(page, instructor, f"exercises/{EXERCISE}/{EXERCISE}.ipynb")
-        page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
-        entries = page.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts()
-        page.keyboard.press("Escape")
-        assert any("Formgrader" in e for e in entries) and any("Course" in e for e in entries), entries
-        with urllib.request.urlopen(f"{instructor.url}/formgrader?token={instructor.token}", timeout=60) as reply:
-            assert reply.status == 200  # the formgrader's server part runs too
-    finally:
-        context.close()
-        instructor.shut_down_kernels()
-        next(server, None)
 
 
 def open_from_file_browser(page, name: str) -> None:
@@ -352,30 +398,214 @@ def open_from_file_browser(page, name: str) -> None:
 def close_current_tab(page, lab: Lab, path: str) -> None:
     """Close the notebook's tab (saved, so no question asked) and shut its kernel down."""
     page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").click()
-    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden)", state="detached", timeout=30_000)
+    page.wait_for_selector(PANEL, state="detached", timeout=30_000)
     for session in lab.api("GET", "sessions"):
         if session["path"] == path:
             lab.api("DELETE", f"sessions/{session['id']}")
 
 
+def validate_visible(page) -> bool:
+    button = page.locator(f"{PANEL} .jp-Toolbar .validate-button")
+    return button.count() > 0 and button.first.is_visible()
+
+
+# ---------------------------------------------------------------------------- widgets a lesson is about, moved
+
+def slider(page, label: str):
+    """The ipywidgets slider whose description is ``label`` (exactly), in the notebook on show."""
+    labelled = page.locator(".widget-label", has_text=re.compile(rf"^{re.escape(label)}$"))
+    return page.locator(PANEL).locator(".widget-slider", has=labelled).first
+
+
+def move_slider(page, label: str, presses: int = 5) -> list[str]:
+    """Press the right arrow on a slider's handle and wait until the image in its cell's output changes; what went
+    wrong (nothing: an empty list)."""
+    handle = slider(page, label)
+    handle.wait_for(timeout=30_000)
+    labelled = page.locator(".widget-label", has_text=re.compile(rf"^{re.escape(label)}$"))
+    cell = page.locator(PANEL).locator(".jp-CodeCell", has=page.locator(".widget-slider", has=labelled)).first
+    images = cell.locator(".jp-OutputArea-output img")
+    images.first.wait_for(timeout=30_000)
+    before, readout = images.first.get_attribute("src"), handle.locator(".widget-readout").inner_text()
+    knob = handle.locator(".noUi-handle")
+    knob.focus()
+    for _ in range(presses):
+        knob.press("ArrowRight")
+    page.wait_for_function("([cell, before]) => { const img = cell.querySelector('.jp-OutputArea-output img');"
+                           " return img && img.getAttribute('src') !== before; }",
+                           arg=[cell.element_handle(), before], timeout=60_000, polling=200)
+    wait_for_kernel_idle(page, 60_000)
+    texts = cell.locator(".jp-OutputArea-output:not(:has(img)):not(:has(.widget-slider))").all_inner_texts()
+    problems = [f"stray output: {t[:80]!r}" for t in texts if STRAY.search(t.strip())]
+    if handle.locator(".widget-readout").inner_text() == readout:
+        problems.append("the readout did not change")
+    if images.first.get_attribute("src") == before:
+        problems.append("the plot was not redrawn")
+    return problems
+
+
+def capstone_step_order() -> list[str]:
+    """The op names PyTorch runs for lesson 11's one training step (any values: the order depends on the graph)."""
+    import torch
+    import torch.nn.functional as F
+
+    from autograder.graph import topological
+
+    X, y = torch.randn(5, 64, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4])
+    W1, W2 = (torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in ((64, 32), (32, 10)))
+    b1, b2 = (torch.zeros(size, dtype=torch.float64, requires_grad=True) for size in (32, 10))
+    loss = F.cross_entropy(torch.tanh(X @ W1 + b1) @ W2 + b2, y)
+    nodes = topological(loss.grad_fn, lambda fn: [c for c, _ in fn.next_functions if c is not None])
+    ran = []
+    for node in nodes:
+        node.register_prehook(lambda grads, node=node: ran.append(node.name()))
+    loss.backward()
+    return ran
+
+
+def step_capstone_stepper(page) -> list[str]:
+    """Lesson 11's second stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes
+    in the order PyTorch runs them."""
+    order = capstone_step_order()
+    steppers = page.locator(f"{PANEL} .widget-vbox", has=page.locator(".stepper-status"))
+    if steppers.count() != 2:
+        return [f"{steppers.count()} steppers shown; lesson 11 shows a Value stepper and a PyTorch stepper"]
+    torch_stepper = steppers.nth(1)
+    problems = []
+    for k in range(1, 4):
+        torch_stepper.locator(".widget-button", has_text="step ▶").click()
+        torch_stepper.locator(".stepper-step", has_text=re.compile(rf"^{k}$")).wait_for(timeout=30_000)
+        running = torch_stepper.locator(".stepper-running").inner_text()
+        if re.sub(r" #\d+$", "", running.split(" = ")[-1]) != order[k - 1]:
+            problems.append(f"click {k} ran {running!r}; PyTorch runs {order[k - 1]!r}")
+    screenshot(page, "lesson-11-stepper")
+    return problems
+
+
+#: Lesson prefix -> what a learner does with its widgets after Run All: {what: problems found}.
+INTERACTIONS: dict[str, Callable] = {
+    "07-": lambda page: {"depth slider": move_slider(page, "depth")},
+    "11-": lambda page: {"PyTorch stepper": step_capstone_stepper(page)},
+}
+
+
+# --------------------------------------------------------------------------------------------------- the tests
+
+def test_learners_see_validate_but_not_the_instructor_tools(page, lab):
+    """The environment is the learners' one: binder/postBuild's extension set and JupyterLab settings."""
+    kernels = lab.api("GET", "lab/api/settings/@jupyterlab/apputils-extension:kernels-settings")
+    assert kernels["schema"]["properties"]["commsOverSubshells"]["default"] == "disabled"  # the override applied
+    assert kernels["settings"].get("commsOverSubshells", "disabled") == "disabled"  # and no user setting undoes it
+    open_notebook(page, lab, f"exercises/{EXERCISE}/{EXERCISE}.ipynb")
+    assert validate_visible(page), "an exercise offers Validate"
+    assert page.get_by_text("Create Assignment").count() == 0  # the create-assignment sidebar
+    assert page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").count() == 0, \
+        "no nbgrader menu: its only learner entry, the assignment list, needs a hub's exchange"
+
+
+def test_make_lab_instructor_gives_the_instructor_tools_back(browser, tmp_path_factory):
+    """`make lab-instructor`: the same environment with deploy/grader-jupyter-config first on JUPYTER_CONFIG_PATH."""
+    assert 'JUPYTER_CONFIG_PATH="$(CURDIR)/deploy/grader-jupyter-config"' in (course.ROOT / "Makefile").read_text()
+    server = start_lab(tmp_path_factory.mktemp("instructor"), instructor=True)
+    instructor = next(server)
+    window = new_window(browser)
+    try:
+        open_notebook(window, instructor, f"exercises/{EXERCISE}/{EXERCISE}.ipynb")
+        window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+        entries = window.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts()
+        window.keyboard.press("Escape")
+        assert any("Formgrader" in e for e in entries) and any("Course" in e for e in entries), entries
+        with urllib.request.urlopen(f"{instructor.url}/formgrader?token={instructor.token}", timeout=60) as reply:
+            assert reply.status == 200  # the formgrader's server part runs too
+    finally:
+        window.context.close()
+        instructor.shut_down_kernels()
+        next(server, None)
+
+
+def test_a_learners_first_hour(page, lab):
+    """Issue 23's walk: from the URL `make lab` prints to a Validate of an untouched exercise, no error a learner
+    did not cause, every message readable."""
+    # 1. The printed URL lands on lesson 01.
+    url = lab.printed_url()
+    assert f"{make_lab_first_url()}?token=" in url, url
+    page.goto(url)
+    page.wait_for_function(OPENED, timeout=OPEN_TIMEOUT_MS, polling=250)
+    current = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").inner_text()
+    assert current.strip().startswith("01-chain-rule"), f"the printed URL opened {current!r}"
+    assert not validate_visible(page), "a lesson offers Validate, with nothing to validate"
+    screenshot(page, "hour-1-lesson-01-opened")
+
+    # 2. Lesson 01 and lesson 07 run clean (their full checks are in test_lesson_runs_clean; here, as a learner).
+    run_all(page)
+    assert shown_errors(page) == [] and every_code_cell_ran(page)
+    screenshot(page, "hour-2-lesson-01-run")
+    open_notebook(page, lab, lesson_path("07-"))
+    run_all(page)
+    assert shown_errors(page) == [] and every_code_cell_ran(page)
+    assert move_slider(page, "depth") == []
+    screenshot(page, "hour-3-lesson-07-slider")
+
+    # 3. Exercise 05, untouched: Run All reaches every test cell, and each says its part is not written yet.
+    path = f"exercises/{UNTOUCHED}/{UNTOUCHED}.ipynb"
+    open_notebook(page, lab, path)
+    run_all(page)
+    assert every_code_cell_ran(page), f"Run All stopped early: {code_cell_prompts(page)}"
+    save(page)
+    release = nbformat.read(lab.root / path, as_version=4)
+    tests = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade") and "checks.check_" in c.source]
+    assert tests
+    for cell in tests:
+        said = "\n".join("\n".join(o.get("traceback", [])) for o in cell.outputs if o.output_type == "error")
+        assert "Not written yet" in said, f"{grade_id(cell)} says: {said[:300]!r}"
+        assert "checking.py" not in said and "autograder/" not in said, f"{grade_id(cell)} shows course frames"
+    screenshot(page, "hour-4-exercise-05-untouched")
+
+    # 4. Validate: every message whole, none of the course's frames.
+    page.locator(f"{PANEL} .jp-Toolbar").get_by_text("Validate", exact=True).click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(timeout=120_000)
+    dialog.locator(".validation-success, .validation-failed, pre").first.wait_for(timeout=120_000)
+    screenshot(page, "hour-5-validate")
+    text = dialog.inner_text()
+    assert "Not written yet" in text, text[:2000]
+    assert "checking.py" not in text and "autograder/" not in text, "Validate shows the course's own frames"
+    overflowing = dialog.evaluate("""d => [...d.querySelectorAll('pre, code, .jp-Dialog-body *')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+        .map(e => e.tagName + ': ' + e.textContent.slice(0, 80))""")
+    assert overflowing == [], f"Validate cuts messages off at the right edge: {overflowing}"
+    dialog.locator(".jp-Dialog-button").last.click()
+
+    # 5. No nbgrader menu shows an error; the server logged none.
+    menus = page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader")
+    if menus.count():
+        menus.click()
+        for entry in page.locator(".lm-Menu-content .lm-Menu-itemLabel").all_inner_texts():
+            menu(page, "Nbgrader", entry)
+            page.wait_for_timeout(3000)
+            assert page.get_by_text(re.compile("Error|could not be created")).count() == 0, entry
+    assert "Traceback" not in lab.log.read_text(), lab.log.read_text()[-3000:]
+    screenshot(page, "hour-6-done")
+
+
 @pytest.fixture(scope="module")
 def lesson_runs(browser, lab) -> dict[str, dict]:
     """Every lesson run in the browser, two at a time (two JupyterLab windows, one kernel each): open it from the
-    file browser, Run All, wait, look at the page, take the screenshot, save, close. Results by lesson name."""
+    file browser, Run All, wait, look at the page, move its widgets, measure its kernel, take the screenshot, save,
+    close. Results by lesson name."""
     windows = []
     for _ in range(2):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        window = context.new_page()
+        window = new_window(browser)
         window.goto(lab.address("lessons"))
         window.wait_for_selector(".jp-DirListing-itemText", timeout=OPEN_TIMEOUT_MS)
         windows.append(window)
     results: dict[str, dict] = {}
 
     def start(lesson: Path, window) -> None:
-        started = time.monotonic()
-        results[lesson.name] = {"started": started}
+        results[lesson.name] = {"started": time.monotonic()}
         try:
             open_from_file_browser(window, lesson.name)
+            results[lesson.name]["validate_offered"] = validate_visible(window)
             start_run_all(window)
         except Exception as error:  # noqa: BLE001 - reported by the lesson's own test
             results[lesson.name]["failure"] = f"{type(error).__name__}: {error}"
@@ -387,11 +617,16 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
         try:
             if "failure" not in result:
                 finish_run_all(window)
-                result["prompts"] = code_cell_prompts(window)
+                result["ran_all"] = every_code_cell_ran(window)
                 result["errors"] = shown_errors(window)
+                result["memory_mb"] = lab.kernel_memory_mb(path)
                 result["screenshot"] = screenshot(window, lesson.stem)
+                interact = next((f for prefix, f in INTERACTIONS.items() if lesson.name.startswith(prefix)), None)
+                result["widgets"] = interact(window) if interact else {}
                 save(window)
-                result["saved_errors"] = saved_errors(lab.root / path)
+                saved = lab.root / path
+                result.update(saved_errors=saved_errors(saved), stray=stray_outputs(saved),
+                              unfolded=unfolded_claims(saved))
         except Exception as error:  # noqa: BLE001
             result["failure"] = f"{type(error).__name__}: {error}"
             result["screenshot"] = screenshot(window, f"{lesson.stem}-FAILED")
@@ -417,42 +652,20 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
-def test_lesson_runs_all_cells_without_an_error(lesson_runs, lesson):
+def test_lesson_runs_clean(lesson_runs, lesson):
     result = lesson_runs[lesson.name]
     assert "failure" not in result, f"{lesson.name}: {result['failure']} (screenshot: {result.get('screenshot')})"
-    errors = result["errors"]
-    assert not errors, f"{lesson.name} shows an error (screenshot: {result['screenshot']}):\n" + "\n".join(
-        e[-2500:] for e in errors)
-    prompts = result["prompts"]
-    assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), \
-        f"{lesson.name}: Run All did not run every code cell: {prompts}"
+    assert not result["errors"], f"{lesson.name} shows an error (screenshot: {result['screenshot']}):\n" + "\n".join(
+        e[-2500:] for e in result["errors"])
+    assert result["ran_all"], f"{lesson.name}: Run All did not run every code cell"
     assert result["saved_errors"] == [], "the saved notebook holds error outputs"
+    assert result["stray"] == [], f"{lesson.name} shows stray output: {result['stray']}"
+    assert result["unfolded"] == [], f"{lesson.name}: claims not folded into one line per cell: {result['unfolded']}"
+    assert not result["validate_offered"], f"{lesson.name} offers Validate, with nothing to validate"
+    assert result["memory_mb"] < KERNEL_MEMORY_MB, f"{lesson.name}'s kernel holds {result['memory_mb']:.0f} MB"
+    for name, problems in result["widgets"].items():
+        assert problems == [], f"{lesson.name}, {name}: {problems}"
     assert result["screenshot"].exists()
-
-
-@pytest.mark.skipif(not any(p.name.startswith("07-") for p in LESSONS), reason="lesson 07 is not written yet")
-def test_lesson_07_slider_redraws_the_plot(page, lab):
-    lesson = next(p for p in LESSONS if p.name.startswith("07-"))
-    open_notebook(page, lab, f"lessons/{lesson.name}")
-    run_all(page)
-    slider = page.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile(r"^(depth|factor)$")))
-    slider.first.wait_for(timeout=30_000)
-    cell = page.locator(".jp-CodeCell", has=slider.first)
-    images = cell.locator(".jp-OutputArea-output img")
-    images.first.wait_for(timeout=30_000)
-    before = images.first.get_attribute("src")
-    readout = slider.first.locator(".widget-readout").inner_text()
-    handle = slider.first.locator(".noUi-handle")
-    handle.focus()
-    for _ in range(5):
-        handle.press("ArrowRight")
-    page.wait_for_function("([cell, before]) => { const img = cell.querySelector('.jp-OutputArea-output img');"
-                           " return img && img.getAttribute('src') !== before; }",
-                           arg=[cell.element_handle(), before], timeout=60_000, polling=200)
-    wait_for_kernel_idle(page, 60_000)
-    assert slider.first.locator(".widget-readout").inner_text() != readout
-    screenshot(page, f"{lesson.stem}-slider-moved")
-    assert images.first.get_attribute("src") != before
 
 
 def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
@@ -464,13 +677,13 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
                for cell, code in solution_sources(EXERCISE).items()}
     positions = {grade_id(c): i for i, c in enumerate(release.cells) if grade_id(c)}
     open_notebook(page, lab, path)
-    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    cells = page.locator(f"{PANEL} .jp-Notebook .jp-Cell")
 
-    # Untouched, the first test cell fails: the learner sees the NotImplementedError.
+    # Untouched, the test cells fail and say so.
     run_all(page)
-    assert any("NotImplementedError" in e for e in shown_errors(page))
+    assert any("Not written yet" in e for e in shown_errors(page))
 
-    # Type the solutions, run everything again: no test cell fails any more.
+    # Type the solutions, run everything again: no test cell fails any more, and each says what passed.
     for cell_id, code in answers.items():
         editor = cells.nth(positions[cell_id]).locator(".cm-content")
         editor.click()
@@ -478,17 +691,17 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
         page.keyboard.insert_text(code)
         page.keyboard.press("Escape")
     run_all(page)
-    prompts = code_cell_prompts(page)
     assert shown_errors(page) == []
-    assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), prompts
+    assert every_code_cell_ran(page), code_cell_prompts(page)
     for cell_id in positions:
-        if cell_id.startswith("test_"):
-            outputs = cells.nth(positions[cell_id]).locator(".jp-OutputArea-output").all_inner_texts()
-            assert not any("Error" in o for o in outputs), f"{cell_id}: {outputs}"
+        if cell_id.startswith("test_") and not cell_id.endswith("_hidden"):
+            shown = cells.nth(positions[cell_id]).locator(".jp-OutputArea-output").all_inner_texts()
+            assert not any("Error" in o or "Failure" in o for o in shown), f"{cell_id}: {shown}"
+            assert any(o.startswith("✓ ") for o in shown), f"{cell_id} does not say it passed: {shown}"
     screenshot(page, f"exercise-{EXERCISE}-tests-pass")
 
     # Validate (saves, then runs nbgrader validate on the server): success.
-    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar").get_by_text("Validate", exact=True).click()
+    page.locator(f"{PANEL} .jp-Toolbar").get_by_text("Validate", exact=True).click()
     dialog = page.locator(".jp-Dialog")
     dialog.wait_for(timeout=120_000)
     dialog.locator(".validation-success, .validation-failed, pre").first.wait_for(timeout=120_000)
@@ -567,57 +780,3 @@ def test_stepper_three_clicks_follow_the_engine(page, lab):
 
 def lesson_path(prefix: str) -> str:
     return f"lessons/{next(p.name for p in LESSONS if p.name.startswith(prefix))}"
-
-
-@pytest.mark.skipif(not any(p.name.startswith("10-") for p in LESSONS), reason="lesson 10 is not written yet")
-def test_lesson_10_proves_every_claim_on_the_page(page, lab):
-    """Every verification cell of lesson 10 prints its ✓ line in the browser, and the plots are drawn."""
-    path = lesson_path("10-")
-    claims = sum(cell.source.count("claim(") + cell.source.count("claim_close(")
-                 for cell in nbformat.read(lab.root / path, as_version=4).cells if cell.cell_type == "code")
-    open_notebook(page, lab, path)
-    run_all(page)
-    assert shown_errors(page) == []
-    shown = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output").all_inner_texts()
-    ticks = sum(text.count("✓ ") for text in shown)
-    assert ticks == claims, f"{ticks} ✓ lines shown for {claims} claims"
-    assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img").count() >= 1
-    screenshot(page, "lesson-10-claims")
-
-
-def capstone_step_order() -> list[str]:
-    """The op names PyTorch runs for lesson 11's one training step (any values: the order depends on the graph)."""
-    import torch
-    import torch.nn.functional as F
-
-    from autograder.graph import topological
-
-    X, y = torch.randn(5, 64, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4])
-    W1, W2 = (torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in ((64, 32), (32, 10)))
-    b1, b2 = (torch.zeros(size, dtype=torch.float64, requires_grad=True) for size in (32, 10))
-    loss = F.cross_entropy(torch.tanh(X @ W1 + b1) @ W2 + b2, y)
-    nodes = topological(loss.grad_fn, lambda fn: [c for c, _ in fn.next_functions if c is not None])
-    ran = []
-    for node in nodes:
-        node.register_prehook(lambda grads, node=node: ran.append(node.name()))
-    loss.backward()
-    return ran
-
-
-@pytest.mark.skipif(not any(p.name.startswith("11-") for p in LESSONS), reason="lesson 11 is not written yet")
-def test_lesson_11_stepper_follows_one_training_step(page, lab):
-    """Lesson 11's second stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes
-    in the order PyTorch runs them."""
-    order = capstone_step_order()
-    open_notebook(page, lab, lesson_path("11-"))
-    run_all(page)
-    assert shown_errors(page) == []
-    steppers = page.locator(".widget-vbox", has=page.locator(".stepper-status"))
-    assert steppers.count() == 2, "lesson 11 shows a Value stepper and a PyTorch stepper"
-    torch_stepper = steppers.nth(1)
-    for k in range(1, 4):
-        torch_stepper.locator(".widget-button", has_text="step ▶").click()
-        torch_stepper.locator(".stepper-step", has_text=re.compile(rf"^{k}$")).wait_for(timeout=30_000)
-        running = torch_stepper.locator(".stepper-running").inner_text()
-        assert re.sub(r" #\d+$", "", running.split(" = ")[-1]) == order[k - 1], (k, running, order[:3])
-    screenshot(page, "lesson-11-stepper")
