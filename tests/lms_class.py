@@ -43,7 +43,7 @@ ERIN = Student("erin", "Erin", "O'Neil", "erin@uni.example", "105", "S105", "eon
 CLASS = [ANN, BOB, CY, DAN, ERIN]
 FAY = Student("fay", "Fay", "Ruiz", "fay@uni.example", "106", "S106", "fruiz", "A")
 GUS = Student("gus", "Gus", "Park", "gus@uni.example", "107", "S107", "gpark", "B")
-HAL = Student("hal", "Hal", "Berg", "hal@uni.example", "108", "S108", "hberg", "A")
+HAL = Student("hal", "Hal", "D'Arcy", "hal@uni.example", "108", "S108", "hdarcy", "A")
 TERM = [ANN, BOB, CY, DAN, ERIN, FAY, GUS, HAL]  # eight, as the issue's walk
 #: Moodle's participant numbers for 01-chain-rule (allocated in random order, one per assignment and user).
 PARTICIPANTS = {"ann": "4031", "bob": "4017", "cy": "4052", "dan": "4008", "erin": "4044", "fay": "4023",
