@@ -77,11 +77,11 @@ def test_a_canvas_download_goes_into_submitted_under_roster_ids(course_dir, tmp_
                                      "erin": {NOTEBOOK: notebook("erin, zipped")}}
     assert status == 1, printed  # files that match no student: a look is needed
     assert "collected 4 students into submitted/" in printed
-    assert "01-submissions/diazcy_103_5003_01-chain-rule-1.ipynb (kept) over " \
-           "01-submissions/diazcy_103_4100_01-chain-rule.ipynb" in printed
-    assert "01-submissions/smithzed_999_5006_01-chain-rule.ipynb: Canvas user 999 is not in the roster" in printed
-    assert "01-submissions/readme.txt: not a Canvas download name" in printed
-    assert f"not notebooks (not collected): 01-submissions/{canvas_name(ERIN, 5005, 'notes.pdf')} (erin)" in printed
+    assert "submissions.zip/diazcy_103_5003_01-chain-rule-1.ipynb (kept) over " \
+           "submissions.zip/diazcy_103_4100_01-chain-rule.ipynb" in printed
+    assert "submissions.zip/smithzed_999_5006_01-chain-rule.ipynb: Canvas user 999 is not in the roster" in printed
+    assert "submissions.zip/readme.txt: not a Canvas download name" in printed
+    assert f"not notebooks (not collected): submissions.zip/{canvas_name(ERIN, 5005, 'notes.pdf')} (erin)" in printed
     assert "marked late by the LMS" in printed and printed.split("marked late by the LMS")[1].splitlines()[0] \
         .endswith(": bob")
     assert "in the roster with nothing collected from the download: dan" in printed
@@ -177,9 +177,9 @@ def test_a_worse_later_download_never_replaces_a_usable_submission(course_dir, t
     assert submitted(course_dir) == {"ann": {NOTEBOOK: notebook("ann")}, "bob": {NOTEBOOK: notebook("bob")},
                                      "cy": {NOTEBOOK: notebook("cy")}}
     assert status == 1, printed
-    assert "cy: kept the earlier submission: the new download has no usable 01-chain-rule.ipynb (Untitled.ipynb: a " \
+    assert "cy: the new download has no usable 01-chain-rule.ipynb (Untitled.ipynb: a " \
            "name the assignment does not have); collect --replace takes it" in printed
-    assert "ann: kept the earlier submission" in printed and "01-chain-rule.ipynb: not a notebook" in printed
+    assert "ann: the new download has no usable" in printed and "01-chain-rule.ipynb: not a notebook" in printed
     aside = kept(course_dir, "set-aside")
     assert any(p.endswith(canvas_name(CY, 5100, "Untitled.ipynb")) for p in aside)
     assert any(p.endswith(canvas_name(ANN, 5101, NOTEBOOK)) for p in aside)

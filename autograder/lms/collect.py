@@ -428,9 +428,9 @@ class LmsExtractor(ExtractorPlugin):
                 groups[download.who, notebook].append((download.order + (renamed,), path))
         for files in groups.values():
             files.sort(key=lambda item: item[0])
-            kept = files[-1][1].relative_to(extracted).as_posix()
+            kept = self._label(files[-1][1].relative_to(extracted), self._given)
             for _, path in files[:-1]:
-                self.record.superseded.append(Superseded(path.relative_to(extracted).as_posix(), kept))
+                self.record.superseded.append(Superseded(self._label(path.relative_to(extracted), self._given), kept))
                 path.unlink()
 
     def _protect_earlier(self, ctx: Context, extracted: Path) -> None:
@@ -461,8 +461,8 @@ class LmsExtractor(ExtractorPlugin):
             if had - usable and not replace:
                 lost = ", ".join(sorted(had - usable))
                 why = "; ".join(problems) or "no notebook"
-                self.record.kept_earlier[student] = (f"kept the earlier submission: the new download has no usable "
-                                                     f"{lost} ({why}); collect --replace takes it")
+                self.record.kept_earlier[student] = (f"the new download has no usable {lost} ({why}); collect "
+                                                     "--replace takes it")
                 for path, _ in found:
                     self._set_aside(ctx, path, extracted, student, f"not usable, and {student}'s earlier {lost} is")
                 continue
@@ -501,12 +501,15 @@ class LmsCollector(FileNameCollectorPlugin):
         download = parse(relative, self.ctx.lms)
         student, why = self.ctx.lookup.find(download) if download else \
             (None, f"not a {self.ctx.lms.capitalize()} download name")
+        extractor = getattr(self.parent, "extractor_plugin_inst", None)
+        name = extractor._label(relative, getattr(extractor, "_given", {})) if hasattr(extractor, "_label") \
+            else relative.as_posix()
         if student is None:
-            self.seen.unmatched.append((relative.as_posix(), why))
-            self.log.warning("matches no student: %s (%s)", relative.as_posix(), why)
+            self.seen.unmatched.append((name, why))
+            self.log.warning("matches no student: %s (%s)", name, why)
             return None
         if path.suffix not in self.valid_ext:
-            self.seen.not_notebooks.append((relative.as_posix(), student.id))
+            self.seen.not_notebooks.append((name, student.id))
             return None
         notebook, _ = canonical(download.uploaded, self.ctx.notebooks)
         if notebook not in self.ctx.notebooks:
