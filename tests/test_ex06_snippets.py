@@ -1,13 +1,19 @@
-"""Exercise 06's snippet bank on the installed PyTorch: each snippet's recorded verdict is what running it gives, a
-snippet that raises raises the error of its mechanism, and the tests see every snippet (hidden) and every group
-(visible) with at least two snippets per group and per mechanism, so that a misconception can be named."""
+"""Exercise 06's snippet bank on the installed PyTorch: each snippet's recorded verdict is what running it gives, on
+the corner inputs and on the inputs the hidden tests draw; a snippet that raises raises the error of its mechanism;
+the domain the part states (steps >= 2) is the one where the verdicts hold; no snippet is one of lesson 06's; and the
+tests see every snippet (hidden, corner first) and every group (visible) with at least two snippets per group and per
+mechanism, so that a misconception can be named."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from collections import Counter
 
+import nbformat
 import pytest
 
+from autograder import course
 from autograder.checks import ex06_in_place as ex06
 
 #: The exception a raising snippet throws, by mechanism: its type and a phrase of its message.
@@ -18,7 +24,7 @@ ERRORS = {"leaf guard": ("RuntimeError", "leaf Variable that requires grad is be
 
 @pytest.mark.parametrize("snippet", ex06.SNIPPETS, ids=lambda snippet: snippet.id)
 def test_recorded_verdict_and_mechanism_hold(snippet):
-    verdict, evidence = ex06.measure(snippet, ex06._snippet_inputs(None))
+    verdict, evidence = ex06.measure(snippet, ex06.CORNER_INPUTS)
     assert verdict == snippet.verdict
     if verdict == "raises":
         kind, phrase = ERRORS[snippet.mechanism]
@@ -28,17 +34,44 @@ def test_recorded_verdict_and_mechanism_hold(snippet):
     assert (verdict == "fine") == (snippet.mechanism == "fine")
 
 
+def test_verdicts_hold_on_the_inputs_the_hidden_tests_draw():
+    """20 seeds of drawn inputs (x of 3 to 5 entries, steps 2 to 4): measure() raises a CourseBug on any change."""
+    for seed in range(20):
+        for snippet, inputs in ex06._snippets_to_check(1_000 + seed):
+            ex06.measure(snippet, inputs)
+
+
+def test_the_stated_domain_is_needed_two_snippets_change_verdict_at_one_step():
+    one_step = dataclasses.replace(ex06.CORNER_INPUTS, steps=1)
+    changed = [s for s in ex06.SNIPPETS if ex06._measure(s, one_step)[0] != s.verdict]
+    assert ex06.CORNER_INPUTS.steps == 2
+    assert {s.group for s in changed} == {"no_reset"} and len(changed) == 2
+
+
+def test_no_snippet_is_one_of_the_lessons():
+    lesson = nbformat.read(course.ROOT / "lessons" / "06-in-place.ipynb", as_version=4)
+    cell = next(c.source for c in lesson.cells if c.cell_type == "code" and "SNIPPETS = [" in c.source)
+    assignment = next(node for node in ast.parse(cell).body
+                      if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SNIPPETS")
+    shown = {" ".join(source.split()) for source, _ in ast.literal_eval(assignment.value)}
+    assert len(shown) >= 8
+    assert not shown & {" ".join(s.source.split()) for s in ex06.SNIPPETS}
+
+
 def test_two_snippets_per_group_and_per_mechanism():
     assert min(Counter(s.group for s in ex06.SNIPPETS).values()) >= 2
     assert Counter(s.mechanism for s in ex06.SNIPPETS).keys() == set(ex06.MECHANISMS)
     assert min(Counter(s.mechanism for s in ex06.SNIPPETS).values()) >= 2
 
 
-def test_visible_tests_show_every_group_and_hidden_tests_every_snippet():
+def test_visible_tests_show_every_group_and_hidden_tests_every_snippet_corner_first():
     visible = [snippet for snippet, _ in ex06._snippets_to_check(None)]
-    hidden = [snippet for snippet, _ in ex06._snippets_to_check(12345)]
+    hidden = ex06._snippets_to_check(12345)
     assert {s.group for s in visible} == set(ex06.GROUPS) and len(visible) == len(ex06.GROUPS)
-    assert hidden == ex06.SNIPPETS
+    assert [s for s, _ in hidden[:len(ex06.SNIPPETS)]] == ex06.SNIPPETS
+    assert all(inputs is ex06.CORNER_INPUTS for _, inputs in hidden[:len(ex06.SNIPPETS)])
+    assert [s for s, _ in hidden[len(ex06.SNIPPETS):]] == ex06.SNIPPETS
+    assert all(inputs.steps >= 2 for _, inputs in hidden)
 
 
 def test_answers_are_read_leniently_but_completely():

@@ -1,5 +1,6 @@
-"""Checks for exercise 06, in-place operations and leaf tensors: a manual SGD step, a manual training loop, and
-sorting snippets into "raises" / "silently wrong" / "fine" with the mechanism that decides each.
+"""Checks for exercise 06, in-place operations and leaf tensors: a manual SGD step with weight decay, a manual
+training loop that keeps a history of the weights, and sorting snippets the lesson did not show into "raises" /
+"silently wrong" / "fine" with the mechanism that decides each.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
 the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
@@ -7,9 +8,11 @@ the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
 Two decisions the exercise states to learners:
 
 * a reset gradient is ``None`` (what ``optimizer.zero_grad()`` does since PyTorch 2.0) or all zeros: both pass;
-* an update through ``p.data`` gives the same numbers as one under ``torch.no_grad()``, so it passes Parts A and B.
-  Where ``.data`` really is wrong — an intermediate that backward needs, overwritten behind the version counter's
-  back — is what Part C asks about.
+* an update written into ``p.data`` (``p.data -= ...``, ``p.data.sub_(...)``) writes the parameter's own memory and
+  gives the same numbers as one under ``torch.no_grad()``, so it passes Parts A and B; assigning ``p.data = ...``
+  does not write in place (a view of the parameter keeps the old values) and fails Part A. Where ``.data`` really
+  is wrong — an intermediate that backward needs, overwritten behind the version counter's back — is what Part C
+  asks about.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def _describe(names: Sequence[str], tensors: Sequence[Tensor]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Part A: sgd_step(params, lr)
+# Part A: sgd_step(params, lr, weight_decay=0.0)
 
 OUTSIDE_NO_GRAD = Misconception(
     "in-place update outside torch.no_grad()",
@@ -85,6 +88,28 @@ NOT_RESET = Misconception(
     "gradient not reset",
     "backward() adds into .grad, so the next step would use the sum of both gradients. Set p.grad = None (or "
     "p.grad.zero_()) after the update.")
+NEW_STORAGE = Misconception(
+    "p.data = ... is not an in-place update",
+    "Assigning to p.data gives the parameter new memory: p shows the new numbers, but every view of the old memory "
+    "(a tied weight, a slice another module holds, an optimizer's buffer) keeps the old ones. Write into the "
+    "existing memory: `p -= ...` or `p.sub_(...)` under torch.no_grad() (p.data.sub_(...) writes in place too).")
+DECAY_IGNORED = Misconception(
+    "weight decay ignored",
+    "With weight_decay = λ the step is p ← p − lr·(p.grad + λ·p): the decay term shrinks every parameter that has a "
+    "gradient, also when λ·p is small next to the gradient.")
+DECAY_NO_LR = Misconception(
+    "weight decay not scaled by lr",
+    "The decay is part of the gradient, so lr scales it too: p ← p − lr·(p.grad + λ·p), not p − lr·p.grad − λ·p.")
+DECAY_SIGN = Misconception(
+    "weight decay with the wrong sign", "Weight decay pulls every weight towards 0: subtract lr·λ·p, never add it.")
+DECAY_AFTER = Misconception(
+    "weight decay taken from the updated weight",
+    "Both terms use the weight as it was before the step: p ← p − lr·(p.grad + λ·p). Shrinking after the "
+    "gradient step multiplies the gradient step by (1 − lr·λ) too.")
+DECAY_FROZEN = Misconception(
+    "weight decay applied to a parameter without a gradient",
+    "A parameter whose .grad is None took no part in this loss; torch.optim.SGD skips it entirely, decay included. "
+    "Skip it before computing anything.")
 
 
 @dataclass
@@ -96,31 +121,66 @@ class StepCase:
     start: list[Tensor]
     loss: Callable[..., Tensor]
     lr: float
+    weight_decay: float = 0.0
     frozen: Tensor | None = None  # a parameter whose .grad stays None
 
+    def expected(self, point: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
+        """One step of torch.optim.SGD(lr, weight_decay) from ``point``."""
+        return [p - self.lr * (g + self.weight_decay * p) for p, g in zip(point, grads)]
 
-def _linear_case(gen: torch.Generator, n: int, d_in: int, d_out: int, lr: float) -> StepCase:
+    @property
+    def call(self) -> str:
+        decay = f", weight_decay={self.weight_decay:g}" if self.weight_decay else ""
+        return f"lr={self.lr:g}{decay}"
+
+
+def _linear_case(gen: torch.Generator, n: int, d_in: int, d_out: int, lr: float, weight_decay: float) -> StepCase:
     x, y = uniform(gen, (n, d_in)), uniform(gen, (n, d_out))
     weight, bias = 0.5 * uniform(gen, (d_in, d_out)), uniform(gen, (d_out,))
     return StepCase(f"loss = mean((x @ W + b - y)**2), x of shape {(n, d_in)}", ["W", "b"], [weight, bias],
-                    lambda w, b: ((x @ w + b - y) ** 2).mean(), lr, frozen=uniform(gen, (d_out,)))
+                    lambda w, b: ((x @ w + b - y) ** 2).mean(), lr, weight_decay, frozen=uniform(gen, (d_out,)))
+
+
+def _step_corners() -> list[StepCase]:
+    """The corners of Part A's domain, run at every seed: the lesson's 0-d parameter (weight_decay at its default 0)
+    beside a 0-d parameter whose .grad is None; a parameter whose gradient is exactly zero (it still decays) next to
+    a row vector and a matrix of opposite-sign entries, with weight decay."""
+    def t(*values):
+        return torch.tensor(values, dtype=torch.float64)
+    lesson = StepCase("loss = (2w - 10)**2 (lesson 05's loop)", ["w"], [torch.tensor(0.5, dtype=torch.float64)],
+                      lambda w: (2 * w - 10.0) ** 2, 0.01, frozen=torch.tensor(1.5, dtype=torch.float64))
+    x, y = t(1.0, -2.0, 0.5).reshape(3, 1), t(0.5, 1.5, -1.0).reshape(3, 1)
+    zero = StepCase("loss = mean((x @ W + b - y)**2) + 0 * sum(c), x of shape (3, 1): c's gradient is exactly 0",
+                    ["W", "b", "c"], [t(-0.8).reshape(1, 1), t(0.6), t(1.0, -2.0)],
+                    lambda w, b, c: ((x @ w + b - y) ** 2).mean() + 0.0 * c.sum(), 0.1, 0.3, frozen=t(2.0, -1.0))
+    return [lesson, zero]
 
 
 def _step_cases(seed: int | None) -> list[StepCase]:
-    """Two cases with a parameter whose .grad is None (so that skipping it is seen twice)."""
+    """The corners first, at every seed, then two linear layers, each with a parameter whose .grad is None (so that
+    skipping it is seen twice) and weight decay."""
+    cases = _step_corners()
     if seed is None:
-        lesson = StepCase("loss = (2w - 10)**2 (lesson 05's loop)", ["w"], [torch.tensor(0.5, dtype=torch.float64)],
-                          lambda w: (2 * w - 10.0) ** 2, 0.01, frozen=torch.tensor(1.5, dtype=torch.float64))
-        return [lesson, _linear_case(torch.Generator().manual_seed(6), 4, 3, 2, 0.1)]
+        return cases + [_linear_case(torch.Generator().manual_seed(6), 4, 3, 2, 0.1, 0.05)]
     gen = generator("06/sgd_step", seed)
-    return [_linear_case(gen, choice(gen, [3, 4, 5]), choice(gen, [2, 3, 4]), choice(gen, [1, 2, 3]),
-                         round(float(uniform(gen, (), 0.05, 0.3)), 3)) for _ in range(2)]
+    return cases + [_linear_case(gen, choice(gen, [3, 4, 5]), choice(gen, [2, 3, 4]), choice(gen, [1, 2, 3]),
+                                 round(float(uniform(gen, (), 0.05, 0.3)), 3),
+                                 round(float(uniform(gen, (), 0.05, 0.5)), 3)) for _ in range(2)]
 
 
-def _step_symptoms(before: Tensor, grad: Tensor, lr: float, p: Tensor) -> list:
-    return [RESET_FIRST.when(lambda got: _grad_is_reset(p) and torch.equal(got, before)),
-            REBINDING.when(lambda got: not _grad_is_reset(p) and torch.equal(got, before)),
-            UPHILL.looks_like(before + lr * grad), NO_LR.looks_like(before - grad)]
+def _step_symptoms(case: StepCase, before: Tensor, grad: Tensor, p: Tensor) -> list:
+    """What the catalogued step mistakes give for one parameter. Rebinding (the parameter unchanged, its .grad
+    kept) and a reset before the update (a step by a zero gradient: only the decay, .grad cleared) are told apart by
+    its .grad afterwards, and only for a gradient that is not zero (a zero gradient stays 'reset' either way)."""
+    lr, wd = case.lr, case.weight_decay
+    moving = bool(grad.abs().max() > 0)
+    zero_step = before - lr * wd * before  # what a step by a gradient cleared too early gives
+    return [RESET_FIRST.when(lambda got: moving and _grad_is_reset(p) and torch.allclose(got, zero_step)),
+            REBINDING.when(lambda got: moving and not _grad_is_reset(p) and torch.equal(got, before)),
+            UPHILL.looks_like(before + lr * (grad + wd * before)), NO_LR.looks_like(before - (grad + wd * before)),
+            DECAY_IGNORED.looks_like(before - lr * grad), DECAY_NO_LR.looks_like(before - lr * grad - wd * before),
+            DECAY_SIGN.looks_like(before - lr * (grad - wd * before)),
+            DECAY_AFTER.looks_like((before - lr * grad) * (1 - lr * wd))]
 
 
 def _expect_parameters(params: list, originals: list[Tensor], names: list[str], what: str) -> None:
@@ -135,6 +195,17 @@ def _expect_parameters(params: list, originals: list[Tensor], names: list[str], 
                                  f"{original.requires_grad}; a parameter must stay a leaf that requires grad.")
 
 
+def _expect_same_memory(used: list[Tensor], views: list[Tensor], names: list[str], what: str) -> None:
+    """Behaviour of an in-place update: a view taken of each parameter before the step (what a tied weight or another
+    module would hold) shows the new values afterwards."""
+    __tracebackhide__ = True
+    for name, p, view in zip(names, used, views):
+        if not torch.equal(view, p.detach()):
+            raise _proven(f"{what}: {name} shows the new values, but a view of {name} taken before the step still "
+                          f"holds {fmt(view)}: the update went to new memory, not into the parameter's own.",
+                          NEW_STORAGE)
+
+
 def _replica(case: StepCase, frozen: bool) -> tuple[list[Tensor], list[Tensor], list[str]]:
     """(params as passed, the parameters the loss uses, names): fresh leaves with their gradients computed."""
     used = [t.clone().requires_grad_(True) for t in case.start]
@@ -145,6 +216,13 @@ def _replica(case: StepCase, frozen: bool) -> tuple[list[Tensor], list[Tensor], 
     return params, used, names
 
 
+def _step(sgd_step, params: list, case: StepCase, what: str, **options) -> None:
+    """Call the learner's step with weight_decay only when the case uses it (the lesson's call is sgd_step(params,
+    lr)), so that weight_decay=0.0 is also checked as the default."""
+    kwargs = {"weight_decay": case.weight_decay} if case.weight_decay else {}
+    call_learner(sgd_step, params, case.lr, what=what, may_change=["params"], **options, **kwargs)
+
+
 def _works_when(sgd_step, case: StepCase, *, frozen: bool, no_grad: bool) -> bool:
     """Whether the learner's step is right on a fresh replica of the case with one thing changed: without the
     parameter whose .grad is None, or called inside torch.no_grad(). It isolates why a step raised."""
@@ -152,18 +230,17 @@ def _works_when(sgd_step, case: StepCase, *, frozen: bool, no_grad: bool) -> boo
     point = [t.clone() for t in case.start]
     try:
         with torch.no_grad() if no_grad else contextlib.nullcontext():
-            call_learner(sgd_step, params, case.lr, what="sgd_step", may_change=["params"])
+            _step(sgd_step, params, case, "sgd_step")
     except GradingFailure:
         return False
-    grads = autograd_gradient(case.loss, *point)
-    return all(torch.allclose(p.detach(), before - case.lr * g) for p, before, g in zip(used, point, grads))
+    want = case.expected(point, autograd_gradient(case.loss, *point))
+    return all(torch.allclose(p.detach(), w) for p, w in zip(used, want))
 
 
 def _call_step(sgd_step, case: StepCase, params: list[Tensor], what: str) -> None:
     __tracebackhide__ = True
     try:
-        call_learner(sgd_step, params, case.lr, what=what, forbid=[Route.OPTIMIZER, Route.AUTOGRAD],
-                     may_change=["params"])
+        _step(sgd_step, params, case, what, forbid=[Route.OPTIMIZER, Route.AUTOGRAD])
     except GradingFailure as failure:
         if failure.proven is not None:
             raise
@@ -182,13 +259,16 @@ def _step_and_compare(sgd_step, case: StepCase, params: list[Tensor], names: lis
     __tracebackhide__ = True
     grads = autograd_gradient(case.loss, *point)
     fd_grads = central_difference(case.loss, *point)
+    views = [p.detach() for p in used]  # share the parameters' memory: an in-place update shows in them
     arg = list(params)
     _call_step(sgd_step, case, arg, what)
     _expect_parameters(arg, params, names, what)
-    for name, p, before, grad, fd in zip(case.names, used, point, grads, fd_grads):
-        expect_close(p.detach(), before - case.lr * grad, what=f"{what}: new {name}", fd=before - case.lr * fd,
-                     symptoms=_step_symptoms(before, grad, case.lr, p),
+    for name, p, before, want, fd, grad in zip(case.names, used, point, case.expected(point, grads),
+                                               case.expected(point, fd_grads), grads):
+        expect_close(p.detach(), want, what=f"{what}: new {name}", fd=fd,
+                     symptoms=_step_symptoms(case, before, grad, p),
                      extra=f"  {name} before the step: {fmt(before)}; its gradient: {fmt(grad)}")
+    _expect_same_memory(used, views, case.names, what)
     return [p.detach().clone() for p in used]
 
 
@@ -199,19 +279,27 @@ def _expect_reset(case: StepCase, used: list[Tensor], what: str) -> None:
             raise _proven(f"{what}: afterwards {name}.grad still holds {fmt(p.grad)}.", NOT_RESET)
 
 
+def _expect_frozen_alone(case: StepCase, frozen: list[Tensor], what: str) -> None:
+    __tracebackhide__ = True
+    for f in frozen:
+        if f.grad is None and f.requires_grad and torch.equal(f.detach(), case.frozen):
+            continue
+        decayed = case.weight_decay and torch.allclose(f.detach(), case.frozen * (1 - case.lr * case.weight_decay))
+        message = (f"{what}: the parameter whose .grad was None changed (to {fmt(f)}, .grad "
+                   f"{fmt(f.grad) if f.grad is not None else None}); leave it alone.")
+        raise _proven(message, DECAY_FROZEN) if decayed else GradingFailure(message)
+
+
 def _run_sgd_step(sgd_step, case: StepCase) -> None:
     __tracebackhide__ = True
     params, used, names = _replica(case, frozen=True)
     frozen = [p for p, name in zip(params, names) if name == "frozen"]
-    what = f"sgd_step(params={_describe(names, params)}, lr={case.lr:g}) after backward of {case.description}"
+    what = f"sgd_step(params={_describe(names, params)}, {case.call}) after backward of {case.description}"
     point = _step_and_compare(sgd_step, case, params, names, used, [t.clone() for t in case.start], what)
-    for f in frozen:
-        if not (f.grad is None and torch.equal(f.detach(), case.frozen) and f.requires_grad):
-            raise GradingFailure(f"{what}: the parameter whose .grad was None changed (to {fmt(f)}, .grad "
-                                 f"{fmt(f.grad) if f.grad is not None else None}); leave it alone.")
+    _expect_frozen_alone(case, frozen, what)
     _expect_reset(case, used, what)
     # The next iteration of a training loop must work on the same parameters.
-    what_next = f"a second sgd_step after a fresh forward and backward ({case.description})"
+    what_next = f"a second sgd_step({case.call}) after a fresh forward and backward ({case.description})"
     call_learner(lambda: case.loss(*used).backward(), what="After your sgd_step, the next forward/backward",
                  may_change=True)
     _step_and_compare(sgd_step, case, params, names, used, point, what_next)
@@ -219,8 +307,19 @@ def _run_sgd_step(sgd_step, case: StepCase) -> None:
 
 @check
 def check_sgd_step(sgd_step, seed: int | None = None) -> None:
-    """Part A: sgd_step(params, lr) updates every parameter with a gradient in place (no torch.optim, no autograd),
-    resets its gradient, leaves the others and the list alone."""
+    """Part A: sgd_step(params, lr, weight_decay=0.0) updates every parameter with a gradient in place by
+    p ← p − lr·(p.grad + weight_decay·p) (no torch.optim, no autograd), resets its gradient, leaves the others and the
+    list alone.
+
+    Domain (the part's text): ``params`` a list of float64 leaf tensors that require grad, of any shape (0-d
+    included), whose .grad a backward just filled (any sign, exactly zero included) or left None; ``lr`` > 0;
+    ``weight_decay`` >= 0, 0 by default (called without it). Corners pinned at every seed: :func:`_step_corners`.
+    Contracts checked: the new values (autograd and finite differences); in place, by behaviour (a view of each
+    parameter taken before the step shows the new values, so `p.data = ...` fails) and the list holds the same leaf
+    objects that still require grad; .grad reset (None or zeros); a parameter whose .grad is None unchanged; no
+    torch.optim step and no autograd inside (Routes); nothing else changed (call_learner); a second forward,
+    backward and step work on the same parameters.
+    """
     __tracebackhide__ = True
     for case in _step_cases(seed):
         with trial():
@@ -244,6 +343,19 @@ NEVER_MOVED = Misconception(
 LOSS_AFTER = Misconception(
     "loss recorded after the step",
     "Record each step's loss before updating, as an optimizer loop does (the loss that backward() differentiated).")
+SNAPSHOT_SHARED = Misconception(
+    "a snapshot that shares memory with the parameter",
+    "p.detach() (like p.data, or p itself) is the parameter's own memory under another name: the next in-place "
+    "update rewrites that snapshot too, so every entry ends up holding the latest values. Copy the memory: "
+    "p.detach().clone().")
+SNAPSHOT_IN_GRAPH = Misconception(
+    "a snapshot that requires grad",
+    "p.clone() is recorded by autograd: the copy requires grad and keeps a node of the graph alive (and "
+    "copy.deepcopy of a parameter is another parameter). A record of values belongs outside the graph: "
+    "p.detach().clone().")
+SNAPSHOT_BEFORE = Misconception(
+    "snapshots taken before the update",
+    "history[k] holds the values right after update k: copy the parameters after the step, not before it.")
 
 
 @dataclass
@@ -258,43 +370,49 @@ class Regression:
         return ((self.x @ w + b - self.y) ** 2).mean()
 
 
-def _regression(gen: torch.Generator, n: int, d: int, lr: float, steps: int) -> Regression:
+def _regression(gen: torch.Generator, n: int, d: int, lr: float, steps: int, bias_shape: tuple = (1,)) -> Regression:
     x = uniform(gen, (n, d), -1.0, 1.0)
     y = x @ uniform(gen, (d,), -2.0, 2.0) + 0.5 + 0.1 * uniform(gen, (n,))
-    return Regression(x, y, (0.1 * uniform(gen, (d,)), 0.1 * uniform(gen, (1,))), lr, steps)
+    return Regression(x, y, (0.1 * uniform(gen, (d,)), 0.1 * uniform(gen, bias_shape)), lr, steps)
 
 
 def _regressions(seed: int | None) -> list[Regression]:
-    """Two problems, so that every mistake shows twice."""
+    """The corner first, at every seed: one step (where a snapshot that shares memory still holds the right values,
+    so only what happens to it afterwards tells), a single feature and a 0-d bias. Then two problems, so that every
+    mistake shows twice."""
+    cases = [_regression(torch.Generator().manual_seed(60), 4, 1, 0.2, 1, bias_shape=())]
     if seed is None:
         gen = torch.Generator().manual_seed(6)
-        return [_regression(gen, 6, 2, 0.1, 5), _regression(gen, 5, 1, 0.15, 4)]
+        return cases + [_regression(gen, 6, 2, 0.1, 5), _regression(gen, 5, 1, 0.15, 4)]
     gen = generator("06/train_manually", seed)
-    return [_regression(gen, choice(gen, [5, 6, 7, 8]), choice(gen, [1, 2, 3]),
-                        round(float(uniform(gen, (), 0.05, 0.15)), 3), choice(gen, [3, 4, 5])) for _ in range(2)]
+    return cases + [_regression(gen, choice(gen, [5, 6, 7, 8]), choice(gen, [1, 2, 3]),
+                                round(float(uniform(gen, (), 0.05, 0.15)), 3), choice(gen, [2, 3, 4, 5]))
+                    for _ in range(2)]
 
 
-def _trajectory(problem: Regression, gradient: Callable, reset: bool = True) -> tuple[list[float], list[Tensor]]:
-    """Losses before each step and the final parameters of plain gradient descent (or of a loop without reset)."""
+def _trajectory(problem: Regression, gradient: Callable, reset: bool = True) -> tuple[list[float], list[list]]:
+    """Losses before each step and the parameters after each step of plain gradient descent (or of a loop without
+    reset)."""
     params = [t.clone() for t in problem.start]
     total = [torch.zeros_like(t) for t in params]
-    losses = []
+    losses, history = [], []
     for _ in range(problem.steps):
         losses.append(float(problem.loss(*params)))
         grads = gradient(problem.loss, *params)
         total = list(grads) if reset else [a + g for a, g in zip(total, grads)]
         params = [p - problem.lr * g for p, g in zip(params, total)]
-    return losses, params
+        history.append(params)
+    return losses, history
 
 
-def _optimizer_trajectory(problem: Regression) -> tuple[list[float], list[Tensor]]:
+def _optimizer_trajectory(problem: Regression) -> tuple[list[float], list[list]]:
     """The same loop driven by torch.optim's SGD: the reference the learner's loop must reproduce.
 
     It calls ``torch.optim.sgd.sgd``, the function ``torch.optim.SGD.step`` runs, because constructing the
     ``torch.optim.SGD`` object imports torch._dynamo: seconds on a busy machine, for the same arithmetic.
     """
     params = [t.clone().requires_grad_(True) for t in problem.start]
-    losses = []
+    losses, history = [], []
     for _ in range(problem.steps):
         loss = problem.loss(*params)
         grads = torch.autograd.grad(loss, params)
@@ -302,7 +420,54 @@ def _optimizer_trajectory(problem: Regression) -> tuple[list[float], list[Tensor
             sgd(params, list(grads), [None] * len(params), weight_decay=0.0, momentum=0.0, lr=problem.lr,
                 dampening=0.0, nesterov=False, maximize=False)
         losses.append(loss.item())
-    return losses, [p.detach() for p in params]
+        history.append([p.detach().clone() for p in params])
+    return losses, history
+
+
+def _flat(history: list[list[Tensor]]) -> Tensor:
+    return torch.cat([t.reshape(-1) for entry in history for t in entry])
+
+
+def _read_history(history, params: list[Tensor], steps: int, what: str) -> list[list[Tensor]]:
+    """The learner's history: ``steps`` lists of one plain tensor per parameter, each a copy outside the graph."""
+    __tracebackhide__ = True
+    if type(history) not in (list, tuple) or len(history) != steps:
+        size = f" of length {len(history)}" if type(history) in (list, tuple) else ""
+        raise GradingFailure(f"{what}: history is a {type(history).__name__}{size}; expected a list of {steps} "
+                             "entries, one per step.")
+    for k, entry in enumerate(history):
+        if type(entry) not in (list, tuple) or len(entry) != len(params):
+            raise GradingFailure(f"{what}: history[{k}] is {type(entry).__name__} ({entry!r:.60}); expected a list "
+                                 f"of {len(params)} tensors, one per parameter.")
+        for i, (snapshot, param) in enumerate(zip(entry, params)):
+            if snapshot is param:
+                raise _proven(f"{what}: history[{k}][{i}] is the parameter itself, not a copy of its values.",
+                              SNAPSHOT_SHARED)
+            if not isinstance(snapshot, torch.Tensor) or not _plain(snapshot):
+                raise GradingFailure(f"{what}: history[{k}][{i}] is a {type(snapshot).__name__}; expected a plain "
+                                     "tensor.")
+            if snapshot.requires_grad:
+                raise _proven(f"{what}: history[{k}][{i}] requires grad (grad_fn {type(snapshot.grad_fn).__name__})"
+                              "; a snapshot is a copy of values outside the graph.", SNAPSHOT_IN_GRAPH)
+            if snapshot.shape != param.shape:
+                raise GradingFailure(f"{what}: history[{k}][{i}] has shape {tuple(snapshot.shape)}; the parameter "
+                                     f"has shape {tuple(param.shape)}.")
+    return [list(entry) for entry in history]
+
+
+def _expect_history_kept(history: list[list[Tensor]], params: list[Tensor], what: str) -> None:
+    """Behaviour, not records: training goes on (an in-place update of every parameter) and the history must keep
+    its values."""
+    __tracebackhide__ = True
+    kept = [[t.detach().clone() for t in entry] for entry in history]
+    with torch.no_grad():
+        for p in params:
+            p.add_(1.0)
+    for k, (entry, copy) in enumerate(zip(history, kept)):
+        for i, (snapshot, value) in enumerate(zip(entry, copy)):
+            if not torch.equal(snapshot.detach(), value):
+                raise _proven(f"{what}: after the parameters were updated in place once more, history[{k}][{i}] "
+                              f"changed with them (from {fmt(value)} to {fmt(snapshot)}).", SNAPSHOT_SHARED)
 
 
 def _run_training(train_manually, problem: Regression) -> None:
@@ -329,25 +494,46 @@ def _run_training(train_manually, problem: Regression) -> None:
     changed = data.changes()
     if changed:
         raise GradingFailure(f"{what} changed the data loss_fn() reads: {'; '.join(changed)}.")
-    losses = read_losses(returned, problem.steps, what, per="step")
-    ref_losses, ref_params = _optimizer_trajectory(problem)
-    fd_losses, fd_params = _trajectory(problem, central_difference)
-    acc_losses, acc_params = _trajectory(problem, autograd_gradient, reset=False)
+    if type(returned) is not tuple or len(returned) != 2:
+        raise GradingFailure(f"{what} returned {type(returned).__name__} ({returned!r:.60}); expected a pair "
+                             "(losses, history).")
+    losses = read_losses(returned[0], problem.steps, what, per="step")
+    history = _read_history(returned[1], [w, b], problem.steps, what)
+    ref_losses, ref_history = _optimizer_trajectory(problem)
+    fd_losses, fd_history = _trajectory(problem, central_difference)
+    acc_losses, acc_history = _trajectory(problem, autograd_gradient, reset=False)
+    start = [t.clone() for t in problem.start]
     unchanged = [float(problem.loss(*problem.start))] * problem.steps
-    after = ref_losses[1:] + [float(problem.loss(*ref_params))]
+    after = ref_losses[1:] + [float(problem.loss(*ref_history[-1]))]
     expect_close(losses, ref_losses, what=f"{what}: the returned list of losses", fd=fd_losses,
                  source="torch.optim.SGD", symptoms=[NEVER_MOVED.looks_like(unchanged),
                                                      ACCUMULATED.looks_like(acc_losses), LOSS_AFTER.looks_like(after)])
     _expect_parameters([w, b], [w, b], ["w", "b"], what)
-    for name, got, ref, fd, acc, start in zip("wb", (w, b), ref_params, fd_params, acc_params, problem.start):
+    for name, got, ref, fd, acc, first in zip("wb", (w, b), ref_history[-1], fd_history[-1], acc_history[-1], start):
         expect_close(got.detach(), ref, what=f"{what}: the final {name}", fd=fd, source="torch.optim.SGD",
-                     symptoms=[ACCUMULATED.looks_like(acc), NEVER_MOVED.looks_like(start)])
+                     symptoms=[ACCUMULATED.looks_like(acc), NEVER_MOVED.looks_like(first)])
+    final = ref_history[-1]
+    expect_close(_flat(history), _flat(ref_history), what=f"{what}: history, every step's [w, b] flattened in order",
+                 fd=_flat(fd_history), source="torch.optim.SGD",
+                 symptoms=[SNAPSHOT_SHARED.looks_like(_flat([final] * problem.steps)),
+                           SNAPSHOT_BEFORE.looks_like(_flat([start] + ref_history[:-1])),
+                           ACCUMULATED.looks_like(_flat(acc_history)),
+                           NEVER_MOVED.looks_like(_flat([start] * problem.steps))])
+    _expect_history_kept(history, [w, b], what)
 
 
 @check
 def check_train_manually(train_manually, seed: int | None = None) -> None:
     """Part B: train_manually(params, loss_fn, lr, steps), without torch.optim, reproduces torch.optim.SGD's losses
-    (as Python floats) and final weights."""
+    (as Python floats), final weights and the weights after every step, returned as (losses, history).
+
+    Domain (the part's text): ``params`` a list of float64 leaf tensors that require grad, of any shape (0-d
+    included); ``loss_fn()`` a scalar loss of their current values; ``lr`` > 0; ``steps`` >= 1. Corner pinned at
+    every seed: one step, one feature, a 0-d bias. Contracts checked: no torch.optim step (Routes); losses as Python
+    floats recorded before each update; the caller's parameters trained in place and still leaves; the data loss_fn
+    reads unchanged; history[k][i] a plain tensor of the parameter's shape that does not require grad, holds the
+    values after step k, and keeps them when the parameters change in place afterwards (behaviour, not identity).
+    """
     __tracebackhide__ = True
     for problem in _regressions(seed):
         with trial():
@@ -368,8 +554,9 @@ class Snippet:
     * "gradient": ``x`` is a leaf (float64, requires grad); the code computes ``loss`` and then ``loss.backward()``
       runs. Fine means x.grad equals the central finite difference of the same code.
     * "update": ``w`` is a model's parameter (a leaf), ``loss_of(w)`` a scalar loss, ``lr`` and ``steps`` numbers;
-      the code means to do gradient descent on ``w`` (``steps`` times if it loops, else once). Fine means the
-      parameter that was passed in holds what plain gradient descent gives.
+      the code means to do gradient descent on ``w`` (``steps`` times if it loops, else once; ``steps`` >= 2, as the
+      part says: with a single step, forgetting to reset .grad does no harm yet). Fine means the parameter that was
+      passed in holds what plain gradient descent gives.
 
     ``verdict`` is what running it gives on this PyTorch (the check runs it and treats a disagreement as a course
     bug); ``group`` decides the mechanism (:data:`GROUPS`).
@@ -391,35 +578,42 @@ def _bank(*entries: tuple[str, str, str, str]) -> list[Snippet]:
 
 
 RAISES, WRONG, FINE = VERDICTS
+#: None of these is a snippet of lesson 06: each is a variant of a mechanism the lesson shows (a saved INPUT where
+#: the lesson overwrote saved outputs, a write through a view or through .data into a saved input, an in-place op
+#: whose backward needs its own result, a loop that trains a copy, a reset that comes too early...).
 SNIPPETS = _bank(
-    ("saved", "gradient", RAISES, "y = x.exp()\ny.mul_(2)\nloss = y.sum()"),
-    ("harmless", "gradient", FINE, "y = x * 2\ny += 1\nloss = (y ** 2).sum()"),
-    ("data_intermediate", "gradient", WRONG, "y = torch.sigmoid(x)\ny.data.mul_(2)\nloss = y.sum()"),
-    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
-                                       "    with torch.no_grad():\n        w -= lr * w.grad\n    w.grad = None"),
-    ("leaf", "gradient", RAISES, "x[0] = 5.0\nloss = (x ** 2).sum()"),
-    ("detach_write", "gradient", RAISES, "y = torch.sigmoid(x)\ny.detach().mul_(2)\nloss = y.sum()"),
-    ("rebinding", "update", WRONG, "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
-    ("clone", "gradient", FINE, "y = torch.sigmoid(x)\nz = y.clone()\nz.mul_(2)\nloss = (y * z).sum()"),
-    ("no_reset", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
-                                  "        w -= lr * w.grad"),
-    ("data_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
-                                    "    w.data -= lr * w.grad\n    w.grad = None"),
-    ("leaf", "update", RAISES, "loss_of(w).backward()\nw -= lr * w.grad"),
-    ("saved", "gradient", RAISES, "y = torch.tanh(x)\ny += 1\nloss = y.sum()"),
-    ("rebinding", "update", RAISES, "for _ in range(steps):\n    loss_of(w).backward()\n    w = w - lr * w.grad"),
-    ("harmless", "gradient", FINE, "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
-    ("data_intermediate", "gradient", WRONG, "y = x.exp()\ny.data /= y.data.sum()\nloss = -y[0].log()"),
-    ("clone", "gradient", FINE, "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
+    ("saved", "gradient", RAISES, "y = x * 3\nz = y ** 2\ny.add_(1)\nloss = z.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\ny.exp_()\nloss = y.sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x.tanh()\ny.data.mul_(0.5)\nloss = y.sum()"),
     ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
                                        "    with torch.no_grad():\n        w.sub_(lr * w.grad)\n"
                                        "        w.grad.zero_()"),
+    ("leaf", "gradient", RAISES, "x.clamp_(-1.0, 1.0)\nloss = (x ** 2).sum()"),
+    ("detach_write", "gradient", RAISES, "y = torch.tanh(x)\nd = y.detach()\nd[0] = 0.0\nloss = y.sum()"),
+    ("rebinding", "update", WRONG, "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
+    ("clone", "gradient", FINE, "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
+    ("no_reset", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
+                                  "        w -= lr * w.grad"),
+    ("data_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                    "    w.data.add_(w.grad, alpha=-lr)\n    w.grad.zero_()"),
+    ("saved", "gradient", RAISES, "y = x.sin()\nz = y * x\ny.zero_()\nloss = z.sum()"),
+    ("leaf", "update", RAISES, "for _ in range(steps):\n    loss_of(w).backward()\n    w.sub_(lr * w.grad)\n"
+                               "    w.grad = None"),
+    ("detach_cut", "gradient", WRONG, "y = x.sin()\nloss = (y * x.detach()).sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x * 3\nz = y ** 2\ny.data.add_(1)\nloss = z.sum()"),
+    ("rebinding", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
+                                   "        w = w - lr * w.grad\n    w.requires_grad_(True)"),
+    ("clone", "gradient", FINE, "y = torch.sigmoid(x)\ny = y.clone()\ny.mul_(2)\nloss = y.sum()"),
+    ("saved", "gradient", RAISES, "y = x.tanh()\ny[1:] = 0.0\nloss = y.sum()"),
+    ("harmless", "gradient", FINE, "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
     ("detach_write", "gradient", RAISES, "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
+    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    w.grad = None\n    loss_of(w).backward()\n"
+                                       "    with torch.no_grad():\n        w.copy_(w - lr * w.grad)"),
     ("no_reset", "update", WRONG, "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
                                   "    with torch.no_grad():\n        w -= lr * w.grad"),
-    ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
-    ("detach_cut", "gradient", WRONG, "y = torch.sigmoid(x)\nloss = y.sum() + (y.detach() ** 2).sum()"),
     ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y * y.detach()).sum()"),
+    ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
+    ("leaf", "gradient", RAISES, "x.mul_(1.0)\nloss = x.sum()"),
 )
 
 #: Every group: its mechanism, and what a wrong answer on a snippet of the group most likely means.
@@ -429,8 +623,9 @@ GROUPS = {
         "grad is refused on the spot by the leaf guard: RuntimeError 'a leaf Variable that requires grad is being "
         "used in an in-place operation'.")),
     "saved": ("version counter", Misconception(
-        "overwriting a tensor that backward saved", "exp and tanh keep their output for backward; an in-place edit "
-        "bumps its version counter, and backward() raises 'modified by an inplace operation'.")),
+        "overwriting a tensor that backward saved", "Backward nodes keep what their derivative needs: exp, tanh and "
+        "sigmoid their output, a power or a product its inputs. An in-place edit of such a tensor (also through an "
+        "index, y[1:] = 0) bumps its version counter, and backward() raises 'modified by an inplace operation'.")),
     "detach_write": ("version counter", Misconception(
         "detach() gives an independent copy", "detach() shares memory and the version counter with the original: "
         "writing into it changes the saved tensor, the counter sees it, and backward raises. Use clone() for a "
@@ -443,15 +638,16 @@ GROUPS = {
         "computed from it contributes nothing to x.grad, so the gradient is wrong without an error.")),
     "rebinding": ("rebinding", Misconception(
         "w = w - lr * w.grad updates the parameter", "It builds a new tensor and binds the name w to it: the "
-        "parameter that was passed in never changes, and nothing tells you. In a loop the new w is no leaf, so the "
-        "next backward leaves w.grad as None and lr * None raises TypeError.")),
+        "parameter that was passed in keeps its values, and nothing tells you. Even in a loop that runs without an "
+        "error (a new leaf made with requires_grad_), what trains is a copy, not the parameter.")),
     "no_reset": ("accumulation", Misconception(
         "backward() overwrites .grad", "backward() adds into .grad. Without a reset after every update, the second "
         "step uses the sum of both gradients: no error, wrong weights.")),
     "harmless": ("fine", Misconception(
         "every in-place operation is an error", "An in-place edit only matters when it overwrites a leaf or a tensor "
         "that a backward node saved. Adding or multiplying by a constant saves nothing, so editing y = x * 2 or "
-        "x + 1 in place is fine.")),
+        "x + 1 in place is fine; and an in-place op such as exp_() saves its own new result, which nothing edits "
+        "afterwards.")),
     "clone": ("fine", Misconception(
         "writing into a clone spoils the original", "clone() copies the memory: editing the copy leaves the original "
         "and everything backward saved from it alone, and gradients still flow through the clone.")),
@@ -484,7 +680,7 @@ MECHANISM_MISTAKES = {
         "the term computed from it sends no gradient back. The gradient is wrong because a path is missing."),
     "rebinding": Misconception(
         "did not recognise rebinding", "w = w - lr * w.grad makes a new tensor and moves the name: the parameter "
-        "that was passed in is left behind (and in a loop the new w is no leaf, so its .grad is None)."),
+        "that was passed in is left behind, whatever is done to the new w afterwards."),
     "accumulation": Misconception(
         "did not recognise accumulation", "Nothing is written in place wrongly here: .grad is simply not reset "
         "between steps, so backward() adds each new gradient to the old ones."),
@@ -564,26 +760,35 @@ def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
     return (FINE if fine else WRONG), evidence
 
 
+#: The corner of Part C's domain, run at every seed: x with a zero entry and entries of both signs, the fewest
+#: steps the part allows (2: at 1, the two "accumulation" snippets would be fine).
+CORNER_INPUTS = SnippetInputs(torch.tensor([0.0, -1.2, 0.7], dtype=torch.float64),
+                              torch.tensor([0.4, -0.3, 1.1], dtype=torch.float64),
+                              torch.tensor([1.0, 0.5, 1.5], dtype=torch.float64),
+                              torch.tensor([0.3, 1.0, -0.2], dtype=torch.float64), 0.1, 2)
+
 def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
+    """The part's domain: x a 1-D float64 leaf of 3 to 5 entries in [-1.5, 1.5); w of 3 to 5 entries in [-2, 2),
+    a in [0.5, 1.5), b in [-2, 2) (so w is not at the minimum of loss_of), lr in [0.05, 0.2), steps 2 to 4."""
     if gen is None:
-        three = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
-        return SnippetInputs(three, three.flip(0), torch.tensor([1.0, 2.0, -0.5], dtype=torch.float64),
-                             torch.tensor([0.3, 1.0, 0.2], dtype=torch.float64), 0.1, 2)
+        return CORNER_INPUTS
     n = choice(gen, [3, 4, 5])
     return SnippetInputs(uniform(gen, (n,), -1.5, 1.5), uniform(gen, (n,)), uniform(gen, (n,), 0.5, 1.5),
-                         uniform(gen, (n,)), round(float(uniform(gen, (), 0.05, 0.2)), 3), choice(gen, [2, 3]))
+                         uniform(gen, (n,)), round(float(uniform(gen, (), 0.05, 0.2)), 3), choice(gen, [2, 3, 4]))
 
 
 def _snippets_to_check(seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
-    """Visible: the first snippet of every group, on the fixed inputs. Hidden: every snippet, each on its own random
-    inputs (a wrong answer on any snippet loses the points at every seed)."""
+    """Visible: the first snippet of every group, on the corner inputs. Hidden: every snippet on the corner inputs
+    (at every seed), then every snippet again on its own random inputs (a wrong answer on any snippet loses the
+    points at every seed)."""
     if seed is None:
         groups: dict[str, Snippet] = {}
         for snippet in SNIPPETS:
             groups.setdefault(snippet.group, snippet)
-        return [(snippet, _snippet_inputs(None)) for snippet in groups.values()]
+        return [(snippet, CORNER_INPUTS) for snippet in groups.values()]
     gen = generator("06/classify_snippets", seed)
-    return [(snippet, _snippet_inputs(gen)) for snippet in SNIPPETS]
+    return [(snippet, CORNER_INPUTS) for snippet in SNIPPETS] + [(snippet, _snippet_inputs(gen))
+                                                                 for snippet in SNIPPETS]
 
 
 def _words(text: str) -> str:
@@ -635,23 +840,37 @@ def _snippet_failure(what: str, snippet: Snippet, inputs: SnippetInputs, said: s
 
 @check
 def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
-    """Part C, verdicts: each snippet checked is run to find the truth; a wrong verdict is named after its group's
-    misconception when two snippets of the group agree."""
+    """Part C, the pairs: each snippet checked counts only when its verdict (measured by running it) AND its
+    mechanism are right, since a verdict alone can be read off by running the snippet. A wrong verdict is named after
+    its group's misconception, a wrong mechanism after the true mechanism's, when two snippets agree.
+
+    Domain (the part's text): the bank's snippets with their inputs (:func:`_snippet_inputs`): gradient snippets on
+    a float64 leaf x of 3 to 5 entries in [-1.5, 1.5), update snippets with lr in [0.05, 0.2) and steps >= 2.
+    Corner pinned at every seed: :data:`CORNER_INPUTS` (a zero entry, both signs, steps = 2). Contracts checked: a
+    dict with a pair (verdict, mechanism) from the two lists for every snippet; each verdict is the one running the
+    snippet on the installed PyTorch gives (a recorded verdict that disagrees is a course bug, not the learner's).
+    """
     __tracebackhide__ = True
     what = "classify_snippets()"
     answers = _read_answers(call_learner(classify_snippets, what=what), what)
     for snippet, inputs in _snippets_to_check(seed):
         with trial():
             truth, evidence = measure(snippet, inputs)
-            if answers[snippet.id][0] != truth:
-                raise _snippet_failure(f"{what}, verdict", snippet, inputs, answers[snippet.id][0],
+            verdict, mechanism = answers[snippet.id]
+            if verdict != truth:
+                raise _snippet_failure(f"{what}, verdict", snippet, inputs, verdict,
                                        f"running it: {truth!r} ({evidence})", GROUPS[snippet.group][1])
+            if mechanism != snippet.mechanism:
+                raise _snippet_failure(f"{what}, mechanism", snippet, inputs, mechanism,
+                                       f"the verdict {verdict!r} is right, but the mechanism that decides it is "
+                                       f"{snippet.mechanism!r} ({evidence})", MECHANISM_MISTAKES[snippet.mechanism])
 
 
 @check
 def check_snippet_mechanisms(classify_snippets, seed: int | None = None) -> None:
     """Part C, mechanisms: the mechanism named for each snippet checked is the one that decides its outcome; a wrong
-    one is named after the true mechanism when two snippets of that mechanism agree."""
+    one is named after the true mechanism when two snippets of that mechanism agree. Same domain and corner as
+    :func:`check_classify_snippets`."""
     __tracebackhide__ = True
     what = "classify_snippets()"
     answers = _read_answers(call_learner(classify_snippets, what=what), what)
