@@ -67,6 +67,11 @@ NO_ABS = Misconception(
     "logarithm of a negative number",
     "Local derivatives can be negative, and so can their product; the size of the ratio is its absolute value: add "
     "the log10 of the absolute values.")
+FLOAT32_LOGS = Misconception(
+    "logarithms in float32",
+    "Your formula is right, but your number is off in the 7th or 8th significant digit: float32 rounding. The slopes "
+    "arrive in float64; keep them there (no .float(), no dtype=torch.float32, no numpy.float32) so that the sum of "
+    "logarithms is exact to about 1e-15.")
 MEAN_TO_THE_N = Misconception(
     "the mean local derivative to the n-th power",
     "A product of scattered numbers is not the n-th power of their mean (for zero-mean branch derivatives the plain "
@@ -76,6 +81,10 @@ AT_INPUT = Misconception(
     "branch derivatives taken at the chain's input",
     "Each block's F_k' must be evaluated at that block's own input h_(k-1), which changes from block to block: run "
     "the forward pass and update h as you go.")
+AT_OUTPUT = Misconception(
+    "branch derivatives taken at each block's output",
+    "You moved h forward before taking the block's derivative: F_k' belongs at the block's INPUT h_(k-1). Take the "
+    "derivative first, then update h.")
 MISSING_INNER = Misconception(
     "missing the inner derivative w_k",
     "d/dh tanh(w·h) = w·(1 - tanh²(w·h)): the chain rule also multiplies by the derivative of w·h.")
@@ -136,17 +145,32 @@ def _log10_abs(values: torch.Tensor) -> float:
     return float(values.abs().log10().sum())
 
 
-def _ratio_symptoms(slopes: torch.Tensor, residual: bool) -> list:
+def _float32_band(slopes: torch.Tensor, residual: bool) -> float:
+    """How far a right formula computed in float32 can land from the float64 answer: each local derivative rounded
+    to float32 (relative 2^-24, and 1 + s rounded too when the learner adds the 1 in float32), each log10 rounded,
+    and a pairwise float32 sum. Measured over 100 seeds of cases and six float32 ways to write the formula (torch,
+    numpy, math on float32 values, ln / ln 10, cumsum): at most 0.2 of it. Every catalogued mistake lies farther."""
+    local = 1 + slopes if residual else slopes
+    terms = local.abs().log10()
+    per_term = (slopes.abs() / local.abs() + 1.0).sum() + terms.abs().sum() * math.ceil(math.log2(len(slopes) + 1))
+    return 2.0 ** -23 * float(per_term)
+
+
+def _ratio_symptoms(slopes: torch.Tensor, residual: bool, expected: float) -> list:
     local = 1 + slopes if residual else slopes
     other = slopes if residual else 1 + slopes
     n = len(slopes)
+    band = _float32_band(slopes, residual)
+    low, high = FLOAT64_LOG10_RANGE
     return [(RESIDUAL_F_PRIME if residual else RESIDUAL_FOR_PLAIN).looks_like(_log10_abs(other), rtol=1e-6),
             NATURAL_LOG.looks_like(_log10_abs(local) * math.log(10), rtol=1e-6),
             MEAN_TO_THE_N.looks_like(n * math.log10(abs(float(local.mean()))), rtol=1e-6),
             ADDED_LOCALS.looks_like(math.log10(abs(float(local.sum()))), rtol=1e-6),
             OFF_BY_ONE.when(lambda got: any(math.isclose(float(got), _log10_abs(part), rel_tol=1e-6, abs_tol=1e-9)
                                             for part in (local[1:], local[:-1]))),
-            OUT_OF_RANGE.when(lambda got: bool(torch.isinf(got).any())),
+            FLOAT32_LOGS.when(lambda got: bool(torch.isfinite(got).all())
+                              and 1e-9 * (1 + abs(expected)) < abs(float(got) - expected) <= band),
+            OUT_OF_RANGE.when(lambda got: bool(torch.isinf(got).any()) and not low < expected < high),
             NO_ABS.when(lambda got: bool(torch.isnan(got).any()))]
 
 
@@ -169,52 +193,74 @@ def _with_a_negative(gen: torch.Generator, values: torch.Tensor) -> torch.Tensor
     return values
 
 
+def _ratio_corners() -> list[tuple[str, torch.Tensor, bool]]:
+    """The corners of the domain, run at every seed (visible and hidden): one layer, a zero slope in a residual chain
+    (local derivative exactly 1) beside a slope of -2 (local derivative -1) and signs that make the product
+    negative, equal slopes (where the mean to the n-th power IS the right answer: that symptom must stay silent),
+    and ratios beyond float64's range both ways with both signs of local derivative."""
+    def t(values):
+        return torch.tensor(values, dtype=torch.float64)
+    return [("one plain layer with a negative slope", t([-0.5]), False),
+            ("one residual layer with slope 0.5", t([0.5]), True),
+            ("a residual chain with a zero slope (local derivative 1) and a slope of -2 (local derivative -1), "
+             "5 layers", t([0.3, 0.0, -2.0, -0.4, 2.5]), True),
+            ("equal branch derivatives, all 0.02, 300 plain layers (the product is about 2e-510)",
+             torch.full((300,), 0.02, dtype=torch.float64), False),
+            ("branch derivatives alternating 3 and -3, 701 plain layers (the product is about -2.9e+334)",
+             t([3.0, -3.0] * 350 + [-3.0]), False)]
+
+
 def _ratio_cases(seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
-    """(description, slopes, residual). Each mistake shows in at least two cases: residual and plain chains, ratios
-    far outside float64's range (underflow, overflow), and local derivatives of both signs that fit."""
+    """(description, slopes, residual): the corners (:func:`_ratio_corners`) first, at every seed, then the
+    visible or drawn cases. Each mistake shows in at least two cases: residual and plain chains, ratios far outside
+    float64's range (underflow, overflow), and local derivatives of both signs that fit."""
+    cases = _ratio_corners()
     if seed is None:
         gen = torch.Generator().manual_seed(0)
         # The lesson's draw: the first 50 of 100 normal numbers from a generator seeded with 0, spread 0.1.
         zero_mean = 0.1 * torch.randn(100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)[:50]
         deep_zero_mean = _normal(gen, 400, 0.0, 0.1)
-        return [("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, False),
-                ("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, True),
-                ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64),
-                 False),
-                ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64),
-                 True),
-                ("large branch derivatives, all 1.1, 1000 layers", torch.full((1000,), 1.1, dtype=torch.float64),
-                 True),
-                ("zero-mean branch derivatives (mean 0, spread 0.1), 400 layers", deep_zero_mean, False),
-                ("scattered branch derivatives (mean 0.5, spread 0.5), 30 layers",
-                 _with_a_negative(gen, _normal(gen, 30, 0.5, 0.5)), False),
-                ("branch derivatives near -1 (mean -1, spread 0.5), 30 layers",
-                 _with_a_negative(gen, _normal(gen, 30, -1.0, 0.5) + 1) - 1, True)]
+        return cases + [
+            ("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, False),
+            ("zero-mean branch derivatives (mean 0, spread 0.1), 50 layers", zero_mean, True),
+            ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64), False),
+            ("small branch derivatives, all 0.01, 200 layers", torch.full((200,), 0.01, dtype=torch.float64), True),
+            ("large branch derivatives, all 1.1, 1000 layers", torch.full((1000,), 1.1, dtype=torch.float64), True),
+            ("zero-mean branch derivatives (mean 0, spread 0.1), 400 layers", deep_zero_mean, False),
+            ("scattered branch derivatives (mean 0.5, spread 0.5), 30 layers",
+             _with_a_negative(gen, _normal(gen, 30, 0.5, 0.5)), False),
+            ("branch derivatives near -1 (mean -1, spread 0.5), 30 layers",
+             _with_a_negative(gen, _normal(gen, 30, -1.0, 0.5) + 1) - 1, True)]
     gen = generator("07/log10_gradient_ratio", seed)
     spread = float(uniform(gen, (), 0.05, 0.3))
     zero_mean = _normal(gen, randint(gen, 20, 60), 0.0, spread)
     small = uniform(gen, (randint(gen, 300, 500),), 0.005, 0.05)
     mean, scattered_spread = float(uniform(gen, (), -0.5, 0.5)), float(uniform(gen, (), 0.4, 0.8))
-    cases = [(f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, False),
-             (f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, True),
-             (f"small branch derivatives (0.005 to 0.05), {len(small)} layers", small, False),
-             (f"small branch derivatives (0.005 to 0.05), {len(small[:200])} layers", small[:200], True),
-             ("large branch derivatives (1.2 to 2), many layers",
-              uniform(gen, (randint(gen, 1000, 1500),), 1.2, 2.0), True),
-             ("zero-mean branch derivatives (spread 0.05 to 0.2), many layers",
-              _normal(gen, randint(gen, 500, 700), 0.0, float(uniform(gen, (), 0.05, 0.2))), False),
-             (f"scattered branch derivatives (mean {mean:.3g}, spread {scattered_spread:.3g})",
-              _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), mean, scattered_spread)), False),
-             ("branch derivatives near -1 (mean -1)",
-              _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), 0.0, float(uniform(gen, (), 0.3, 0.6)))) - 1,
-              True)]
-    return cases
+    return cases + [
+        (f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, False),
+        (f"zero-mean branch derivatives (spread {spread:.3g}), {len(zero_mean)} layers", zero_mean, True),
+        (f"small branch derivatives (0.005 to 0.05), {len(small)} layers", small, False),
+        (f"small branch derivatives (0.005 to 0.05), {len(small[:200])} layers", small[:200], True),
+        ("large branch derivatives (1.2 to 2), many layers", uniform(gen, (randint(gen, 1000, 1500),), 1.2, 2.0), True),
+        ("zero-mean branch derivatives (spread 0.05 to 0.2), many layers",
+         _normal(gen, randint(gen, 500, 700), 0.0, float(uniform(gen, (), 0.05, 0.2))), False),
+        (f"scattered branch derivatives (mean {mean:.3g}, spread {scattered_spread:.3g})",
+         _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), mean, scattered_spread)), False),
+        ("branch derivatives near -1 (mean -1)",
+         _with_a_negative(gen, _normal(gen, randint(gen, 10, 40), 0.0, float(uniform(gen, (), 0.3, 0.6)))) - 1, True)]
 
 
 @check
 def check_log10_gradient_ratio(log10_gradient_ratio, seed: int | None = None) -> None:
     """Part A1: log10_gradient_ratio(slopes, residual) = log10 |d h_n / d h_0| of a plain or residual chain whose
-    branch derivatives are ``slopes``, as a Python float, by hand (no autograd), leaving ``slopes`` unchanged."""
+    branch derivatives are ``slopes``, as a Python float, by hand (no autograd), leaving ``slopes`` unchanged.
+
+    Domain (the part's text): ``slopes`` a 1-D float64 tensor of n >= 1 finite entries (up to 1500 layers), of any
+    sign, such that no local derivative is exactly 0 (plain: no slope 0; residual: no slope -1; a residual slope may
+    be 0 or -2); ``residual`` a bool. The ratio may lie far outside float64's range. Corners pinned at every seed:
+    :func:`_ratio_corners`. Contracts checked: a Python float (a tensor or array fails), no autograd (Route), the
+    caller's ``slopes`` unchanged (call_learner's snapshot), within 1e-9 of autograd and central differences.
+    """
     __tracebackhide__ = True
     for description, slopes, residual in _ratio_cases(seed):
         with trial():
@@ -230,38 +276,51 @@ def check_log10_gradient_ratio(log10_gradient_ratio, seed: int | None = None) ->
                 raise
             received = expect_python_float(received, what=what)
             expect_close(received, expected, what=what, fd=fd, rtol=1e-9, atol=1e-9,
-                         symptoms=_ratio_symptoms(slopes, residual),
-                         extra=f"  slopes: {fmt(slopes)} ({len(slopes)} layers)")
+                         symptoms=_ratio_symptoms(slopes, residual, expected),
+                         extra=f"  slopes: {fmt(slopes)} ({len(slopes)} layer{'s' if len(slopes) != 1 else ''})")
 
 
-def _block_slopes(x: float, weights: list[float], *, at_input: bool = False, inner: bool = True) -> list[float]:
+def _block_slopes(x: float, weights: list[float], *, at_input: bool = False, inner: bool = True,
+                  at_output: bool = False) -> list[float]:
     """The branch derivatives F_k'(h) = w_k (1 - tanh²(w_k h)) along the chain (optionally mistaken variants)."""
     slopes, h = [], x
     for w in weights:
-        at = x if at_input else h
+        after = h + math.tanh(w * h)
+        at = x if at_input else after if at_output else h
         slopes.append((w if inner else 1.0) * (1 - math.tanh(w * at) ** 2))
-        h = h + math.tanh(w * h)
+        h = after
     return slopes
 
 
 def _residual_chain_symptoms(x: float, weights: list[float]) -> list:
     return [RESIDUAL_F_PRIME.looks_like(math.prod(_block_slopes(x, weights))),
             AT_INPUT.looks_like(math.prod(1 + s for s in _block_slopes(x, weights, at_input=True))),
+            AT_OUTPUT.looks_like(math.prod(1 + s for s in _block_slopes(x, weights, at_output=True))),
             MISSING_INNER.looks_like(math.prod(1 + s for s in _block_slopes(x, weights, inner=False)))]
 
 
 @check
 def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = None) -> None:
     """Part A2: residual_chain_gradient(x, weights) = d h_n / d x for blocks h <- h + tanh(w_k h), as a Python float,
-    without autograd, leaving ``weights`` unchanged."""
+    without autograd, leaving ``weights`` unchanged.
+
+    Domain (the part's text): ``x`` a Python float of any sign, 0 included; ``weights`` a non-empty list of Python
+    floats of any sign, 0 included (up to 10 blocks). Corners pinned at every seed: one block, x = 0, a zero weight
+    between weights of both signs, saturated blocks (|w·h| large, branch derivative near 0). Contracts checked: a
+    Python float, no autograd (Route), the caller's list unchanged, within 1e-6 relative of autograd and central
+    differences.
+    """
     __tracebackhide__ = True
+    # Corners, at every seed: one block (the lesson's), x = 0 (h stays 0: "taken at the chain's input" is then right
+    # and must not be named), a weight of 0 (an identity block) between weights of both signs, saturated blocks.
+    cases = [(0.5, [0.8]), (0.0, [0.7, -1.2, 0.4]), (-1.3, [0.9, 0.0, -0.6, 1.1]), (2.0, [4.0, -3.0, 5.0])]
     if seed is None:
-        cases = [(0.5, [0.8]), (0.5, [0.8, -0.5, 1.2, 0.3]), (-1.0, [1.5, 1.5, 1.5])]
+        cases += [(0.5, [0.8, -0.5, 1.2, 0.3]), (-1.0, [1.5, 1.5, 1.5])]
     else:
         gen = generator("07/residual_chain_gradient", seed)
         # |x| >= 0.5 and |w| >= 0.3: h really moves from block to block, so every listed mistake shows.
-        cases = [(_signed(gen, 0.5, 2.0), [_signed(gen, 0.3, 1.5) for _ in range(randint(gen, 3, 10))])
-                 for _ in range(3)]
+        cases += [(_signed(gen, 0.5, 2.0), [_signed(gen, 0.3, 1.5) for _ in range(randint(gen, 3, 10))])
+                  for _ in range(3)]
     for x, weights in cases:
         with trial():
             what = f"residual_chain_gradient(x={x:g}, weights={weights})"
@@ -312,6 +371,11 @@ REPLACED_GRAD = Misconception(
     "replaced .grad instead of scaling it in place",
     "Scale the existing gradient tensors in place (p.grad.mul_(coef)), as clip_grad_norm_ does; assigning a new "
     "tensor to p.grad breaks every reference to the old one (an optimizer's or DDP's gradient buckets).")
+ZERO_NORM = Misconception(
+    "a division by a zero total norm",
+    "When every gradient is zero the total norm is 0, and max_norm / total divides by zero. That is what the 1e-6 in "
+    "max_norm / (total + 1e-6) is for (or scale only `if total > max_norm`): then nothing changes and the norm "
+    "returned is 0.")
 NORM_AFTER = Misconception(
     "returned the norm after clipping",
     "Return the total norm measured BEFORE clipping, as clip_grad_norm_ does (it is what you log to spot exploding "
@@ -355,12 +419,30 @@ def _random_grads(gen: torch.Generator, small: bool, ratio: tuple[float, float],
     return [g * (float(uniform(gen, (), *ratio)) * max_norm / total) for g in grads]
 
 
+def _clip_corners():
+    """The corners of the domain, run at every seed: a single parameter; 0-d gradients (shape ()) beside a matrix;
+    every gradient zero (total norm 0: nothing changes, 0 is returned), also from a generator with a None among them;
+    the total norm exactly equal to max_norm (PyTorch scales by 13 / (13 + 1e-6), within the tolerance of not
+    scaling)."""
+    def t(*values):
+        return torch.tensor(values, dtype=torch.float64)
+    lesson = [t(3.0, 4.0), t(12.0)]
+    yield "a single parameter above max_norm", [t(-6.0, 8.0, 0.0)], 2.5, False
+    yield "0-d gradients beside a matrix", [torch.tensor(-2.0, dtype=torch.float64), t(1.0, -3.0).reshape(1, 2),
+                                            torch.tensor(0.5, dtype=torch.float64)], 1.0, False
+    yield "every gradient zero", [torch.zeros(2, dtype=torch.float64), torch.zeros((), dtype=torch.float64)], 1.0, False
+    yield "every gradient zero", [None, torch.zeros(3, dtype=torch.float64)], 0.5, True
+    yield "the total norm exactly max_norm", lesson, 13.0, False
+
+
 def _clip_cases(seed: int | None):
-    """(description, list of .grad tensors or None, max_norm, pass a generator?) for each case.
+    """(description, list of .grad tensors or None, max_norm, pass a generator?) for each case: the corners
+    (:func:`_clip_corners`) first, at every seed, then the visible or drawn cases.
 
     Every mistake shows in at least two cases: two below max_norm (clipping anyway), two generators above it (a
     second loop sees nothing), two with a None gradient, the rest above max_norm.
     """
+    yield from _clip_corners()
     if seed is None:
         lesson = [torch.tensor([3.0, 4.0], dtype=torch.float64), torch.tensor([12.0], dtype=torch.float64)]
         small = [torch.tensor([0.6, 0.8], dtype=torch.float64) * k for k in (1.0, 2.0, 0.5, 1.5, 3.0, 0.25)]
@@ -435,6 +517,8 @@ def _run_clip_case(clip_grad_norm, description, grads, max_norm, as_generator) -
     except GradingFailure as failure:
         if failure.proven is None and None in grads and "NoneType" in failure.message:
             raise GradingFailure(failure.message, suspects=(NONE_NOT_SKIPPED,)) from None
+        if failure.proven is None and float(want_norm) == 0.0 and "ZeroDivisionError" in failure.message:
+            raise proven_failure(failure.message, ZERO_NORM) from None
         raise
     _expect_only_grads_scaled(params, before, what)
     present = [g for g in grads if g is not None]
@@ -456,7 +540,15 @@ def _run_clip_case(clip_grad_norm, description, grads, max_norm, as_generator) -
 @check
 def check_clip_grad_norm(clip_grad_norm, seed: int | None = None) -> None:
     """Part B: clip_grad_norm(parameters, max_norm) does what torch.nn.utils.clip_grad_norm_ does, from scratch: it
-    scales the .grad tensors in place, changes nothing else, and returns the norm before clipping as a 0-d tensor."""
+    scales the .grad tensors in place, changes nothing else, and returns the norm before clipping as a 0-d tensor.
+
+    Domain (the part's text): ``parameters`` a list or a generator of float64 parameters of any shape, 0-d included,
+    at least one of which has a .grad (others may have None); gradients of any sign, all zero included;
+    ``max_norm`` > 0, the total norm below, equal to or above it. Corners pinned at every seed: :func:`_clip_corners`.
+    Contracts checked: no torch.nn.utils clipping (Route); each .grad the same tensor, scaled in place (its storage
+    is compared, so `p.grad = ...` or `p.grad.data = ...` fails); a None .grad stays None; the parameters' values,
+    versions and requires_grad unchanged; the norm returned is a 0-d tensor sharing no memory with any .grad.
+    """
     __tracebackhide__ = True
     for case in _clip_cases(seed):
         with trial():
@@ -481,6 +573,10 @@ HOOKS_LEFT = Misconception(
     "hooks left registered",
     "Keep the handle that each register_*_hook returns and call handle.remove() before returning; otherwise every "
     "later forward or backward pass runs your hooks again.")
+PER_EXAMPLE_MEAN = Misconception(
+    "per-example norms averaged",
+    "The part asks for one norm over the whole gradient tensor (all examples together): grad.norm(), not "
+    "grad.norm(dim=-1).mean() or a mean over the batch of each example's norm.")
 KEPT_BETWEEN_CALLS = Misconception(
     "norms kept between calls",
     "Each call must build and return a new list: a list created outside the function (or a default argument) keeps "
@@ -522,22 +618,31 @@ def _plain_mlp(widths: list[int], activation: type[nn.Module]) -> nn.Sequential:
 LOSSES = {"mean(out**2)": lambda out: out.pow(2).mean(), "mean((out - 1)**2)": lambda out: (out - 1).pow(2).mean()}
 
 
+#: The corners of Part C's domain, run at every seed: (kind, sizes, activation, batch, loss, last layer zeroed?).
+#: One Linear and a batch of one; a stack whose last Linear has zero weights, so that the gradient arriving at every
+#: earlier layer is exactly 0 (the norms are 0 there, and no mistake may be named on the zeros).
+LAYER_CORNERS = [("plain", [3, 2], nn.Tanh, 1, "mean(out**2)", False),
+                 ("plain", [2, 4, 3, 2], nn.Sigmoid, 3, "mean((out - 1)**2)", True)]
+
+
 def _layer_cases(seed: int | None):
-    """(model description, model, loss description, loss_fn, x) for each case; everything float64."""
+    """(model description, model, loss description, loss_fn, x) for each case; everything float64. The corners
+    (:data:`LAYER_CORNERS`) first, at every seed, then the visible or drawn cases."""
+    specs = list(LAYER_CORNERS)
     if seed is None:
         init_seed, gen = 0, torch.Generator().manual_seed(7)
-        specs = [("plain", [3, 6, 6, 5, 2], nn.Tanh, 4, "mean(out**2)"),
-                 ("residual", (3, 5, 2, 3), nn.Tanh, 4, "mean((out - 1)**2)")]
+        specs += [("plain", [3, 6, 6, 5, 2], nn.Tanh, 4, "mean(out**2)", False),
+                  ("residual", (3, 5, 2, 3), nn.Tanh, 4, "mean((out - 1)**2)", False)]
     else:
         gen = generator("07/layer_grad_norms", seed)
-        init_seed, specs = int(torch.randint(2**31, (), generator=gen)), []
+        init_seed = int(torch.randint(2**31, (), generator=gen))
         for kind in ("plain", "residual"):
             width = randint(gen, 3, 6)
             sizes = ([randint(gen, 2, 4)] + [width] * randint(gen, 2, 4) + [randint(gen, 1, 3)] if kind == "plain"
                      else (randint(gen, 2, 4), width, randint(gen, 1, 3), randint(gen, 2, 3)))
             specs.append((kind, sizes, choice(gen, [nn.Tanh, nn.Sigmoid]), randint(gen, 2, 5),
-                          choice(gen, list(LOSSES))))
-    for kind, sizes, activation, batch, loss_name in specs:
+                          choice(gen, list(LOSSES)), False))
+    for kind, sizes, activation, batch, loss_name, zero_last in specs:
         with torch.random.fork_rng(devices=[]):  # nn.Linear draws its initial weights from the global generator
             torch.manual_seed(init_seed)
             if kind == "plain":
@@ -547,6 +652,10 @@ def _layer_cases(seed: int | None):
                 model = ResidualMLP(sizes[:3], sizes[3], activation).double()
                 name = (f"ResidualMLP: Linear({sizes[0]}, {sizes[1]}), {sizes[3]} blocks h + "
                         f"{activation.__name__}(Linear(h)), Linear({sizes[1]}, {sizes[2]})")
+        if zero_last:
+            with torch.no_grad():
+                _linears(model)[-1].weight.zero_()
+            name += ", the last Linear's weights all zero"
         yield name, model, loss_name, LOSSES[loss_name], uniform(gen, (batch, sizes[0]), -1.5, 1.5)
 
 
@@ -638,7 +747,9 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
     expected = torch.stack([g.norm() for g in by_autograd])
     fd = torch.stack([g.norm() for g in by_fd])
     gradient = _parameter_gradients(model, loss_fn, x)
+    per_example = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1).mean() for g in by_autograd])
     symptoms = [REVERSED.looks_like(expected.flip(0)), SQUARED_NORMS.looks_like(expected ** 2),
+                PER_EXAMPLE_MEAN.looks_like(per_example),
                 WEIGHT_GRADIENTS.looks_like(_weight_gradient_norms(model, loss_fn, x))]
     module_api = torch.nn.modules.module
     globals_before = {attr: len(getattr(module_api, attr, {})) for attr in GLOBAL_HOOK_DICTS}
@@ -673,7 +784,16 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
 @check
 def check_layer_grad_norms(layer_grad_norms, seed: int | None = None) -> None:
     """Part C: layer_grad_norms(model, loss_fn, x) = ‖∂loss/∂(output of each nn.Linear)‖, first to last, as Python
-    floats, collected with hooks that are removed, in exactly one backward pass that changes nothing but .grad."""
+    floats, collected with hooks that are removed, in exactly one backward pass that changes nothing but .grad.
+
+    Domain (the part's text): ``model`` a float64 nn.Module with at least one nn.Linear, whose modules() order is the
+    order the layers run in (plain stacks and residual MLPs); ``loss_fn`` a scalar loss of the output; ``x`` a
+    float64 batch (of one or more) that does not require grad. Corners pinned at every seed (:data:`LAYER_CORNERS`):
+    one Linear with a batch of one, and output gradients exactly 0. Contracts checked: a list of Python floats, one
+    per Linear; no hook left (module and global hook dictionaries); a new list at every call (called twice); exactly
+    one backward run (Routes); every .grad equals what it held plus this loss's gradient; the parameters' values and
+    requires_grad, x and loss_fn unchanged (call_learner's snapshot).
+    """
     __tracebackhide__ = True
     for case in _layer_cases(seed):
         _run_layer_case(layer_grad_norms, *case)
