@@ -213,13 +213,21 @@ def test_a_download_that_cannot_be_read_is_refused_by_the_name_it_was_given(cour
     broken.write_bytes(b"PK\x03\x04 truncated")
     status, printed = collect(course_dir, str(broken))
     assert status == 2 and f"{broken}: it cannot be unpacked" in printed and "01-submissions" not in printed
-    escaping = write_zip(tmp_path / "escaping.zip", {f"../{NOTEBOOK}": notebook("x"),
+    assert submitted(course_dir) == {} and "Traceback" not in printed
+
+
+def test_a_member_of_the_download_outside_its_folder_is_refused_the_rest_collected(course_dir, tmp_path):
+    escaping = write_zip(tmp_path / "escaping.zip", {f"../{canvas_name(BOB, 5002, NOTEBOOK)}": notebook("bob"),
+                                                    f"/tmp/{NOTEBOOK}": notebook("x"),
                                                     canvas_name(ANN, 5001, NOTEBOOK): notebook("ann")})
     status, printed = collect(course_dir, str(escaping))
-    assert status == 2 and f"{escaping}: member '../{NOTEBOOK}' would be written outside its folder; refused" \
-        in printed
-    assert submitted(course_dir) == {} and "Traceback" not in printed
-    assert not (course_dir / "grading" / "downloaded" / ASSIGNMENT / NOTEBOOK).exists()
+    assert status == 1 and "Traceback" not in printed
+    assert f"escaping.zip: member '../{canvas_name(BOB, 5002, NOTEBOOK)}' (bob): would be written outside its " \
+           "folder; refused -> the download kept (01-escaping.zip)" in printed
+    assert f"escaping.zip: member '/tmp/{NOTEBOOK}': would be written outside its folder; refused" in printed
+    assert submitted(course_dir) == {"ann": {NOTEBOOK: notebook("ann")}}
+    downloaded = course_dir / "grading" / "downloaded" / ASSIGNMENT
+    assert not (downloaded / NOTEBOOK).exists() and not (downloaded / canvas_name(BOB, 5002, NOTEBOOK)).exists()
 
 
 def test_a_student_archive_too_large_is_set_aside_a_download_too_large_refused(course_dir, tmp_path):

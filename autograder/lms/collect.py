@@ -223,61 +223,76 @@ def _copy_limited(source, target: Path, size: int, name: str) -> None:
         while chunk := source.read(1 << 20):
             written += len(chunk)
             if written > size:
-                raise Unpackable(f"member {name!r} unpacks to more than the {size} bytes it declares; refused")
+                raise Unpackable(f"member {name!r} unpacks to more than the {size} bytes it declares")
             out.write(chunk)
 
 
-def unpack(archive: Path, into: Path, budget: int) -> int:
-    """Unpack ``archive`` into the folder ``into``, regular files only; return the bytes written. Refused
-    (:class:`Unpackable`, nothing written) when a member would leave the folder or is a link or device, or when the
-    whole would be more than ``budget`` bytes; an unreadable archive is :class:`Unpackable` too."""
+def unpack(archive: Path, into: Path, budget: int, refused: list[tuple[str, str]] | None = None) -> int:
+    """Unpack ``archive`` into the folder ``into``, regular files only; return the bytes written.
+
+    A member that would leave the folder, is a link or a device, or cannot be read is :class:`Unpackable` with
+    nothing written, or, when ``refused`` is a list, is left out and added to it as (member, reason) while the
+    others are unpacked (a download of a whole class: one student's file never stops the others). More than
+    ``budget`` bytes in all, or an archive that cannot be opened, is always :class:`Unpackable`."""
+    def refuse(name: str, reason: str) -> None:
+        if refused is None:
+            raise Unpackable(f"member {name!r} {reason}; refused")
+        refused.append((name, reason))
+
     kind = archive_kind(archive.name)
     try:
-        if kind == "zip":
-            with zipfile.ZipFile(archive) as opened:
-                infos = opened.infolist()
-                plan = []
-                for info in infos:
-                    path = safe_member(info.filename)
-                    if stat.S_ISLNK(info.external_attr >> 16):
-                        raise Unpackable(f"member {info.filename!r} is a link; refused")
-                    plan.append((info, path))
-                total = sum(info.file_size for info, _ in plan if not info.is_dir())
-                if total > budget:
-                    raise Unpackable(f"it would unpack to {total >> 20} MB, more than the {budget >> 20} MB left "
-                                     "under c.LmsExtractor.max_megabytes")
-                into.mkdir(parents=True, exist_ok=True)
-                for info, path in plan:
-                    target = into.joinpath(*path.parts) if path.parts else into
-                    if info.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with opened.open(info) as source:
-                        _copy_limited(source, target, info.file_size, info.filename)
-                return total
-        with tarfile.open(archive) as opened:
-            members = opened.getmembers()
-            for member in members:
-                safe_member(member.name)
-                if not (member.isreg() or member.isdir()):
-                    raise Unpackable(f"member {member.name!r} is a link or a device; refused")
-            total = sum(m.size for m in members if m.isreg())
-            if total > budget:
-                raise Unpackable(f"it would unpack to {total >> 20} MB, more than the {budget >> 20} MB left under "
-                                 "c.LmsExtractor.max_megabytes")
-            into.mkdir(parents=True, exist_ok=True)
-            for member in members:
-                target = into.joinpath(*safe_member(member.name).parts)
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _copy_limited(opened.extractfile(member), target, member.size, member.name)
-            return total
+        opened = zipfile.ZipFile(archive) if kind == "zip" else tarfile.open(archive)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, EOFError, zlib.error, OSError,
             NotImplementedError, RuntimeError) as error:
         raise Unpackable(f"it cannot be unpacked ({error})") from None
+    with opened:
+        plan = []  # (name, path, size, is a folder, open the member)
+        try:
+            members = opened.infolist() if kind == "zip" else opened.getmembers()
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+            raise Unpackable(f"it cannot be unpacked ({error})") from None
+        for member in members:
+            name = member.filename if kind == "zip" else member.name
+            try:
+                path = safe_member(name)
+            except Unpackable:
+                refuse(name, "would be written outside its folder")
+                continue
+            if kind == "zip":
+                if stat.S_ISLNK(member.external_attr >> 16):
+                    refuse(name, "is a link")
+                    continue
+                plan.append((name, path, member.file_size, member.is_dir(), lambda m=member: opened.open(m)))
+            else:
+                if not (member.isreg() or member.isdir()):
+                    refuse(name, "is a link or a device")
+                    continue
+                plan.append((name, path, member.size, member.isdir(), lambda m=member: opened.extractfile(m)))
+        total = sum(size for _, _, size, folder, _ in plan if not folder)
+        if total > budget:
+            raise Unpackable(f"it would unpack to {total >> 20} MB, more than the {budget >> 20} MB left under "
+                             "c.LmsExtractor.max_megabytes")
+        into.mkdir(parents=True, exist_ok=True)
+        for name, path, size, folder, source in plan:
+            target = into.joinpath(*path.parts) if path.parts else into
+            if folder:
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with source() as stream:
+                    _copy_limited(stream, target, size, name)
+            except Unpackable:
+                target.unlink(missing_ok=True)
+                refuse(name, f"unpacks to more than the {size} bytes it declares")
+            except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError, NotImplementedError,
+                    RuntimeError) as error:
+                if target.is_file():
+                    target.unlink()
+                if refused is None:
+                    raise Unpackable(f"it cannot be unpacked ({error})") from None
+                refused.append((name, f"cannot be read ({error})"))
+        return total
 
 
 def notebook_problem(path: Path) -> str:
@@ -359,6 +374,7 @@ class LmsExtractor(ExtractorPlugin):
         manifest = json.loads((archive / MANIFEST).read_text()) if (archive / MANIFEST).exists() else {}
         given = manifest.get("given", {})
         self.record = record = Record(manifest.get("run") or stamp(datetime.now(UTC)))
+        self._given = given
         ctx = context(self)
         self.set_aside_folder = collect_folder(self.parent, "set-aside") / record.run
         budget = self.max_megabytes << 20
@@ -370,11 +386,17 @@ class LmsExtractor(ExtractorPlugin):
                 shutil.copy2(path, extracted / path.name)
                 continue
             target = extracted / archive_stem(path.name)
+            refused: list[tuple[str, str]] = []
             try:
-                budget -= unpack(path, target, budget)
+                budget -= unpack(path, target, budget, refused)
             except Unpackable as error:
                 shutil.rmtree(target, ignore_errors=True)
                 raise DownloadRefused(f"{label}: {error}; nothing was collected from it") from None
+            for member, reason in refused:
+                parts = [p for p in PurePosixPath(member.replace("\\", "/")).parts if p not in ("/", "..")]
+                student = self._student(ctx, PurePath(archive_stem(path.name), *parts))
+                record.set_aside.append(SetAside(f"{Path(label).name}: member {member!r}", student,
+                                                 f"{reason}; refused", f"the download kept ({path.name})"))
         self._unpack_students_archives(ctx, extracted, budget, given)
         self._keep_newest(ctx, extracted)
         self._protect_earlier(ctx, extracted)
