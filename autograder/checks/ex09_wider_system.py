@@ -6,10 +6,11 @@ the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. E
 cases are built so that each catalogued mistake shows in at least two of them, visible and hidden.
 
 The traces are real: :func:`training_trace` trains a tiny seeded regression network with the named bug (or none) and
-records what a careful training loop logs. Every trace shows its failure's fingerprint clearly: a run whose draw did
+records what a careful training loop logs. Every trace keeps stated margins (:data:`MARGINS`): a run whose draw did
 not (a missing ``zero_grad`` whose loss never bounced, a healthy run whose mini-batch noise looked like a bounce) is
-drawn again from the same generator, so each hidden trace shows its defining event at every grading seed
-(:data:`FINGERPRINTS`; tests/test_ex09_traces.py proves it over many seeds).
+drawn again from the same generator. The visible test holds the runs nearest to each margin, and the hidden runs stay
+within them, so a rule that separates the visible runs separates the hidden ones at every grading seed
+(tests/test_ex09_traces.py proves it on 500 drawn runs of every kind).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..checking import (
     proven_failure,
     trial,
 )
+from ..misconceptions import armed
 from ..seeding import choice, generator, uniform
 from .cases import randint, random_mlp
 
@@ -66,7 +68,9 @@ VARIANTS = {
     "exploding gradients": ("diverges", "clipped", "shallow"),
     "broadcasting bug": ("",),
     "in-place on a leaf": ("clamps the weights", "updates outside no_grad"),
-    "healthy": ("", "noisy"),  # noisy: smaller mini-batches, so the loss wiggles more
+    # noisy: smaller mini-batches, so the loss wiggles more; summed: the loss is the batch's sum of squared errors and
+    # the learning rate is divided by the batch size, the same training with every loss and gradient BATCH times larger
+    "healthy": ("", "noisy", "summed"),
 }
 #: The runs a test of diagnose trains, in this order (visible) or shuffled (hidden): every mode and variant, each
 #: mistake in at least two runs (two exploding runs with a finite loss, so that waiting for inf/nan shows twice).
@@ -74,7 +78,7 @@ KINDS = (("missing zero_grad", ""), ("missing zero_grad", ""), ("vanishing gradi
          ("vanishing gradients", ""), ("exploding gradients", "diverges"), ("exploding gradients", "clipped"),
          ("exploding gradients", "shallow"), ("broadcasting bug", ""), ("broadcasting bug", ""),
          ("in-place on a leaf", "clamps the weights"), ("in-place on a leaf", "updates outside no_grad"),
-         ("healthy", ""), ("healthy", "noisy"))
+         ("healthy", ""), ("healthy", "noisy"), ("healthy", "summed"))
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,8 @@ def _train(mode: str, variant: str, gen: torch.Generator) -> dict:
         if mode != "missing zero_grad":
             for p in params:
                 p.grad = None
-        loss = ((model(x[batch]) - y[batch]) ** 2).mean()
+        errors = (model(x[batch]) - y[batch]) ** 2
+        loss = errors.sum() if variant == "summed" else errors.mean()
         loss.backward()
         for hook in hooks:  # the per-layer norms are recorded at the first step only
             hook.remove()
@@ -195,6 +200,7 @@ def _train(mode: str, variant: str, gen: torch.Generator) -> dict:
         with torch.no_grad():
             trace["val_loss"].append(F.mse_loss(model(x_val), y_val).item())
         scale = min(1.0, CLIP / (grad_norm + 1e-6)) if variant in ("clipped", "shallow") else 1.0
+        scale /= run.batch if variant == "summed" else 1
         try:
             _sgd_step(model, run.lr * scale, mode, variant, step == run.clamp_at)
         except RuntimeError as error:
@@ -231,69 +237,122 @@ def bounce(trace: dict) -> tuple[float, float]:
     return found
 
 
-def _finite(trace: dict) -> bool:
-    return all(math.isfinite(v) for v in trace["loss"] + trace["grad_norm"] + trace["layer_grad_norms"])
+def climb(trace: dict) -> float:
+    """How far the loss climbs back above its best so far: the largest loss[t] / min(loss[:t]) over finite steps."""
+    return bounce(trace)[0]
 
 
-def _ordinary(trace: dict) -> bool:
-    return _finite(trace) and 1e-2 <= depth_ratio(trace) <= 1e2 and trace["raised"] is None
-
-
-def _wiggles(trace: dict) -> bool:
-    """Mini-batch noise: the loss rises now and then, but never twice above its best."""
-    loss = trace["loss"]
-    return bounce(trace)[0] <= 2.0 and any(b > 1.05 * a for a, b in zip(loss, loss[1:]))
-
-
-def _val_over_baseline(trace: dict, last: int = 3) -> tuple[float, float]:
+def held_out(trace: dict, last: int = 3) -> tuple[float, float]:
     """The lowest and highest val_loss / baseline_loss over the last ``last`` steps."""
     ratios = [v / trace["baseline_loss"] for v in trace["val_loss"][-last:]]
     return min(ratios), max(ratios)
 
 
-def _near_baseline(trace: dict) -> bool:
-    return _val_over_baseline(trace)[0] >= 0.8
+def _finite(trace: dict) -> bool:
+    return all(math.isfinite(v) for v in trace["loss"] + trace["grad_norm"] + trace["layer_grad_norms"])
 
 
-def _far_below_baseline(trace: dict) -> bool:
-    return _val_over_baseline(trace)[1] <= 0.25
+def _clean(trace: dict) -> bool:
+    """Ran to the end without an exception, every number finite."""
+    return trace["raised"] is None and _finite(trace)
 
 
-def _exploding(trace: dict) -> bool:
-    return depth_ratio(trace) >= 1e4 and trace["raised"] is None
+def _rises(trace: dict) -> bool:
+    """Mini-batch noise: the loss rises by more than 5 % at least once."""
+    loss = trace["loss"]
+    return any(b > 1.05 * a for a, b in zip(loss, loss[1:]))
 
 
-#: What every trace of a mode (and variant) shows, with margins around the thresholds of the reference solution
-#: (depth ratio 1e±3, bounce 3, held-out loss half the baseline over the last steps). A draw without it is trained
-#: again.
-FINGERPRINTS: dict[tuple[str, str], Callable[[dict], bool]] = {
-    ("missing zero_grad", ""): lambda t: _ordinary(t) and bounce(t)[0] >= 4.5 and bounce(t)[1] <= 0.5,
-    ("vanishing gradients", ""): lambda t: _finite(t) and t["raised"] is None and depth_ratio(t) <= 1e-4
-    and _wiggles(t) and _near_baseline(t),
-    ("exploding gradients", "diverges"): lambda t: _exploding(t) and not all(math.isfinite(v) for v in t["loss"]),
-    ("exploding gradients", "clipped"): lambda t: _exploding(t) and _finite(t),
+#: What each kind of run shows besides the margins (:data:`MARGINS`). A draw without it is trained again.
+SHAPES: dict[tuple[str, str], Callable[[dict], bool]] = {
+    ("missing zero_grad", ""): lambda t: _clean(t) and bounce(t)[1] <= 0.5,  # the climb comes after a fall to half
+    ("vanishing gradients", ""): lambda t: _clean(t) and _rises(t),
+    ("exploding gradients", "diverges"): lambda t: t["raised"] is None and not all(math.isfinite(v) for v in t["loss"]),
+    ("exploding gradients", "clipped"): _clean,
     # the second layer over the last, or the first over the second-to-last, stays far from "exploding"
-    ("exploding gradients", "shallow"): lambda t: _exploding(t) and _finite(t)
+    ("exploding gradients", "shallow"): lambda t: _clean(t)
     and max(t["layer_grad_norms"][1] / t["layer_grad_norms"][-1],
             t["layer_grad_norms"][0] / t["layer_grad_norms"][-2]) <= 1e3,
-    ("broadcasting bug", ""): lambda t: _ordinary(t) and _wiggles(t) and _near_baseline(t),
+    ("broadcasting bug", ""): lambda t: _clean(t) and _rises(t),
     ("in-place on a leaf", "clamps the weights"): lambda t: "leaf Variable" in (t["raised"] or "")
     and len(t["loss"]) > 5,
     ("in-place on a leaf", "updates outside no_grad"): lambda t: "leaf Variable" in (t["raised"] or "")
     and len(t["loss"]) == 1,
-    ("healthy", ""): lambda t: _ordinary(t) and _wiggles(t) and _far_below_baseline(t),
-    ("healthy", "noisy"): lambda t: _ordinary(t) and _wiggles(t) and bounce(t)[0] >= 1.6 and _far_below_baseline(t),
+    ("healthy", ""): lambda t: _clean(t) and _rises(t),
+    ("healthy", "noisy"): lambda t: _clean(t) and _rises(t) and climb(t) >= 1.6,
+    ("healthy", "summed"): lambda t: _clean(t) and _rises(t),
 }
+
+EXPLODING = tuple(("exploding gradients", v) for v in VARIANTS["exploding gradients"])
+HEALTHY = tuple(("healthy", v) for v in VARIANTS["healthy"])
+ORDINARY = (("missing zero_grad", ""), ("broadcasting bug", ""), *HEALTHY)  # nothing wrong with the depth
+QUIET = (("vanishing gradients", ""), ("broadcasting bug", ""), *HEALTHY)  # a loss that only wiggles
+STUCK = (("vanishing gradients", ""), ("broadcasting bug", ""))  # learned no more than the mean
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A bound that every trace of ``kinds`` keeps on one quantity, visible or hidden.
+
+    ``stated`` is the round bound the part's text states. ``run`` is the visible test's run of these kinds nearest to
+    it, and ``edge`` that run's value rounded toward the kinds' side: the runs drawn for the hidden tests keep
+    ``edge`` too, so a threshold that separates the visible runs separates every hidden run on this quantity.
+    """
+
+    quantity: str  # "depth ratio", "climb" or "held-out ratio"
+    kinds: tuple[tuple[str, str], ...]
+    at_most: bool
+    stated: float
+    edge: float
+    run: tuple[str, str, int]  # (mode, variant, integer seed) of the visible run at the edge
+
+    def value(self, trace: dict) -> float:
+        if self.quantity == "depth ratio":
+            return depth_ratio(trace)
+        if self.quantity == "climb":
+            return climb(trace)
+        low, high = held_out(trace)
+        return high if self.at_most else low
+
+    def keeps(self, trace: dict, bound: float) -> bool:
+        value = self.value(trace)
+        return value <= bound if self.at_most else value >= bound
+
+
+#: The margins every trace keeps (the part's text states them; tests/test_ex09_traces.py proves them on 500 drawn
+#: runs of every kind). Depth ratio: layer_grad_norms[0] / layer_grad_norms[-1]; climb: :func:`climb`; held-out
+#: ratio: val_loss / baseline_loss at each of the last three steps. The reference's thresholds (1e±3, 3 and 0.5) sit
+#: inside every gap. Besides: ``raised`` is set exactly for the in-place runs, and only the diverging exploding runs
+#: log inf or nan.
+MARGINS = (
+    Margin("depth ratio", EXPLODING, False, 1e4, 10002.2, ("exploding gradients", "shallow", 1032)),
+    Margin("depth ratio", (("vanishing gradients", ""),), True, 1e-4, 2.576e-5, ("vanishing gradients", "", 1154)),
+    Margin("depth ratio", ORDINARY, True, 1e2, 1.055, ("healthy", "summed", 1149)),
+    Margin("depth ratio", ORDINARY, False, 1e-2, 0.04435, ("missing zero_grad", "", 1237)),
+    Margin("climb", QUIET, True, 2.0, 1.9998, ("healthy", "noisy", 1006)),
+    Margin("climb", (("missing zero_grad", ""),), False, 4.5, 4.508, ("missing zero_grad", "", 1269)),
+    Margin("held-out ratio", HEALTHY, True, 0.25, 0.2277, ("healthy", "", 1148)),
+    Margin("held-out ratio", STUCK, False, 0.8, 0.8422, ("broadcasting bug", "", 1107)),
+)
+
+
+def shows_fingerprint(mode: str, variant: str, trace: dict, *, drawn: bool) -> bool:
+    """Whether ``trace`` shows what every run of its kind shows: its shape and its margins, the stated ones for runs
+    from an integer seed (examples, visible runs), the visible runs' edges for drawn ones (hidden runs)."""
+    return SHAPES[mode, variant](trace) and all(
+        margin.keeps(trace, margin.edge if drawn else margin.stated)
+        for margin in MARGINS if (mode, variant) in margin.kinds)
+
+
 ATTEMPTS = 60
 
 
-def _trace(mode: str, variant: str, gen: torch.Generator) -> dict:
+def _trace(mode: str, variant: str, gen: torch.Generator, *, drawn: bool) -> dict:
     """A run of ``mode`` that shows its fingerprint, drawn (again, if needed) from ``gen``."""
-    shows = FINGERPRINTS[mode, variant]
     with _one_thread():
         for _ in range(ATTEMPTS):
             trace = _train(mode, variant, gen)
-            if shows(trace):
+            if shows_fingerprint(mode, variant, trace, drawn=drawn):
                 return trace
     raise CourseBug(f"no run of {mode!r} ({variant or 'plain'}) showed its fingerprint in {ATTEMPTS} draws.")
 
@@ -301,8 +360,9 @@ def _trace(mode: str, variant: str, gen: torch.Generator) -> dict:
 def training_trace(mode: str, seed: torch.Generator | int = 0, variant: str | None = None) -> dict:
     """Train a tiny model with the bug ``mode`` (one of :data:`LABELS`) and return what the loop logged.
 
-    ``seed`` is an integer, or a torch.Generator to draw the run's sizes, settings, weights and data from;
-    ``variant`` one of :data:`VARIANTS` ``[mode]`` (default: chosen by an integer seed, the first one otherwise).
+    ``seed`` is an integer, or a torch.Generator to draw the run's sizes, settings, weights and data from (a drawn
+    run keeps the visible runs' edges, :data:`MARGINS`); ``variant`` one of :data:`VARIANTS` ``[mode]`` (default:
+    chosen by an integer seed, the first one otherwise).
 
     Fields: ``loss`` (training loss of each step's mini-batch, as the training code computed it), ``grad_norm``
     (global L2 norm of all parameters' ``.grad`` when the update was applied), ``val_loss`` (held-out mean squared
@@ -320,18 +380,28 @@ def training_trace(mode: str, seed: torch.Generator | int = 0, variant: str | No
         raise ValueError(f"unknown variant {variant!r} of {mode!r}; one of {variants}")
     if isinstance(seed, int):
         return copy.deepcopy(_seeded_trace(mode, seed, variant))
-    return _trace(mode, variant, seed)
+    return _trace(mode, variant, seed, drawn=True)
 
 
 @functools.lru_cache(maxsize=128)
 def _seeded_trace(mode: str, seed: int, variant: str) -> dict:
     """Runs from an integer seed are deterministic: train each once (the notebook and the public test reuse them)."""
-    return _trace(mode, variant, torch.Generator().manual_seed(seed))
+    return _trace(mode, variant, torch.Generator().manual_seed(seed), drawn=False)
 
 
-#: The runs a learner derives the rules from (per label); the visible test trains KINDS from VISIBLE_SEED + k.
+#: The runs a learner derives the rules from (per label).
 EXAMPLE_SEEDS = (1, 2, 3, 4)
-VISIBLE_SEED = 100
+#: The visible test's runs, one per entry of KINDS: the runs at the margins' edges (:data:`MARGINS`, found among 300
+#: seeds of every kind) and a few ordinary ones. The hidden test runs the edge runs again, then draws a run of every
+#: kind.
+VISIBLE_RUNS = (("missing zero_grad", "", 1269), ("missing zero_grad", "", 1237), ("vanishing gradients", "", 1154),
+                ("vanishing gradients", "", 1157), ("exploding gradients", "diverges", 1252),
+                ("exploding gradients", "clipped", 1164), ("exploding gradients", "shallow", 1032),
+                ("broadcasting bug", "", 1107), ("broadcasting bug", "", 1105),
+                ("in-place on a leaf", "clamps the weights", 1000),
+                ("in-place on a leaf", "updates outside no_grad", 1000),
+                ("healthy", "", 1148), ("healthy", "noisy", 1006), ("healthy", "summed", 1149))
+EDGE_RUNS = tuple(dict.fromkeys(margin.run for margin in MARGINS))
 
 
 def example_traces() -> dict[str, list[dict]]:
@@ -381,6 +451,11 @@ HELD_OUT_TOO_STRICT = Misconception(
     "held-out threshold too strict",
     "A healthy run ends with val_loss a fraction of baseline_loss, never zero (the targets are noisy); the "
     "broadcasting bug ends near baseline_loss itself. Put the cut in the gap between the two.")
+GRADIENT_SIZE = Misconception(
+    "judged by the size of the gradients",
+    "A gradient's size depends on how the loss is written: a loss summed over the mini-batch instead of averaged "
+    "makes every loss and gradient 256 times larger, and trains exactly the same. Exploding is growth through depth: "
+    "compare the first layer's gradient with the last one's (a ratio has no units).")
 CHANGED_TRACE = Misconception(
     "changed the trace it reads",
     "diagnose only reads the trace: the caller keeps plotting and logging it. Clean or sort into new lists "
@@ -391,6 +466,8 @@ def _misread(mode: str, variant: str, got: str) -> Misconception | None:
     """The mistake a wrong label reveals, if any (named when two traces agree)."""
     if mode == "in-place on a leaf":
         return IGNORED_EXCEPTION
+    if variant == "summed" and got == "exploding gradients":
+        return GRADIENT_SIZE
     if {mode, got} == {"vanishing gradients", "exploding gradients"}:
         return SWAPPED
     if mode == "exploding gradients" and variant in ("clipped", "shallow"):
@@ -456,13 +533,24 @@ def _judge_label(diagnose, trace: dict, mode: str, variant: str, what: str) -> N
 @check
 def check_diagnose(diagnose, seed: int | None = None) -> None:
     """Part A: diagnose(trace) names the failure mode of a real training trace (one of LABELS), leaving the trace
-    unchanged. One run of every kind in KINDS: fixed runs (visible), or fresh ones in a random order (hidden)."""
+    unchanged. Visible: one fixed run of every kind in KINDS (:data:`VISIBLE_RUNS`, the margins' edge runs among
+    them). Hidden: the edge runs again, then a fresh run of every kind in a random order.
+
+    Domain: traces of :func:`training_trace` (40 steps, or fewer when ``raised`` is set: 1 step for an update
+    outside no_grad); ``loss`` and ``grad_norm`` finite except in a diverging exploding run (inf and nan); ``loss``
+    a mean or, for a healthy run's summed variant, a sum over 256 examples (every loss and gradient 256 times
+    larger); ``layer_grad_norms`` 3 to 17 positive floats; ``val_loss`` and ``baseline_loss`` positive. Corners at
+    every seed: the edge runs of :data:`MARGINS` (the quiet run that climbs most, the bounce that climbs least, the
+    healthy run nearest the baseline, the stuck run furthest below it, the extreme depth ratios, a summed loss) and,
+    drawn, a one-step run that raised and a run whose loss turns to nan.
+    Contracts checked: a label among LABELS (a string, surrounding spaces allowed); the trace unchanged afterwards
+    (deep comparison with a copy, nan equal to nan)."""
     __tracebackhide__ = True
     if seed is None:
-        runs = [(mode, variant, VISIBLE_SEED + k) for k, (mode, variant) in enumerate(KINDS)]
+        runs = list(VISIBLE_RUNS)
     else:
         gen = generator("09/diagnose", seed)
-        runs = [(*KINDS[i], gen) for i in torch.randperm(len(KINDS), generator=gen).tolist()]
+        runs = [*EDGE_RUNS, *[(*KINDS[i], gen) for i in torch.randperm(len(KINDS), generator=gen).tolist()]]
     for number, (mode, variant, source) in enumerate(runs, start=1):
         with trial():
             trace = training_trace(mode, source, variant)
@@ -506,11 +594,17 @@ def _count_saved(fn: Callable, saved: list) -> Callable:
     return run
 
 
+#: The fixed shapes of Part B1's cases, in order: (batch size or None to draw it, targets shaped (n,) rather than
+#: (n, 1)). The first two are corners that run at every seed: a batch of one, with (1,) targets (where the broadcast
+#: (1, 1) - (1,) happens to give the right answer) and with (1, 1) ones; sizes and values of the others are drawn.
+LOSS_CASES = ((1, True), (1, False), (None, True), (None, False), (None, True), (None, False))
+
+
 def _loss_cases(seed: int | None):
-    """(model, inputs, targets): two cases with (n,) targets and two with (n, 1) ones."""
+    """(model, inputs, targets) for every entry of :data:`LOSS_CASES`."""
     gen = generator("09/held_out_loss", seed) if seed is not None else torch.Generator().manual_seed(909)
-    for flat in (True, False, True, False):
-        d, width, n = randint(gen, 2, 4), randint(gen, 3, 6), randint(gen, 6, 12)
+    for n, flat in LOSS_CASES:
+        d, width, n = randint(gen, 1, 4), randint(gen, 3, 6), n or randint(gen, 6, 12)
         model = random_mlp(gen, (d, width, 1))
         inputs = uniform(gen, (n, d))
         targets = uniform(gen, (n,) if flat else (n, 1))
@@ -520,7 +614,13 @@ def _loss_cases(seed: int | None):
 @check
 def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
     """Part B1: held_out_loss(model, inputs, targets) is the mean squared error of model(inputs) against targets
-    ((n,) or (n, 1)), as a Python float, computed without recording a graph and without changing its arguments."""
+    ((n,) or (n, 1)), as a Python float, computed without recording a graph and without changing its arguments.
+
+    Domain: ``model`` a float64 MLP (Linear, Tanh, Linear) from d inputs to one output, with parameters that require
+    grad; ``inputs`` float64 of shape (n, d), 1 <= d <= 4, values in [-2, 2); ``targets`` float64 of shape (n,) or
+    (n, 1), values in [-2, 2); n = 1 (pinned, both target shapes) or 6 to 12. Called with recording on.
+    Contracts checked: a Python float (a tensor, even 0-d, is named); no tensor saved for backward while it runs
+    (saved-tensor hooks); the arguments unchanged (values, requires_grad, .grad, versions: call_learner)."""
     __tracebackhide__ = True
     for model, inputs, targets in _loss_cases(seed):
         with trial():
@@ -607,47 +707,99 @@ def graph_bytes_reference(model: nn.Module, inputs: torch.Tensor) -> int:
                                                    "storage"))
 
 
-def _graph_bytes_symptoms(saved: list[SavedTensor]) -> list:
+def _graph_bytes_symptoms(saved: list[SavedTensor], no_grad: bool) -> list:
+    """What each mistake of Part B2 returns for a forward pass that saved ``saved`` (called under no_grad or not)."""
     own = [s for s in saved if not s.parameter]
-    return [DOUBLE_COUNTED.looks_like(sum(s.storage_bytes for s in own), rtol=0, atol=0.5),
-            PARAMETERS_COUNTED.looks_like(sum(s.storage_bytes for s in _distinct(saved, "storage")), rtol=0, atol=0.5),
-            TENSOR_NOT_STORAGE.looks_like(sum(s.tensor_bytes for s in _distinct(own, "pointer")), rtol=0, atol=0.5),
-            FOUR_BYTES.looks_like(sum(s.tensor_bytes // s.element_size * 4 for s in _distinct(own, "pointer")),
-                                  rtol=0, atol=0.5),
-            GRAD_MODE_IGNORED.looks_like(0, rtol=0, atol=0.5)]
+    values = {DOUBLE_COUNTED: sum(s.storage_bytes for s in own),
+              PARAMETERS_COUNTED: sum(s.storage_bytes for s in _distinct(saved, "storage")),
+              TENSOR_NOT_STORAGE: sum(s.tensor_bytes for s in _distinct(own, "pointer")),
+              FOUR_BYTES: sum(s.tensor_bytes // s.element_size * 4 for s in _distinct(own, "pointer"))}
+    if no_grad:  # measured in the caller's grad mode, a forward pass under no_grad saves nothing
+        values[GRAD_MODE_IGNORED] = 0
+    return [mistake.looks_like(value, rtol=0, atol=0.5) for mistake, value in values.items()]
+
+
+@dataclass(frozen=True)
+class BytesCase:
+    """One fixed case of Part B2: what is pinned at every seed (the rest is drawn)."""
+
+    dtype: torch.dtype
+    view: bool  # inputs are the first n rows of a 2n-row batch
+    no_grad: bool  # the check calls graph_bytes inside torch.no_grad()
+    shows: tuple[Misconception, ...]  # the mistakes this case tells apart (sizes are drawn again until it does)
+    hidden: int | None = None  # hidden layers (None: 1 to 3, drawn)
+    n: int | None = None  # batch size (None: 4 to 16, drawn)
+
+
+#: The fixed cases of Part B2. Each mistake shows, with a value of its own, in at least two of them at every seed
+#: (tests/test_ex09_traces.py proves it): the view's own bytes in the two float64 views (in a float32 view they are
+#: what "four bytes per number" gives); four bytes per number in the three float64 cases; the caller's no_grad in the
+#: two cases called under it; a shared storage counted twice and the parameters counted wherever there is a hidden
+#: layer (except a shared storage under GELU, which saves its input rather than its output, so no storage is saved
+#: twice). The last two are corners: a single Linear (only the inputs are saved) and a batch of one.
+BYTES_CASES = (
+    BytesCase(torch.float64, view=True, no_grad=False,
+              shows=(DOUBLE_COUNTED, PARAMETERS_COUNTED, TENSOR_NOT_STORAGE, FOUR_BYTES)),
+    BytesCase(torch.float32, view=False, no_grad=True, shows=(DOUBLE_COUNTED, PARAMETERS_COUNTED, GRAD_MODE_IGNORED)),
+    BytesCase(torch.float64, view=True, no_grad=True,
+              shows=(DOUBLE_COUNTED, PARAMETERS_COUNTED, TENSOR_NOT_STORAGE, FOUR_BYTES, GRAD_MODE_IGNORED)),
+    BytesCase(torch.float32, view=True, no_grad=False, shows=(), hidden=0),
+    BytesCase(torch.float64, view=False, no_grad=False, shows=(DOUBLE_COUNTED, PARAMETERS_COUNTED, FOUR_BYTES), n=1))
+
+
+def _bytes_case(case: BytesCase, activation: str, gen: torch.Generator):
+    """One draw of ``case``: (model, inputs, description)."""
+    d, n = randint(gen, 3, 8), case.n or randint(gen, 4, 16)
+    hidden = randint(gen, 1, 3) if case.hidden is None else case.hidden
+    widths = [d] + [randint(gen, 4, 12) for _ in range(hidden)] + [randint(gen, 1, 4)]
+    layers: list[nn.Module] = []
+    for k, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+        layers += [ACTIVATIONS[activation]()] if k else []
+        layers.append(nn.Linear(n_in, n_out, dtype=case.dtype))
+    model = nn.Sequential(*layers)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(uniform(gen, tuple(p.shape), -1.0, 1.0))
+    batch = uniform(gen, (2 * n if case.view else n, d)).to(case.dtype)
+    inputs = batch[:n] if case.view else batch
+    shown = f"the first {n} row(s) of a {2 * n}-row batch" if case.view else f"of shape {(n, d)}"
+    kind = f"with {activation}" if hidden else "(a single Linear)"
+    return model, inputs, f"an MLP {widths} {kind}, {str(case.dtype).replace('torch.', '')}, inputs {shown}"
 
 
 def _bytes_cases(seed: int | None):
-    """(model, inputs, description, called under no_grad): the dtypes, views and grad modes are fixed so that each
-    mistake shows in two cases; sizes and activations are drawn."""
+    """(model, inputs, description, called under no_grad) for every entry of :data:`BYTES_CASES`: activations,
+    widths, sizes and values are drawn, and drawn again until the case tells its mistakes apart."""
     gen = generator("09/graph_bytes", seed) if seed is not None else torch.Generator().manual_seed(919)
     names = list(ACTIVATIONS)
     order = torch.randperm(len(names), generator=gen).tolist()
-    for case, (dtype, view, no_grad) in enumerate([(torch.float64, False, False), (torch.float32, True, True),
-                                                   (torch.float64, True, False), (torch.float32, False, True)]):
-        activation = names[order[case]]
-        d, n = randint(gen, 3, 8), randint(gen, 4, 16)
-        widths = [d] + [randint(gen, 4, 12) for _ in range(randint(gen, 1, 3))] + [randint(gen, 1, 4)]
-        layers: list[nn.Module] = []
-        for k, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
-            layers += [ACTIVATIONS[activation]()] if k else []
-            layers.append(nn.Linear(n_in, n_out, dtype=dtype))
-        model = nn.Sequential(*layers)
-        with torch.no_grad():
-            for p in model.parameters():
-                p.copy_(uniform(gen, tuple(p.shape), -1.0, 1.0))
-        batch = uniform(gen, (2 * n if view else n, d)).to(dtype)
-        inputs = batch[:n] if view else batch
-        shown = f"the first {n} rows of a {2 * n}-row batch" if view else f"of shape {(n, d)}"
-        described = f"an MLP {widths} with {activation}, {str(dtype).replace('torch.', '')}, inputs {shown}"
-        yield model, inputs, described, no_grad
+    for number, case in enumerate(BYTES_CASES):
+        activation = names[order[number % len(names)]]
+        needed = {m for m in case.shows if not (m is DOUBLE_COUNTED and activation == "GELU")}
+        for _ in range(ATTEMPTS):
+            model, inputs, described = _bytes_case(case, activation, gen)
+            expected = torch.tensor(float(graph_bytes_reference(model, inputs)), dtype=torch.float64)
+            symptoms = _graph_bytes_symptoms(saved_tensors(model, inputs), case.no_grad)
+            if needed <= {s.misconception for s in armed(symptoms, expected, rtol=0.0, atol=0.5)}:
+                break
+        else:
+            raise CourseBug(f"no draw of Part B2's case {number + 1} told its mistakes apart.")
+        yield model, inputs, described, case.no_grad
 
 
 @check
 def check_graph_bytes(graph_bytes, seed: int | None = None) -> None:
     """Part B2: graph_bytes(model, inputs) is the number of bytes of the distinct storages, parameters excluded,
     that autograd saves during a recording forward pass of model(inputs): a Python int, measured even when the caller
-    switched recording off, without changing the model or the inputs."""
+    switched recording off, without changing the model or the inputs.
+
+    Domain: ``model`` an nn.Sequential of Linear layers with ReLU, Tanh, Sigmoid or GELU between them (0 to 3 hidden
+    layers of width 4 to 12, 1 to 4 outputs), all float32 or all float64, parameters requiring grad; ``inputs`` of
+    shape (n, d), 3 <= d <= 8, n = 1 (pinned) or 4 to 16, the model's dtype, either a whole tensor or the first n rows
+    of a 2n-row batch (a view). Called with recording on, or inside torch.no_grad() (see :data:`BYTES_CASES`).
+    Contracts checked: a Python int (a float or a tensor is named); the byte count measured, so equal to the storages
+    autograd saves (their whole size, each once, parameters left out); the model and inputs unchanged (no backward,
+    no .grad: call_learner)."""
     __tracebackhide__ = True
     for model, inputs, described, no_grad in _bytes_cases(seed):
         with trial():
@@ -662,7 +814,7 @@ def check_graph_bytes(graph_bytes, seed: int | None = None) -> None:
             if expected <= 0:
                 raise CourseBug(f"the forward pass of {described} saved nothing for backward.")
             expect_close(int(answer), expected, what=what, source="measured", rtol=0.0, atol=0.5,
-                         symptoms=_graph_bytes_symptoms(saved))
+                         symptoms=_graph_bytes_symptoms(saved, no_grad))
 
 
 # ---------------------------------------------------------------------------------------------------- Part C
@@ -717,13 +869,17 @@ BACKWARD_UPDATES = Misconception(
     "backward updates the weights",
     "backward() only computes gradients; the optimizer's step(), or your own update under no_grad, changes the "
     "weights.")
-ZERO_GRAD_FREES_GRAPH = Misconception(
-    "zero_grad frees the graph", "backward() frees the graph itself; zero_grad only touches .grad.")
+GRAD_OVERWRITTEN = Misconception(
+    "backward overwrites .grad",
+    "backward() adds the new gradient into .grad; it never replaces what is there. Three backward calls without a "
+    "reset leave the sum of all three, which is why a training loop clears .grad once per step.")
 FILLED_GRAD_RAISES = Misconception(
     "backward refuses a filled .grad",
     "backward() raises nothing: it silently adds, which is exactly why a forgotten reset is dangerous.")
-ZERO_GRAD_RESETS_WEIGHTS = Misconception(
-    "zero_grad resets the weights", "zero_grad clears the gradients (sets .grad to None), never the weights.")
+GRAPH_REUSED = Misconception(
+    "one graph assumed for every pass of the loop",
+    "The forward line runs again on every pass of the loop and records a new graph, so every backward has a fresh "
+    "graph to walk; only .grad carries over from one pass to the next.")
 FD_EXACT = Misconception(
     "finite differences are exact",
     "Finite differences are approximate (truncation and round-off, exercise 01), and reverse mode needs MORE "
@@ -757,26 +913,28 @@ QUESTIONS = (
           "that gradient.", LAST_LAYER_ONLY)),
         position=1),
     Question(
-        "what_backward_populates", "What does loss.backward() leave behind?",
-        "The gradient of the loss, added into the .grad of every leaf tensor that requires grad, such as the model's "
-        "parameters.",
-        (("A .grad on every tensor of the graph, intermediate results included, while the graph is kept for the next "
-          "call.", INTERMEDIATE_GRAD),
-         ("Nothing inside the tensors: it returns the loss's gradients as a list, one per parameter, ready for the "
-          "optimizer.", BACKWARD_RETURNS),
-         ("Updated weights: it subtracts each gradient from its parameter, so the model has already learned when it "
-          "returns.", BACKWARD_UPDATES)),
+        "what_backward_populates",
+        "What does this print?\n\n```python\nw = torch.tensor([1.0, 2.0], requires_grad=True)\nh = 3 * w\n"
+        "result = (h * h).sum().backward()\nprint(result, w.grad, h.grad)\n```",
+        "It prints None, tensor([18., 36.]) and None: only the leaf w keeps a gradient, and backward returns nothing.",
+        (("It prints None, tensor([18., 36.]) and tensor([6., 12.]): every tensor in the graph keeps its own "
+          "gradient.", INTERMEDIATE_GRAD),
+         ("It prints a list holding tensor([18., 36.]), then None twice: backward hands the gradients back to its "
+          "caller.", BACKWARD_RETURNS),
+         ("It prints None three times: backward has already subtracted the gradient from w and then emptied its "
+          ".grad.", BACKWARD_UPDATES)),
         position=0),
     Question(
-        "why_zero_grad", "Why does a training loop clear the gradients once per step?",
-        "Backward adds into .grad rather than overwriting it, so each step would follow the sum of all earlier "
-        "gradients.",
-        (("The graph of the previous step would otherwise stay in memory and be differentiated a second time by "
-          "backward.", ZERO_GRAD_FREES_GRAPH),
-         ("Calling backward raises an error when a tensor's .grad still holds a value left over from the previous "
-          "step.", FILLED_GRAD_RAISES),
-         ("The weights have to return to zero once per step, so that every batch starts training from the same "
-          "initial point.", ZERO_GRAD_RESETS_WEIGHTS)),
+        "why_zero_grad",
+        "What does this print?\n\n```python\nx = torch.tensor(2.0, requires_grad=True)\nfor step in range(3):\n"
+        "    z = 4 * x + x\n    z.backward()\nprint(x.grad)\n```",
+        "It prints tensor(15.): every backward adds its 5 into x.grad, and nothing in the loop resets it.",
+        (("It prints tensor(5.): every backward replaces x.grad with the gradient of the newest z, which is 5.",
+          GRAD_OVERWRITTEN),
+         ("It raises a RuntimeError at the second backward, because x.grad still holds the first call's 5.",
+          FILLED_GRAD_RAISES),
+         ("It raises a RuntimeError at the second backward, because the first backward freed the graph of z.",
+          GRAPH_REUSED)),
         position=3),
     Question(
         "autodiff_vs_finite_differences",
@@ -792,13 +950,15 @@ QUESTIONS = (
         position=2),
     Question(
         "residual_identity_path",
-        "A residual block computes y = x + F(x). What does its identity path add to ∂L/∂x?",
-        "The upstream gradient ∂L/∂y itself, unscaled, so some gradient still reaches x however small F′(x) becomes.",
-        (("The upstream gradient multiplied by F′(x), so the block passes on only what its branch lets through to x.",
+        "A residual block y = x + F(x) with F(x) = 0.01·x², under an upstream gradient of 3. What does this print?"
+        "\n\n```python\nx = torch.tensor(2.0, requires_grad=True)\ny = x + 0.01 * x ** 2\n(3 * y).backward()\n"
+        "print(x.grad)\n```",
+        "It prints tensor(3.1200): the identity passes the upstream 3 on unscaled, the branch adds 3 × 0.04.",
+        (("It prints tensor(0.1200): the block passes on only what its branch lets through, which is 3 × 0.04.",
           IDENTITY_SCALED),
-         ("Half of the upstream gradient, because the identity path and the branch share it equally on their way "
-          "back to x.", ROUTES_AVERAGED),
-         ("A constant 1, whatever the upstream gradient is, which is what keeps the gradient at x from vanishing.",
+         ("It prints tensor(1.5600): the identity and the branch share the upstream 3, so (3 + 3 × 0.04) / 2.",
+          ROUTES_AVERAGED),
+         ("It prints tensor(1.1200): the identity path adds a constant 1, and then the branch adds 3 × 0.04.",
           ONE_NOT_UPSTREAM)),
         position=1),
 )
