@@ -48,3 +48,26 @@ def test_tensor_without_history_is_a_clear_error():
 def test_draws_without_a_display():
     z, x, y = two_routes()
     assert draw_graph(z, names={x: "x", y: "y"}) is not None
+
+
+def test_backward_follows_next_functions_the_way_they_point():
+    """Lesson 02's sentence: backward starts at the root and walks next_functions in their own direction (the drawn
+    arrows, which follow the data, point the other way)."""
+    z, x, y = two_routes()
+    out = torch.tanh(z * z)
+    nodes, todo = [], [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if all(node is not seen for seen in nodes):
+            nodes.append(node)
+            todo += [child for child, _ in node.next_functions if child is not None]
+    ran = []
+    for node in nodes:
+        node.register_prehook(lambda grad_outputs, node=node: ran.append(node))
+    out.backward()
+    when = {id(node): i for i, node in enumerate(ran)}
+    assert ran[0] is out.grad_fn and len(ran) == len(nodes)
+    assert all(when[id(node)] < when[id(child)]
+               for node in ran for child, _ in node.next_functions if child is not None)
+    graph = build_graph(out, names={x: "x", y: "y"})
+    assert all(consumer < source for source, consumer in graph.edges)  # drawn from input to consumer, root = 0

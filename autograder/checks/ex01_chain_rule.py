@@ -109,9 +109,13 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
     f = TEST_FUNCTIONS[name]
     kwargs = {} if h is None else {"h": h}
     what = f"central_difference(f, x{', h=' + format(h, 'g') if h is not None else ''}) for f(x) = {name}, " \
-           f"x = {fmt(x)} ({str(x.dtype).replace('torch.', '')})"
+           f"x = {fmt(x)} ({str(x.dtype).replace('torch.', '')}, shape {tuple(x.shape)})"
     # The caller's own x: the check sees an answer that changes it, even one that puts the values back.
     received = call_learner(central_difference_fn, f, x, what=what, forbid=[Route.AUTOGRAD], **kwargs)
+    if not isinstance(received, torch.Tensor):  # "a float64 tensor shaped like x": a 0-d x gets a 0-d tensor
+        raise GradingFailure(f"{what} returned {type(received).__name__} ({received!r:.60}); the part asks for a "
+                             f"float64 tensor shaped like x, here shape {tuple(x.shape)} (torch.zeros_like on a "
+                             "float64 copy of x gives one, for a 0-d x too).")
     (derivative,) = autograd_gradient(f, x)
     step = 1e-6 if h is None else h
     if h in LARGE_STEPS:  # the answer is the quotient the text defines, which here is not the derivative
@@ -128,19 +132,46 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
                              "tensor (compute in float64 and return that, without converting back to x's dtype).")
 
 
+def _t32(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def _t64(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+#: Corners of Part A's domain, run at every seed (and in the visible test): a 0-d x (the text's "shaped like x"
+#: includes shape ()), zeros and both signs in a non-square matrix, a 3-D x with a dimension of size 1 in float32.
+CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
+                   ("sum(exp(x / 2))", _t32(1.3), None),
+                   ("sum(exp(x / 2))", _t64([[0.0, -1.2, 0.8], [1.5, -0.4, 2.0]]), 1e-3),
+                   ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None)]
+
+
 @check
 def check_central_difference(central_difference_fn, seed: int | None = None) -> None:
     """Part A: central_difference(f, x, h=1e-6) returns the central quotient elementwise, as a float64 tensor shaped
-    like x, from evaluations of f only (no autograd), leaving x unchanged."""
+    like x, from evaluations of f only (no autograd), leaving x unchanged.
+
+    Domain (what the part's text allows, each corner pinned in CENTRAL_CORNERS, visible and at every seed):
+    x is a tensor of any shape, 0-d ``()`` included, of dtype float32 or float64, with any real values (zeros and
+    both signs); f maps a tensor shaped like x to a scalar tensor; h > 0 is the default 1e-6, 1e-3, or a large step
+    (0.5, 0.25) where the quotient is not the derivative. Contracts and their checks: "a float64 tensor shaped like
+    x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's shape (as_answer), of dtype float64;
+    "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in place even if undone); "it may arrive
+    as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the large-step cases (IGNORED_STEP); "no
+    autograd" -> Route.AUTOGRAD forbidden.
+    """
     __tracebackhide__ = True
     if seed is None:
-        cases = [("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), None),
-                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), 1e-3),
-                 ("sum(sin(x) * x)", torch.tensor([[0.5, -1.0, 2.0], [0.0, 1.5, -0.3]], dtype=torch.float64), 1e-3),
-                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float32), None),
-                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float32), None),
-                 ("sum(x**3)", torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), 0.5),
-                 ("sum(exp(x / 2))", torch.tensor([[0.5, 1.5], [2.0, 1.0]], dtype=torch.float64), 0.25)]
+        cases = [("sum(x**3)", _t64([1.0, 2.0, 3.0]), None),
+                 ("sum(x**3)", _t64([1.0, 2.0, 3.0]), 1e-3),
+                 ("sum(sin(x) * x)", _t64([[0.5, -1.0, 2.0], [0.0, 1.5, -0.3]]), 1e-3),
+                 ("sum(x**3)", _t32([1.0, 2.0, 3.0]), None),
+                 ("sum(exp(x / 2))", _t32([[0.5, 1.5], [2.0, 1.0]]), None),
+                 ("sum(x**3)", _t64([1.0, 2.0, 3.0]), 0.5),
+                 ("sum(exp(x / 2))", _t64([[0.5, 1.5], [2.0, 1.0]]), 0.25),
+                 *CENTRAL_CORNERS]
     else:
         gen = generator("01/central_difference", seed)
         # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, two float32 cases with the
@@ -150,11 +181,12 @@ def check_central_difference(central_difference_fn, seed: int | None = None) -> 
         shapes += [choice(gen, SHAPES), choice(gen, SHAPES)]
         settings = [(torch.float64, 1e-3), (torch.float32, None), (torch.float64, 1e-3), (torch.float32, None),
                     (torch.float64, LARGE_STEPS[0]), (torch.float64, LARGE_STEPS[1])]
-        cases = [(choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h)
+        drawn = [(choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h)
                  for shape, (dtype, h) in zip(shapes, settings)]
+        cases = [*CENTRAL_CORNERS, *drawn]
     for name, x, h in cases:
         with trial():
-            _run_central_difference(central_difference_fn, name, x, h)
+            _run_central_difference(central_difference_fn, name, x.clone(), h)
 
 
 # ---------------------------------------------------------------------------------------------- Part B
@@ -235,21 +267,35 @@ def _well_separated(x: float, y: float) -> bool:
 
 
 VISIBLE_POINTS = [(1.2, 0.6), (-1.5, 0.8)]
+#: Corners of Part B's domain (x and y are any real numbers): both sign patterns, x = 0 and y = 0, where u = x·y = 0
+#: and a local derivative computed by dividing by x, y or u raises. The visible test runs the first set, the hidden
+#: test the second, at every seed, before its drawn points.
+VISIBLE_CORNERS = [(1.4, -1.2), (0.0, 0.7), (1.3, 0.0)]
+HIDDEN_CORNERS = [(1.5, -0.6), (-1.3, 0.6), (0.0, -1.1), (-0.9, 0.0)]
 #: A formula derived by hand is exact to ~1e-15 in float64 at these well-separated points; a central difference is
 #: off by ~1e-10, so this tolerance tells them apart.
 EXACT = 1e-11
 
+DIVIDED_BY_ZERO = Misconception(
+    "a local derivative obtained by dividing by a value that can be 0",
+    "∂u/∂x = y and ∂u/∂y = x can be read straight off u = x·y; computing them as u / x or u / y (or ∂z/∂u as "
+    "z / u) raises where that value is 0, and x = 0 or y = 0 is a point like any other. Write each local derivative "
+    "from its operation's rule, with no division.")
+
 
 def _estimate_symptom(exact: torch.Tensor) -> Symptom:
-    """An answer close to the derivative, but only as close as a finite difference gets."""
+    """An answer close to the derivative, but only as close as a finite difference gets (never at an exact 0,
+    where a central difference of this function is exact too)."""
+    scale = float(abs(exact))
     return FINITE_DIFFERENCE_ESTIMATE.when(
-        lambda got: 1e-13 < float(abs(got - exact)) / float(abs(exact)) < 1e-6)
+        lambda got: scale > 0 and 1e-13 < float(abs(got - exact)) / scale < 1e-6)
 
 
 def _derivation_points(stream: str, seed: int | None) -> list[tuple[float, float]]:
-    """The visible points, or three random ones where every mistake shows clearly."""
+    """The visible points and corners, or the hidden corners and three random points where every mistake shows
+    clearly."""
     if seed is None:
-        return VISIBLE_POINTS
+        return [*VISIBLE_POINTS, *VISIBLE_CORNERS]
     gen = generator(stream, seed)
     points: list[tuple[float, float]] = []
     while len(points) < 3:
@@ -257,7 +303,18 @@ def _derivation_points(stream: str, seed: int | None) -> list[tuple[float, float
                 zip(uniform(gen, (2,), 0.5, 2.0), torch.rand(2, generator=gen)))
         if _well_separated(x, y):
             points.append((x, y))
-    return points
+    return [*HIDDEN_CORNERS, *points]
+
+
+def _call_derivation(fn, x: float, y: float, *, what: str):
+    """Call a Part B answer (no autograd); a division by zero at a point where x or y is 0 is the mistake seen."""
+    __tracebackhide__ = True
+    try:
+        return call_learner(fn, x, y, what=what, forbid=[Route.AUTOGRAD])
+    except GradingFailure as failure:
+        if failure.proven is None and 0.0 in (x, y) and failure.message.startswith(f"{what} raised ZeroDivision"):
+            raise proven_failure(failure.message, DIVIDED_BY_ZERO) from None
+        raise
 
 
 def _numbers(answer, names: tuple[str, ...], *, what: str) -> tuple[float, ...]:
@@ -278,13 +335,20 @@ ROUTE_PATHS = ("x → u → z", "x → u → v → z", "x → v → z")
 @check
 def check_routes(routes_to_z, seed: int | None = None) -> None:
     """Part B1: routes_to_z(x, y) returns the three routes' shares of dz/dx, (x→u→z, x→u→v→z, x→v→z), for
-    u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd)."""
+    u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
+
+    Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
+    VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "return (route_1, route_2, route_3)"
+    in the table's order -> a tuple of three, each compared with its own route (the right numbers in another order
+    are said so); "return Python floats, not tensors" -> _python_number (a tensor is TENSOR_FOR_NUMBER); "no
+    autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so a finite-difference
+    estimate fails (FINITE_DIFFERENCE_ESTIMATE).
+    """
     __tracebackhide__ = True
     for x, y in _derivation_points("01/routes", seed):
         with trial():
             what = f"routes_to_z({x:g}, {y:g})"
-            answer = _numbers(call_learner(routes_to_z, x, y, what=what, forbid=[Route.AUTOGRAD]), ROUTE_NAMES,
-                              what=what)
+            answer = _numbers(_call_derivation(routes_to_z, x, y, what=what), ROUTE_NAMES, what=what)
             right = _routes(x, y)
             if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
                     not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
@@ -303,14 +367,18 @@ def check_routes(routes_to_z, seed: int | None = None) -> None:
 @check
 def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
     """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
-    floats, by hand (no autograd)."""
+    floats, by hand (no autograd).
+
+    Domain and contracts as check_routes: any real x and y, zeros and both sign patterns pinned at every seed; a
+    tuple (z, dz_dx, dz_dy) of Python floats, each exact to a relative 1e-11; no autograd.
+    """
     __tracebackhide__ = True
     z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
     for x, y in _derivation_points("01/gradient_of_z", seed):
         with trial():
             what = f"gradient_of_z({x:g}, {y:g})"
-            z, dz_dx, dz_dy = _numbers(call_learner(gradient_of_z, x, y, what=what, forbid=[Route.AUTOGRAD]),
-                                       ("z", "dz_dx", "dz_dy"), what=what)
+            z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
+                                       what=what)
             u, v = _forward(x, y)
             grad_x, grad_y = autograd_gradient(z_of, x, y)
             fd_x, fd_y = central_difference(z_of, x, y)
@@ -333,45 +401,6 @@ def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
                 *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
 
 
-# The review of exercise 09 (Part B) grades lesson 01's first worked example with this check.
-
-SQUARE_RULE = Misconception("derivative of y**2 taken as y", "d(y²)/dy = 2y.")
-ADDED_NOT_MULTIPLIED = Misconception("added instead of multiplied", "Along one route the chain rule multiplies "
-                                     "local derivatives: dz/dx = dz/dy · dy/dx.")
-
-
-def _points(stream: str, seed: int | None, visible: list) -> list:
-    """The visible points, or three random ones (rounded, away from 0 so that no mistake hides behind a zero)."""
-    if seed is None:
-        return visible
-    gen = generator(stream, seed)
-    signs = torch.where(torch.rand(3, generator=gen) < 0.5, -1.0, 1.0).double()
-    return [round(float(v), 3) for v in uniform(gen, (3,), 0.5, 5.0) * signs]
-
-
-@check
-def check_chain_rule_example(chain_rule_example, seed: int | None = None) -> None:
-    """y = 3x + 1, z = y**2: chain_rule_example(x) returns (y, dz_dy, dy_dx, dz_dx) as Python numbers, by hand."""
-    __tracebackhide__ = True
-    for x in _points("01/chain", seed, [2.0]):
-        with trial():
-            what = f"chain_rule_example({x:g})"
-            y_value, dz_dy, dy_dx, dz_dx = _numbers(
-                call_learner(chain_rule_example, x, what=what, forbid=[Route.AUTOGRAD]),
-                ("y", "dz_dy", "dy_dx", "dz_dx"), what=what)
-            y = 3 * x + 1
-            (dz_dx_autograd,) = autograd_gradient(lambda t: (3 * t + 1) ** 2, x)
-            (dz_dx_fd,) = central_difference(lambda t: (3 * t + 1) ** 2, x)
-            expect_close(y_value, y, what=f"{what}: y = 3x + 1", source="expected",
-                         symptoms=[HARD_CODED.looks_like(7.0)])
-            expect_close(dz_dy, 2 * y, what=f"{what}: dz/dy", symptoms=[SQUARE_RULE.looks_like(y),
-                                                                         HARD_CODED.looks_like(14.0)])
-            expect_close(dy_dx, 3.0, what=f"{what}: dy/dx", source="expected")
-            expect_close(dz_dx, dz_dx_autograd, what=f"{what}: dz/dx", fd=dz_dx_fd, symptoms=[
-                MISSING_INNER.looks_like(2 * y), ADDED_NOT_MULTIPLIED.looks_like(2 * y + 3),
-                HARD_CODED.looks_like(42.0)])
-
-
 # ---------------------------------------------------------------------------------------------- Part C
 
 NO_GUARD = Misconception(
@@ -381,6 +410,12 @@ NO_GUARD = Misconception(
 FLAT_INDEX = Misconception(
     "flat index", "argmax on a flattened tensor gives a position in the flat view; turn it into one index per "
     "dimension (torch.unravel_index), and return it as a tuple of ints.")
+WRONG_UNRAVEL = Misconception(
+    "flat position unravelled with the wrong sizes",
+    "In a tensor of shape (R, C) the flat position of element (i, j) is i·C + j: the row is the flat position // C "
+    "(the size of the LAST dimension) and the column is the position % C. Dividing by R, or peeling the dimensions "
+    "off from the first one, only works for square matrices. torch.unravel_index(position, shape) does it for every "
+    "shape.")
 ONE_SIDED = Misconception(
     "denominator from one side only",
     "You divided by |analytic| or |numerical| alone. Use max(|analytic|, |numerical|, floor) so the error is "
@@ -398,12 +433,22 @@ WORST_BY_ABSOLUTE = Misconception(
 IGNORED_FLOOR = Misconception(
     "ignored the floor argument",
     "Your numbers match the default floor 1e-8, but the call passed another floor: use the floor you are given.")
+SIZES_NOT_DIFFERENCE = Misconception(
+    "difference of the sizes instead of the size of the difference",
+    "The numerator is |a - n|, the size of the difference. ||a| - |n|| is 0 when a = -n, so a gradient with the "
+    "wrong sign looks perfect: subtract first, then take the absolute value.")
 
 DEFAULT_FLOOR = 1e-8
 
 
 def _relative_errors(analytic: torch.Tensor, numerical: torch.Tensor, floor: float) -> torch.Tensor:
     return (analytic - numerical).abs() / torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
+
+
+def _sizes_errors(analytic: torch.Tensor, numerical: torch.Tensor, floor: float) -> torch.Tensor:
+    """The relative errors with ||a| - |n|| in the numerator (SIZES_NOT_DIFFERENCE)."""
+    scale = torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
+    return (analytic.abs() - numerical.abs()).abs() / scale
 
 
 def _index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -413,6 +458,27 @@ def _index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
 def _worst_by(errors: torch.Tensor) -> tuple[float, tuple[int, ...]]:
     flat = int(torch.argmax(errors.reshape(-1)))
     return float(errors.reshape(-1)[flat]), _index_of(flat, errors.shape)
+
+
+def _wrong_unravels(index: tuple[int, ...], shape: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """The indices the usual wrong unravellings of ``index``'s flat position give: the sizes peeled off from the first
+    dimension (then reversed), column-major order, and for a matrix divmod by the number of rows. The first and the
+    last equal the right index for a square matrix: only a non-square or 3-D shape tells them apart."""
+    flat = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + i
+    peeled, rest = [], flat
+    for n in shape:
+        peeled.append(rest % n)
+        rest //= n
+    column_major, rest = [], flat
+    for n in shape:
+        column_major.append(rest % n)
+        rest //= n
+    wrong = {tuple(reversed(peeled)), tuple(column_major)}
+    if len(shape) == 2:
+        wrong.add(divmod(flat, shape[0]))
+    return wrong - {tuple(index)}
 
 
 def _t(rows) -> torch.Tensor:
@@ -432,8 +498,45 @@ def _counterexample(gen: torch.Generator, shape: tuple[int, ...]) -> tuple[torch
     return analytic, numerical
 
 
+def _planted(shape: tuple[int, ...], worst: tuple[int, ...], start: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pair of ``shape`` with both signs and a zero on both sides, whose largest relative error (1/3: one value is
+    1.5 times the other) is at ``worst``; every other element differs by at most 1 % relative."""
+    count = math.prod(shape)
+    analytic = torch.tensor([(start + 0.37 * k) * (-1) ** k for k in range(count)], dtype=torch.float64)
+    numerical = analytic * (1 + 0.01 * torch.arange(count, dtype=torch.float64) / count)
+    zero = 1 if count > 1 else 0
+    analytic, numerical = analytic.reshape(shape), numerical.reshape(shape)
+    if count > 2:
+        analytic.view(-1)[zero] = numerical.view(-1)[zero] = 0.0
+    numerical[worst] = analytic[worst] * 1.5
+    return analytic, numerical
+
+
+#: Corners of Part C's domain (two float64 tensors of one shape, any number of dimensions, any real values), in the
+#: visible test and, with other numbers, at every seed of the hidden test: non-square matrices both ways, a 3-D and
+#: a 0-d tensor (whose index is ()), and worst elements where the two values have opposite signs.
+VISIBLE_SHAPES = [((2, 3), (1, 0)), ((3, 2), (2, 1)), ((2, 3, 4), (1, 2, 1))]
+HIDDEN_SHAPES = [((3, 4), (2, 1)), ((4, 2), (3, 0)), ((3, 2, 4), (2, 0, 3))]
+
+
+def _corner_cases(seed: int | None):
+    """(analytic, numerical, floor) for the pinned corners."""
+    visible = seed is None
+    for k, (shape, worst) in enumerate(VISIBLE_SHAPES if visible else HIDDEN_SHAPES):
+        yield (*_planted(shape, worst, 0.4 + 0.1 * k + (0.0 if visible else 0.05)), None)
+    if visible:
+        yield _t(0.5), _t(-0.5), None  # 0-d, opposite signs: error 1 / 0.5 = 2 at index ()
+        yield _t([0.5, -2.0, 1.0]), _t([-0.5, -2.0, 1.1]), None  # ||a| - |n|| = 0 at the worst element
+        yield _t([[1.0, 0.25], [-3.0, 2.0]]), _t([[1.0, -0.3], [-3.0, 2.2]]), None  # ... and smaller there
+    else:
+        yield _t(-1.25), _t(0.75), None
+        yield _t([2.0, 0.75, -1.0, 0.0]), _t([2.1, -0.75, -1.0, 0.0]), None
+        yield _t([[-0.4, 3.0, 1.0], [0.2, 0.0, -1.5]]), _t([[0.5, 3.0, 1.0], [0.2, 0.0, -1.6]]), None
+
+
 def _checker_cases(seed: int | None):
-    """(analytic, numerical, floor or None for the default)."""
+    """(analytic, numerical, floor or None for the default): the visible cases then the corners, or the corners then
+    the drawn cases."""
     if seed is None:
         yield _t([1.0, 2.0, 3.0]), _t([1.0, 2.0, 3.3]), None
         yield _t([0.0, 1.0, -2.0]), _t([0.0, 1.0, -2.5]), None
@@ -446,7 +549,9 @@ def _checker_cases(seed: int | None):
         # A floor that matters: below it, the error is the absolute difference.
         yield _t([1e-4, 2.0]), _t([3e-4, 2.0]), 1.0
         yield _t([[0.5, 0.02], [3.0, 0.0]]), _t([[0.5, 0.05], [3.0, 0.0]]), 0.1
+        yield from _corner_cases(seed)
         return
+    yield from _corner_cases(seed)
     gen = generator("01/gradient_checker", seed)
     for case in range(4):
         shape = choice(gen, [(3, 4), (2, 3, 2), (5,)])
@@ -468,12 +573,15 @@ def _checker_cases(seed: int | None):
         yield analytic, numerical, float(choice(gen, [0.1, 0.5, 1.0]))
 
 
-def _index_tuple(index, *, what: str, dims: int) -> tuple[int, ...]:
+def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, ...]) -> tuple[int, ...]:
     """The learner's index as a tuple of ints, or the failure naming what it is instead."""
     __tracebackhide__ = True
+    dims = len(shape)
+    expected = "an empty tuple, (), for a 0-d tensor" if dims == 0 else \
+        f"a tuple with one integer per dimension ({dims} here)"
     if isinstance(index, numbers.Integral) or (isinstance(index, torch.Tensor) and index.dim() == 0):
-        raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected a tuple with one "
-                             f"integer per dimension ({dims} here).", suspects=(FLAT_INDEX,))
+        raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected {expected}, "
+                             f"here {want}.", suspects=(FLAT_INDEX,))
     if type(index) is not tuple:
         raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({fmt(index)}); expected a tuple "
                              "of ints.")
@@ -482,9 +590,14 @@ def _index_tuple(index, *, what: str, dims: int) -> tuple[int, ...]:
         raise GradingFailure(f"{what} returned the index {fmt(index)} made of {kinds}; expected ints "
                              "(int(i) for each), so that the index prints and compares like (1, 0).")
     if len(index) != dims:
-        raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected one per "
-                             f"dimension ({dims}).", suspects=(FLAT_INDEX,) if len(index) == 1 else ())
-    return tuple(int(i) for i in index)
+        raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected {expected}, "
+                             f"here {want}.", suspects=(FLAT_INDEX,) if len(index) == 1 and dims > 1 else ())
+    index = tuple(int(i) for i in index)
+    if any(not 0 <= i < n for i, n in zip(index, shape)):
+        wrong = (WRONG_UNRAVEL,) if index in _wrong_unravels(want, shape) else ()
+        raise GradingFailure(f"{what} returned the index {index}, outside the shape {shape}; the worst element is at "
+                             f"{want}.", suspects=wrong)
+    return index
 
 
 def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.Tensor, floor: float | None) -> None:
@@ -495,7 +608,8 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
     # The caller's own tensors: an answer that changes them (in place, even if undone) fails.
     answer = call_learner(worst_relative_error, analytic, numerical, what=what, **kwargs)
     error, index = _tuple_of(answer, ("worst_error", "worst_index"), what=what)
-    errors = _relative_errors(analytic, numerical, DEFAULT_FLOOR if floor is None else floor)
+    used_floor = DEFAULT_FLOOR if floor is None else floor
+    errors = _relative_errors(analytic, numerical, used_floor)
     want_error, want_index = _worst_by(errors)
     if isinstance(error, torch.Tensor):
         raise proven_failure(f"{what} returned the worst error as a tensor ({fmt(error)}); the part asks for a "
@@ -504,27 +618,34 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
         raise GradingFailure(f"{what} returned the worst error as {type(error).__name__} ({error!r:.60}); expected "
                              "a Python float.")
     if not math.isfinite(error):
+        both_zero = bool(((analytic == 0) & (numerical == 0)).any())  # where an unguarded 0/0 gives nan
         raise GradingFailure(f"{what} returned error {fmt(error)}, expected {fmt(want_error)} at {want_index}.",
-                             suspects=(NO_GUARD,))
-    index = _index_tuple(index, what=what, dims=analytic.dim())
-    if any(not 0 <= i < n for i, n in zip(index, analytic.shape)):
-        raise GradingFailure(f"{what} returned the index {index}, outside the shape {tuple(analytic.shape)}.")
+                             suspects=(NO_GUARD,) if both_zero else ())
+    shape = tuple(analytic.shape)
+    index = _index_tuple(index, what=what, shape=shape, want=want_index)
     absolute_worst = _worst_by((analytic - numerical).abs())
     default_floor_errors = _relative_errors(analytic, numerical, DEFAULT_FLOOR)
-    suspects = []
-    if absolute_worst[1] == index != want_index:
-        close = math.isclose(error, absolute_worst[0], rel_tol=1e-6)
-        suspects.append(ABSOLUTE if close else WORST_BY_ABSOLUTE)
-    if floor is not None and index == _worst_by(default_floor_errors)[1] != want_index:
-        suspects.append(IGNORED_FLOOR)
+    sizes_errors = _sizes_errors(analytic, numerical, used_floor)
     if float(errors[index]) < want_error * (1 - 1e-9):  # ties: any element with the largest error is right
+        # Each suspect is a way to pick exactly this wrong element.
+        suspects = []
+        if absolute_worst[1] == index:
+            close = math.isclose(error, absolute_worst[0], rel_tol=1e-6)
+            suspects.append(ABSOLUTE if close else WORST_BY_ABSOLUTE)
+        if floor is not None and index == _worst_by(default_floor_errors)[1]:
+            suspects.append(IGNORED_FLOOR)
+        if index == _worst_by(sizes_errors)[1]:
+            suspects.append(SIZES_NOT_DIFFERENCE)
+        if index in _wrong_unravels(want_index, shape):
+            suspects.append(WRONG_UNRAVEL)
         raise GradingFailure(f"{what} reported the worst element at {index}, where the relative error is "
                              f"{fmt(float(errors[index]))}; the largest is {fmt(want_error)}, at {want_index}.",
                              suspects=tuple(suspects))
     one_sided = [ONE_SIDED.looks_like(float((analytic - numerical).abs()[index] /
-                                            torch.clamp(side.abs()[index], min=floor or DEFAULT_FLOOR)))
+                                            torch.clamp(side.abs()[index], min=used_floor)))
                  for side in (analytic, numerical)]
-    symptoms = [*one_sided, ABSOLUTE.looks_like(absolute_worst[0])]
+    symptoms = [*one_sided, ABSOLUTE.looks_like(absolute_worst[0]),
+                SIZES_NOT_DIFFERENCE.looks_like(float(sizes_errors[index]))]
     if floor is not None:
         symptoms.append(IGNORED_FLOOR.looks_like(float(default_floor_errors[index])))
     expect_close(error, want_error, what=f"{what}: worst error", rtol=1e-6, atol=1e-12, source="expected",
@@ -534,7 +655,17 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
 @check
 def check_worst_relative_error(worst_relative_error, seed: int | None = None) -> None:
     """Part C: worst_relative_error(analytic, numerical, floor=1e-8) returns (worst error as a float, its index as a
-    tuple of ints), leaving both tensors unchanged."""
+    tuple of ints), leaving both tensors unchanged.
+
+    Domain: two float64 tensors of the same shape, any number of dimensions (0-d, whose index is (), 1-D, non-square
+    2-D, 3-D), any real values (both signs, exact zeros on one side or on both); floor > 0, the default 1e-8 or
+    another value the call passes. Pinned at every seed (_corner_cases): a non-square matrix each way, a 3-D and a 0-d
+    tensor, worst elements whose two values have opposite signs, zeros on both sides. Contracts and their checks:
+    "the largest e_i as a Python float" -> float only (a tensor is TENSOR_FOR_NUMBER), within 1e-6 of the largest
+    error; "its position as a tuple of Python ints, one per dimension" -> _index_tuple (type, length, range); "if
+    several elements tie, any of them" -> an index is accepted when its error equals the largest; "use the floor you
+    are given" -> floor cases (IGNORED_FLOOR); "leave both tensors unchanged" -> call_learner's snapshot.
+    """
     __tracebackhide__ = True
     for analytic, numerical, floor in _checker_cases(seed):
         with trial():

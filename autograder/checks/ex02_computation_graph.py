@@ -44,6 +44,7 @@ from ..checking import (
 )
 from ..oracles import as_float64, autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
+from .ex03_backward_engine import BREADTH_FIRST, INPUT_BEFORE_CONSUMER, PREORDER, traversal_kind
 
 # ---------------------------------------------------------------------------------------------------------------
 # Programs: what every case is made of
@@ -285,6 +286,20 @@ WRONG_ORDER = Misconception("traversed in topological order instead of reversed"
 NOT_SEEDED = Misconception("output gradient not seeded with 1.0",
                      "Set self.grad = 1.0 (d out/d out) before the traversal; starting from 0.0, every gradient "
                      "stays 0.")
+UNREACHABLE_RAN = Misconception(
+    "ran the rule of a node the output does not depend on",
+    "backward() must run the _backward of the nodes out was computed from, found from self through _prev, and no "
+    "others: a node made elsewhere (still holding .grad from an earlier backward, say) adds its stale gradient into "
+    "nodes it shares with out. Build the order from self, not from a list of every node ever made.")
+DIVIDES_BY_OPERAND = Misconception(
+    "a local rule that divides by an operand",
+    "A local derivative written as out.data / self.data (for a·b, or k·x**k / x for a power) raises when that operand "
+    "is 0, and 0 is a value like any other. Use the rule itself: d(a·b)/da = b.data, d(a/b)/da = 1 / b.data, "
+    "d(x**k)/dx = k * x.data ** (k - 1).")
+POW_ABS = Misconception(
+    "power rule through |x|",
+    "d(x**k)/dx = k * x**(k - 1) with x itself, not |x|: for a negative x and an even k (2, -2, ...) |x|**(k - 1) "
+    "has the wrong sign. Python computes x**(k - 1) for a negative x whenever k is an integer.")
 NOT_ALL = Misconception("not every node's _backward ran",
                   "backward() must call _backward() on every node the output was computed from, found by following "
                   "_prev recursively (a topological sort), not only on the output itself.")
@@ -334,11 +349,14 @@ def _gradient_mistakes(program: Program, values, node: int, upstream: float, pre
                      TANH_INPUT.looks_like(preset + upstream * (1 - x * x))]
     elif step.op == "**":
         specific.append(POW.looks_like(preset + upstream * x ** (step.exponent - 1)))
+        if x != 0:
+            specific.append(POW_ABS.looks_like(preset + upstream * step.exponent * abs(x) ** (step.exponent - 1)))
     elif step.op == "/" and not isinstance(step.args[0], int):
         specific.append(RDIV.looks_like(preset + upstream / step.args[0]))
+    if step.op not in METHODS and step.op != "**":  # a sign slip of - and / (for a power, |x| gives the same number)
+        specific.append(SIGN.looks_like(preset - upstream * total))
     return [*specific, *(OVERWRITE.looks_like(upstream * p) for p in shares), NO_UPSTREAM.looks_like(preset + total),
-            *(OVERWRITE_NO_UPSTREAM.looks_like(p) for p in shares), SIGN.looks_like(preset - upstream * total),
-            NO_RULE.looks_like(preset)]
+            *(OVERWRITE_NO_UPSTREAM.looks_like(p) for p in shares), NO_RULE.looks_like(preset)]
 
 
 def _check_one_step(Value, case: Case) -> None:
@@ -359,11 +377,18 @@ def _check_one_step(Value, case: Case) -> None:
     for node, before in zip(inputs, case.preset):
         _write(node, "grad", before, what)
     _write(out, "grad", g, what)
-    call_learner(_propagate, out, what=f"{what}: running the _backward closures with out.grad = {fmt(g)}",
-                 forbid=[Route.AUTOGRAD])
+    try:
+        call_learner(_propagate, out, what=f"{what}: running the _backward closures with out.grad = {fmt(g)}",
+                     forbid=[Route.AUTOGRAD])
+    except GradingFailure as failure:
+        operands = [values[a] if isinstance(a, int) else a for a in program.steps[0].args]
+        if failure.proven is None and 0.0 in operands and "raised ZeroDivisionError" in failure.message:
+            raise proven_failure(f"{failure.message}\n  An operand is 0 in this case, and a correct local rule never "
+                                 "divides by it.", DIVIDES_BY_OPERAND) from None
+        raise
     grads, fds = _oracles(program, values, g)
     for i, (name, node, before) in enumerate(zip(program.inputs, inputs, case.preset)):
-        local = float(grads[i]) / g
+        local = float(grads[i]) / g + 0.0  # + 0.0: a blocked relu reads 0, not -0
         expect_close(_read(node, "grad", f"{what}: {name}"), before + grads[i], fd=before + fds[i],
                      what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
                           f"{fmt(before)} before)",
@@ -389,16 +414,38 @@ ARITHMETIC = [("+", (0, 1)), ("+", (0, "c")), ("+", ("c", 0)), ("+", (0, 0)),
               ("/", ("C", 0)), ("-", ("C", 0))]
 
 
+# Corners of Part A's domain, visible and at every seed: an operand equal to 0 (a Value, a = 0, on either side of *
+# and as the numerator of /, and the number 0 itself), where a local rule that divides by an operand raises. Each is
+# (operation, arguments, the value of a); "0" stands for the number 0.
+ARITHMETIC_CORNERS = [("*", (0, 1), 0.0), ("*", ("c", 0), 0.0), ("/", (0, 1), 0.0), ("/", (0, "c"), 0.0),
+                      ("*", (0, "0"), -1.5)]
+
+
 def _arithmetic_program(op: str, args: tuple, c: float, big_c: float) -> Program:
-    return _one_step(op, *({"c": c, "C": big_c}.get(a, a) for a in args))
+    return _one_step(op, *({"c": c, "C": big_c, "0": 0.0}.get(a, a) for a in args))
+
+
+def _arithmetic_corners(seed: int | None) -> list[Case]:
+    if seed is None:
+        return [Case(p, (a, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)])
+                for p, a in ((_arithmetic_program(op, args, 4.0, -1.5), a) for op, args, a in ARITHMETIC_CORNERS)]
+    gen = generator("02/arithmetic/corners", seed)
+    cases = []
+    for op, args, a in ARITHMETIC_CORNERS:
+        program = _arithmetic_program(op, args, _signed(gen, 0.5, 3.0, 2), 0.0)
+        n = len(program.inputs)
+        cases.append(Case(program, (a, _signed(gen, 0.5, 2.0))[:n], _signed(gen, 1.5, 3.0),
+                          tuple(_signed(gen, 0.2, 1.0) for _ in range(n))))
+    return cases
 
 
 def _arithmetic_cases(seed: int | None) -> list[Case]:
     if seed is None:
         programs = [_arithmetic_program(op, args, 4.0, -1.5) for op, args in ARITHMETIC]
-        return [Case(p, (3.0, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)]) for p in programs]
+        return [*(Case(p, (3.0, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)]) for p in programs),
+                *_arithmetic_corners(seed)]
     gen = generator("02/arithmetic", seed)
-    cases = []
+    cases = _arithmetic_corners(seed)
     for op, args in ARITHMETIC:
         a, b = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
         # Constants of the opposite sign to a: c - a != a - c and c / a != a / c.
@@ -412,7 +459,19 @@ def _arithmetic_cases(seed: int | None) -> list[Case]:
 
 @check
 def check_arithmetic(Value, seed: int | None = None) -> None:
-    """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules."""
+    """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules.
+
+    Domain: Values holding any real float, numbers (int or float) on either side, a divisor never 0; the same node
+    twice (a + a, a * a); a node that already holds gradient (.grad preset) and an output gradient other than 1.
+    Pinned at every seed: each operation with both operand orders and in-place forms (ARITHMETIC), reflected - and /
+    with a number of the opposite sign to a (so c - a != a - c), and an operand equal to 0 (ARITHMETIC_CORNERS).
+    Contracts and their checks: "returns a new Value created as Value(result, (self, other), op)" -> a new Value
+    object whose .data is right and whose _prev reaches every input (NOT_RECORDED), operands unchanged (INPLACE);
+    "_backward adds local derivative × out.grad to the .grad of each operand" -> preset .grad and upstream other
+    than 1 (OVERWRITE, NO_UPSTREAM, SIGN, NO_RULE, DIVIDES_BY_OPERAND); "a plain Python number on either side" ->
+    reflected forms (RSUB, RDIV); "do not write __iadd__" -> +=, -=, *=, /= leave the old node as it was; no
+    autograd (Route.AUTOGRAD).
+    """
     __tracebackhide__ = True
     Value = _value_class(Value)
     for case in _arithmetic_cases(seed):
@@ -420,30 +479,50 @@ def check_arithmetic(Value, seed: int | None = None) -> None:
             _check_one_step(Value, case)
 
 
-def _function_programs(exponents: Sequence) -> list[Program]:
-    return [*(_one_step(op, 0) for op in ("relu", "relu", "tanh", "tanh", "exp", "log")),
-            *(_one_step("**", 0, exponent=k) for k in exponents)]
+def _function_program(op: str, exponent=None) -> Program:
+    return _one_step(op, 0, exponent=exponent)
+
+
+# Part B's visible cases: (operation, exponent, x).
+VISIBLE_FUNCTIONS = [("relu", None, 0.75), ("relu", None, -1.5), ("tanh", None, 0.5), ("tanh", None, -1.2),
+                     ("exp", None, 0.5), ("log", None, 2.0), ("**", 3, -1.5), ("**", -1, 2.0), ("**", 0.5, 4.0)]
+#: Corners of Part B's domain, visible and (with other gradients) at every seed: relu a second time on the negative
+#: side (the text never uses x = 0), an integer power at x = 0 (where k * out / x raises), and a negative base under
+#: an even power, 2 and -2 (where |x| ** (k - 1) has the wrong sign).
+FUNCTION_CORNERS = [("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25), ("**", -2, -0.8)]
 
 
 def _function_cases(seed: int | None) -> list[Case]:
     if seed is None:
-        programs = _function_programs([3, -1, 0.5])
-        values = [0.75, -1.5, 0.5, -1.2, 0.5, 2.0, -1.5, 2.0, 4.0]
-        return [Case(p, (v,), 2.0, (0.25,)) for p, v in zip(programs, values)]
+        return [Case(_function_program(op, k), (x,), 2.0, (0.25,)) for op, k, x in VISIBLE_FUNCTIONS + FUNCTION_CORNERS]
+    corners = generator("02/functions/corners", seed)
+    cases = [Case(_function_program(op, k), (x,), _signed(corners, 1.5, 3.0), (_signed(corners, 0.2, 1.0),))
+             for op, k, x in FUNCTION_CORNERS]
     gen = generator("02/functions", seed)
     int_k, float_k = choice(gen, [2, 3, -1, -2]), choice(gen, [0.5, 1.5, -0.5, 2.5])
-    programs = _function_programs([int_k, float_k])
+    programs = [*(_function_program(op) for op in ("relu", "relu", "tanh", "tanh", "exp", "log")),
+                _function_program("**", int_k), _function_program("**", float_k)]
     values = [float(uniform(gen, (), 0.2, 0.95)), -float(uniform(gen, (), 0.3, 2.0)),  # relu on both sides of 0
               _signed(gen, 0.3, 1.5), _signed(gen, 0.3, 1.5),  # tanh twice
               _signed(gen, 0.2, 1.5), float(uniform(gen, (), 0.3, 3.0)),
               -float(uniform(gen, (), 0.5, 2.0)), float(uniform(gen, (), 0.5, 2.5))]  # x ** int with x < 0
-    return [Case(p, (round(v, 3),), _signed(gen, 1.5, 3.0), (_signed(gen, 0.2, 1.0),))
-            for p, v in zip(programs, values)]
+    return cases + [Case(p, (round(v, 3),), _signed(gen, 1.5, 3.0), (_signed(gen, 0.2, 1.0),))
+                    for p, v in zip(programs, values)]
 
 
 @check
 def check_functions(Value, seed: int | None = None) -> None:
-    """Part B: relu, tanh, exp, log and ** by a constant (int or float), with their local rules."""
+    """Part B: relu, tanh, exp, log and ** by a constant (int or float), with their local rules.
+
+    Domain: relu at any x but 0 (the text: "the tests never use x = 0"), tanh and exp at moderate x of either sign,
+    log at x > 0, x ** k for an int or float constant k wherever the power is real and differentiable (x > 0 for a
+    fractional k, x != 0 for a negative k, any x for k = 2 or 3). Pinned at every seed: relu once on the positive side
+    and twice on the negative side (RELU is named only where its value differs from "no gradient at all"), tanh on
+    both sides, x ** 2 and x ** 3 at x = 0, a negative base under k = 2 and k = -2 (FUNCTION_CORNERS). Contracts and
+    their checks: "a new Value (one input: (self,)) with its local rule" -> as Part A (NOT_RECORDED, INPLACE,
+    OVERWRITE, NO_UPSTREAM); each function's derivative -> RELU, TANH, TANH_INPUT, POW, POW_ABS,
+    DIVIDES_BY_OPERAND; "an int or a float" exponent -> both kinds every time; no autograd (Route.AUTOGRAD).
+    """
     __tracebackhide__ = True
     Value = _value_class(Value)
     for case in _function_cases(seed):
@@ -454,8 +533,16 @@ def check_functions(Value, seed: int | None = None) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Part C: backward() alone, on nodes that carry the course's local rules
 
-def _build_traced(Value: type, program: Program, values: Sequence[float]):
-    """Learner Value nodes for the program whose _backward are the course's rules, logging (node, node.grad)."""
+#: The trace number of the spare node: a node made from an input that the output does not use.
+SPARE = -1
+#: The spare node's leftover gradient (as if from an earlier backward) and its local derivative: running its rule
+#: adds SPARE_GRAD * SPARE_LOCAL to the input it was made from, which the output's gradient shows.
+SPARE_GRAD, SPARE_LOCAL = 0.5, 3.0
+
+
+def _build_traced(Value: type, program: Program, values: Sequence[float], *, spare: bool = False):
+    """Learner Value nodes for the program whose _backward are the course's rules, logging (node, node.grad); with
+    ``spare``, one more node made from the first input, holding SPARE_GRAD, that the output does not use."""
     nodes = [call_learner(Value, v, what=f"Value({fmt(v)})") for v in values]
     data = [float(v) for v in values]
     trace: list[tuple[int, float]] = []
@@ -467,6 +554,10 @@ def _build_traced(Value: type, program: Program, values: Sequence[float]):
         _write(node, "_backward", _recording_rule(node, len(nodes), shares, trace), f"`{program.line(index)}`")
         nodes.append(node)
         data.append(value)
+    if spare:
+        node = call_learner(Value, SPARE_LOCAL * data[0], (nodes[0],), what="Value(..., (x,)) for `spare = 3 * x`")
+        _write(node, "_backward", _recording_rule(node, SPARE, [(nodes[0], SPARE_LOCAL)], trace), "`spare = 3 * x`")
+        _write(node, "grad", SPARE_GRAD, "`spare = 3 * x`")
     return nodes, trace
 
 
@@ -478,12 +569,21 @@ def _recording_rule(node, number: int, shares: list, trace: list):
     return _backward
 
 
+#: The misconception each kind of wrong order (traversal_kind) is named by.
+ORDER_MISTAKES = {"forward": WRONG_ORDER, "breadth-first": BREADTH_FIRST, "preorder": PREORDER,
+                  "early": INPUT_BEFORE_CONSUMER}
+
+
 def _diagnose_traversal(program: Program, trace: list[tuple[int, float]]) -> tuple[Misconception, str] | None:
-    """What the traversal did wrong, seen in the log of which node's _backward ran when: (mistake, what was seen)."""
+    """What the traversal did wrong, seen in the log of which node's _backward ran when: (mistake, what was seen).
+    A wrong order is named by the walk that makes it (traversal_kind), judged on the nodes that carry a rule."""
     first = len(program.inputs)
     internal = range(first, first + len(program.steps))
     root = internal[-1]
     calls = Counter(number for number, _ in trace)
+    if calls[SPARE]:
+        return UNREACHABLE_RAN, ("the _backward of spare = 3 * x ran, though out does not use spare (spare held "
+                                 f".grad = {fmt(SPARE_GRAD)} from before)")
     twice = [n for n in internal if calls[n] > 1]
     if twice:
         return NO_VISITED, f"{program.name(twice[0])}'s _backward ran {calls[twice[0]]} times"
@@ -492,20 +592,25 @@ def _diagnose_traversal(program: Program, trace: list[tuple[int, float]]) -> tup
     never = [n for n in internal if calls[n] == 0]
     if never:
         return NOT_ALL, f"{program.name(never[0])}'s _backward never ran"
-    position = {number: i for i, (number, _) in enumerate(trace)}
-    for n in internal:
-        consumers = [first + i for i, step in enumerate(program.steps) if any(_is_node(a, n) for a in step.args)]
-        early = [c for c in consumers if position[n] < position[c]]
-        if early:
-            return WRONG_ORDER, (f"{program.name(n)}'s _backward ran before that of {program.name(early[0])}, which "
-                                 f"uses {program.name(n)}")
-    return None
+    order = [number for number, _ in trace]
+    # Node references are ints, constants floats (2 == 2.0: filter before removing repeats).
+    inputs = {first + i: list(dict.fromkeys(a for a in step.args if isinstance(a, int) and a >= first))
+              for i, step in enumerate(program.steps)}
+    kind = traversal_kind(order, inputs.__getitem__, root)
+    if kind == "valid":
+        return None
+    position = {number: i for i, number in enumerate(order)}
+    n, consumer = next((n, c) for c in order for n in inputs[c] if position[n] < position[c])
+    ran = " → ".join(program.name(number) for number in order)
+    return ORDER_MISTAKES[kind], (f"the rules ran in the order {ran}: {program.name(n)}'s before that of "
+                                  f"{program.name(consumer)}, which uses {program.name(n)}")
 
 
-def _check_traced(Value, program: Program, values: Sequence[float]) -> None:
+def _check_traced(Value, program: Program, values: Sequence[float], *, spare: bool = False) -> None:
     __tracebackhide__ = True
-    what = f"backward() on `{program.text()}` with {program.at(values)}"
-    nodes, trace = _build_traced(Value, program, values)
+    extra = "; spare = 3 * x (out does not use it)" if spare else ""
+    what = f"backward() on `{program.text()}{extra}` with {program.at(values)}"
+    nodes, trace = _build_traced(Value, program, values, spare=spare)
     _run_backward(nodes[-1], what)
     diagnosis = _diagnose_traversal(program, trace)
     grads, fds = _oracles(program, values)
@@ -523,38 +628,73 @@ def _check_traced(Value, program: Program, values: Sequence[float]) -> None:
         raise proven_failure(f"{what}: the gradients happen to be right here, but {seen}.", mistake)
 
 
+def _check_leaf_output(Value, value: float) -> None:
+    """backward() on a Value that was computed from nothing: its own gradient, 1.0."""
+    __tracebackhide__ = True
+    what = f"x = Value({fmt(value)}); x.backward() (the output is a leaf)"
+    x = call_learner(Value, value, what=f"Value({fmt(value)})")
+    _run_backward(x, what)
+    expect_close(_read(x, "grad", what), 1.0, what=f"{what}: x.grad", source="expected",
+                 symptoms=[NOT_SEEDED.looks_like(0.0)])
+
+
 def _two_routes() -> Program:
     return Program(("x", "y"), (Step("*", (0, 1)), Step("+", (2, 0))))
 
 
 def _diamond(c1: float, c2: float) -> Program:
-    """u1 feeds two nodes that meet again at the output: a traversal without a visited set runs u1 twice."""
+    """u1 feeds two nodes that meet again at the output: a traversal without a visited set runs u1 twice, a
+    depth-first preorder runs u1 before one of its consumers whichever way it turns."""
     return Program(("x", "y"), (Step("*", (0, 1)), Step("+", (2, c1)), Step("*", (c2, 2)), Step("*", (3, 4))))
 
 
-def _long_reuse() -> Program:
-    return Program(("x", "y"), (Step("exp", (0,)), Step("*", (2, 1)), Step("tanh", (3,)), Step("+", (4, 2))))
+def _long_and_short() -> Program:
+    """out uses u2 directly and through u3 -> u4, and u2 has an input of its own: a breadth-first walk runs u2 (level
+    1) before u3 (level 2), and no depth-first walk gives its order."""
+    return Program(("x", "y"), (Step("*", (0, 1)), Step("exp", (2,)), Step("*", (3, 1)), Step("tanh", (4,)),
+                                Step("+", (5, 3))))
 
 
-def _traced_cases(seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
+#: Part C's cases: (program or None for a leaf output, values, with a spare node).
+def _traced_cases(seed: int | None) -> list[tuple[Program | None, tuple[float, ...], bool]]:
     if seed is None:
-        return [(_two_routes(), (3.0, 5.0)), (_diamond(1.0, 2.0), (1.5, -2.0)), (_long_reuse(), (0.5, -1.5))]
+        return [(_two_routes(), (3.0, 5.0), False), (_diamond(1.0, 2.0), (1.5, -2.0), False),
+                (_long_and_short(), (0.5, -0.8), False), (None, (0.7,), False), (_two_routes(), (-1.2, 0.9), True)]
     gen = generator("02/backward", seed)
     x, y = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
     c1 = round(math.copysign(float(uniform(gen, (), 0.5, 2.0)), x * y), 2)  # u1 + c1 stays away from 0
-    cases = [(_diamond(c1, _signed(gen, 0.5, 3.0, 2)), (x, y))]
-    cases += [_random_program(gen, in_place=False) for _ in range(2)]
+    cases = [(_diamond(c1, _signed(gen, 0.5, 3.0, 2)), (x, y), False)]
+    corners = generator("02/backward/corners", seed)
+    cases += [(_long_and_short(), (_signed(corners, 0.3, 0.8), _signed(corners, 0.5, 1.0)), False),
+              (None, (_signed(corners, 0.5, 2.0),), False),
+              (_two_routes(), (_signed(corners, 0.5, 2.0), _signed(corners, 0.5, 2.0)), True)]
+    cases += [(*_random_program(gen, in_place=False), False) for _ in range(2)]
     return cases
 
 
 @check
 def check_backward(Value, seed: int | None = None) -> None:
-    """Part C: Value.backward() seeds 1.0 and runs every node's _backward once, in reversed topological order."""
+    """Part C: Value.backward() seeds 1.0 and runs every node's _backward once, in reversed topological order.
+
+    Domain: the output of a DAG of Values (nodes reused by several consumers, the same node twice in one operation),
+    every node starting at .grad = 0.0 (the text: "you do not need to reset them"); a Value made from nothing is an
+    output too. Pinned at every seed (the program's numbers drawn): a diamond (u1 used by two nodes that meet again),
+    a node used by the output directly and through a longer path, a leaf output, and a node made from an input that
+    the output does not use and that holds gradient from before. Contracts and their checks: "a topological order of
+    every node reachable from self ... each node appears once" -> the course's rules log each run (NO_VISITED,
+    NOT_ALL, UNREACHABLE_RAN); "seed self.grad = 1.0" -> the output's rule sees 1.0 (NOT_SEEDED); "call
+    node._backward() for every node in the reversed order" -> every node runs after all its consumers, and a wrong
+    order is named by the walk that makes it (WRONG_ORDER for a topological order not reversed, BREADTH_FIRST,
+    PREORDER, INPUT_BEFORE_CONSUMER); the inputs' .grad against autograd and finite differences; no autograd.
+    """
     __tracebackhide__ = True
     Value = _value_class(Value)
-    for program, values in _traced_cases(seed):
+    for program, values, spare in _traced_cases(seed):
         with trial():
-            _check_traced(Value, program, values)
+            if program is None:
+                _check_leaf_output(Value, *values)
+            else:
+                _check_traced(Value, program, values, spare=spare)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -567,7 +707,7 @@ def _check_engine_case(Value, program: Program, values: Sequence[float]) -> None
     out = nodes[-1]
     expected = _run_torch(program, as_float64(*values))
     expect_close(_read(out, "data", f"{what} out"), expected, what=f"{what} out.data", source="expected")
-    _run_backward(out, what)
+    _run_backward(out, what.removesuffix(":"))
     grads, fds = _oracles(program, values)
     for i, name in enumerate(program.inputs):
         expect_close(_read(nodes[i], "grad", f"{what} {name}"), grads[i], fd=fds[i], what=f"{what} {name}.grad")
@@ -599,11 +739,26 @@ def _updates() -> Program:
         Step("+", (11, 13)), Step("+", (17, 16)), Step("/=", (18, 2.0)), Step("**", (19,), 2)))
 
 
+def _zeros() -> Program:
+    """A node that is exactly 0 (x - x) used as a factor, as a base of ** 3 and as a numerator, and a negative x under
+    ** 2 and ** -2: the corners of Parts A and B, inside one graph.
+
+    Safe for x in [-1.5, -0.6], y in [0.5, 1.5]: y is the only divisor.
+    """
+    return Program(("x", "y"), (
+        Step("-", (0, 0)), Step("*", (2, 1)), Step("**", (2,), 3), Step("**", (0,), 2),  # u1..u4
+        Step("**", (0,), -2), Step("/", (2, 1)), Step("+", (3, 4)), Step("+", (8, 5)),  # u5..u8
+        Step("+", (9, 6)), Step("+", (10, 7))))
+
+
 def _engine_cases(seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
     if seed is None:
-        return [(_two_routes(), (3.0, 5.0)), (_branches(), (-1.25, 0.75)), (_updates(), (0.8, -1.6))]
+        return [(_two_routes(), (3.0, 5.0)), (_branches(), (-1.25, 0.75)), (_updates(), (0.8, -1.6)),
+                (_zeros(), (-1.1, 0.8))]
     gen = generator("02/engine", seed)
+    corners = generator("02/engine/corners", seed)
     return [(_branches(), _point(gen, (-1.5, -1.0), (0.5, 1.0))), (_updates(), _point(gen, (0.6, 1.0), (-2.0, -1.2))),
+            (_zeros(), _point(corners, (-1.5, -0.6), (0.5, 1.5))),
             *(_random_program(gen, in_place=True) for _ in range(2))]
 
 
@@ -613,7 +768,14 @@ def _point(gen: torch.Generator, *ranges: tuple[float, float]) -> tuple[float, .
 
 @check
 def check_engine(Value, seed: int | None = None) -> None:
-    """Part D: the whole engine (operators, functions, backward) against autograd and finite differences."""
+    """Part D: the whole engine (operators, functions, backward) against autograd and finite differences.
+
+    Domain: the union of Parts A-C's, in one graph: expressions with numbers on either side, reused nodes, in-place
+    forms whose old node is still used, relu on both sides of 0, and random DAGs over three inputs. Pinned at every
+    seed: _branches, _updates and _zeros (an exact 0 as a factor, a base and a numerator; a negative base under even
+    powers), with drawn inputs. Contract: "your whole engine against PyTorch" -> out.data and every input's .grad
+    against float64 autograd and central differences; a failure names the first of Parts A-C that fails too.
+    """
     __tracebackhide__ = True
     Value = _value_class(Value)
     where: list[str] = []

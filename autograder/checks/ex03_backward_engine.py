@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import torch
@@ -73,15 +73,30 @@ FORWARD_ORDER = Misconception(
     "forward order", "Your order is valid read backwards: you listed inputs before their consumers, which is the "
     "order of the forward pass. Reverse it (a depth-first postorder from the output, reversed).")
 INPUT_BEFORE_CONSUMER = Misconception("input visited before its consumer", EARLY_HINT)
+BREADTH_FIRST = Misconception(
+    "breadth-first order",
+    "A breadth-first walk from the output takes the nodes level by level, but a node reached by a short path and by "
+    "a longer one is still waiting for the longer path's share when its level comes up, so it passes on an "
+    "incomplete gradient. A node may run only after every node that uses it: reverse a depth-first postorder, or "
+    "count each node's consumers and run it when the count reaches 0.")
+PREORDER = Misconception(
+    "depth-first preorder",
+    "A depth-first walk that takes a node the first time it meets it (preorder) reaches a shared node through one "
+    "consumer while another consumer has not run yet. Append a node after everything below it (postorder) and "
+    "reverse that list, or count each node's consumers and run it when the count reaches 0.")
 
 OUTPUT_NOT_ONE = Misconception("output's gradient not set to 1", "Start backward with d output / d output = 1.")
 MISSING_UPSTREAM = Misconception(
     "missing the upstream gradient", "Each edge sends local derivative × the consumer's gradient, not the local "
     "derivative alone.")
-PASSED_EARLY = Misconception("passed a gradient on before it was complete", EARLY_HINT)
 OVERWROTE = Misconception(
     "overwrote instead of summing at a branch point", "A node used by several consumers gets one contribution from "
     "each; add them (+=), do not replace (=).")
+ZERO_LEFT_OUT = Misconception(
+    "left out the nodes whose gradient is 0",
+    "Every node the output depends on gets an entry, also when its gradient is 0 (a zero local derivative, or paths "
+    "whose contributions cancel): start every such node at 0.0 and add to it, instead of creating an entry when a "
+    "non-zero contribution arrives.")
 AVERAGED_PATHS = Misconception(
     "averaged the paths", "Contributions of different paths add up; they are never averaged.")
 
@@ -114,6 +129,66 @@ CHANGED_PARAMETERS = Misconception(
     "step, never inside backward.")
 
 
+# ---------------------------------------------------------------------------------------------- traversals
+
+def _levels(inputs_of: Callable[[Hashable], list], root: Hashable) -> dict:
+    """Each node's shortest distance from ``root`` (edges from a node to its inputs)."""
+    level, queue = {root: 0}, deque([root])
+    while queue:
+        node = queue.popleft()
+        for source in inputs_of(node):
+            if source not in level:
+                level[source] = level[node] + 1
+                queue.append(source)
+    return level
+
+
+def _is_depth_first(order: list, inputs_of: Callable[[Hashable], list]) -> bool:
+    """Whether ``order`` is a depth-first preorder from its first node: every node after the first is an input of
+    the deepest node on the current path that still has an input not yet visited."""
+    visited, path = {order[0]}, [order[0]]
+    for node in order[1:]:
+        while path and all(source in visited for source in inputs_of(path[-1])):
+            path.pop()
+        if not path or node not in inputs_of(path[-1]):
+            return False
+        visited.add(node)
+        path.append(node)
+    return True
+
+
+def traversal_kind(order: list, inputs_of: Callable[[Hashable], list], root: Hashable) -> str:
+    """What a traversal that visited (or ran) every node of ``order`` once did, seen from that order alone:
+
+    * "valid": every node before all of its inputs, as backward needs;
+    * "forward": the reverse of a valid order (inputs first, a topological order not reversed);
+    * "breadth-first": level by level from the root (shortest distance never decreasing), and no depth-first walk
+      gives this order;
+    * "preorder": a depth-first walk that lists a node when it first meets it, and not level by level;
+    * "early": some node comes before one of its consumers, and the order is not told apart as one of those (both
+      a breadth-first and a depth-first order, or neither).
+
+    ``inputs_of(node)`` lists a node's inputs among the nodes of ``order`` (leaves may be left out altogether: a
+    node without inputs can be met at any time, by either walk).
+    """
+    position = {node: i for i, node in enumerate(order)}
+    edges = [(node, source) for node in order for source in inputs_of(node)]
+    if all(position[node] < position[source] for node, source in edges):
+        return "valid"
+    if all(position[node] > position[source] for node, source in edges):
+        return "forward"
+    if not order or order[0] != root:
+        return "early"
+    level = _levels(inputs_of, root)
+    by_level = all(level[a] <= level[b] for a, b in zip(order, order[1:]))
+    depth_first = _is_depth_first(order, inputs_of)
+    if by_level and not depth_first:
+        return "breadth-first"
+    if depth_first and not by_level:
+        return "preorder"
+    return "early"
+
+
 # ---------------------------------------------------------------------------------------------- graphs
 
 def reference_order(graph: Graph, output: str) -> list[str]:
@@ -140,6 +215,21 @@ def _breadth_first(graph: Graph, output: str) -> list[str]:
             if source not in order:
                 order.append(source)
                 queue.append(source)
+    return order
+
+
+def _preorder(graph: Graph, output: str, reverse: bool = False) -> list[str]:
+    """Nodes in the order a depth-first walk first meets them (inputs in list order, or reversed as an explicit
+    stack pops them): NOT a valid backward order in general."""
+    order: list[str] = []
+
+    def visit(node: str) -> None:
+        if node not in order:
+            order.append(node)
+            for source in reversed(graph[node]) if reverse else graph[node]:
+                visit(source)
+
+    visit(output)
     return order
 
 
@@ -226,8 +316,13 @@ def _order_problem(order: list[str], graph: Graph, output: str) -> tuple[str, Mi
     if violation is None:
         return None
     source, consumer = violation
-    looks_like = INPUT_BEFORE_CONSUMER if _violation(order[::-1], graph) else FORWARD_ORDER
-    return f"{source!r} comes before {consumer!r}, but {consumer!r} consumes {source!r}", looks_like
+    kind = traversal_kind(order, graph.__getitem__, output)
+    return f"{source!r} comes before {consumer!r}, but {consumer!r} consumes {source!r}", ORDER_MISTAKES[kind]
+
+
+#: The misconception each kind of invalid order (traversal_kind) is named by.
+ORDER_MISTAKES = {"forward": FORWARD_ORDER, "breadth-first": BREADTH_FIRST, "preorder": PREORDER,
+                  "early": INPUT_BEFORE_CONSUMER}
 
 
 def _as_order(answer, what: str) -> list[str]:
@@ -237,13 +332,19 @@ def _as_order(answer, what: str) -> list[str]:
     return list(answer)
 
 
+#: Corners of Part A's domain, run at every seed (after the visible graphs, before the drawn ones): an output with a
+#: consumer the order must leave out, and an output that is a leaf (its order is just [output]).
+ORDER_CORNERS = [(LESSON_GRAPH, "r"), (BRIDGE_GRAPH, "w")]
+
+
 def _order_cases(seed: int | None):
     if seed is None:
         yield LESSON_GRAPH, "L"
-        yield LESSON_GRAPH, "r"
         yield SKIP_GRAPH, "out"
         yield BRIDGE_GRAPH, "y"
+        yield from ORDER_CORNERS
         return
+    yield from ORDER_CORNERS
     gen = generator("03/backward_order", seed)
     for _ in range(3):
         yield random_graph(gen)
@@ -268,7 +369,18 @@ def _check_order(backward_order_fn, graph: Graph, output: str) -> None:
 
 @check
 def check_backward_order(backward_order_fn, seed: int | None = None) -> None:
-    """Part A: backward_order(graph, output) lists every node the output depends on once, consumers first."""
+    """Part A: backward_order(graph, output) lists every node the output depends on once, consumers first.
+
+    Domain: ``graph`` a dict str -> list of str, a DAG in which every node is a key and a leaf maps to [], keys in
+    any order, nodes shared by several consumers, branches the output does not depend on; ``output`` any key: the
+    top node, an intermediate with consumers of its own, or a leaf (pinned at every seed: ORDER_CORNERS). Contracts
+    and their checks: "a list of node names" -> exact list (or tuple) of exact str; "every node that output depends
+    on ... once" -> nothing missing, nothing twice (NO_VISITED_SET); "every node comes before all of its inputs" ->
+    every edge checked, any valid order accepted, an invalid one named by the walk that makes it (traversal_kind:
+    FORWARD_ORDER, BREADTH_FIRST, PREORDER, or INPUT_BEFORE_CONSUMER); "no node that output does not depend on" ->
+    UNREACHABLE; "do not modify graph" -> a deep copy compared afterwards (CHANGED_INPUT); plain Python -> no
+    autograd (Route.AUTOGRAD).
+    """
     __tracebackhide__ = True
     for graph, output in _order_cases(seed):
         with trial():
@@ -320,25 +432,41 @@ def _near(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-8 + 1e-6 * abs(b)
 
 
+def _walk_symptoms(graph: Graph, local: Local, output: str) -> list:
+    """What accumulating in a breadth-first or a depth-first preorder gives. Where the two give the same numbers the
+    answer cannot say which walk it was, only what both did (an input before its consumer)."""
+    walked = torch.tensor(_run_in_order(graph, local, output, _breadth_first(graph, output)))
+    preorders = [torch.tensor(_run_in_order(graph, local, output, _preorder(graph, output, reverse)))
+                 for reverse in (False, True)]
+    same = [p for p in preorders if torch.allclose(p, walked, rtol=1e-9, atol=1e-12)]
+    return [(INPUT_BEFORE_CONSUMER if same else BREADTH_FIRST).looks_like(walked),
+            *(PREORDER.looks_like(p) for p in preorders if not any(p is q for q in same))]
+
+
 def _gradient_symptoms(graph: Graph, local: Local, output: str, nodes: list[str]) -> list:
     def by_rule(rule):
         return lambda received: _every_node(received, graph, local, nodes, rule)
 
     return [OUTPUT_NOT_ONE.looks_like(torch.zeros(len(nodes))),
             MISSING_UPSTREAM.looks_like(_run_in_order(graph, local, output, nodes, upstream=False)),
-            PASSED_EARLY.looks_like(_run_in_order(graph, local, output, _breadth_first(graph, output))),
+            *_walk_symptoms(graph, local, output),
             OVERWROTE.when(by_rule(lambda value, parts: any(_near(value, part) for part in parts))),
             AVERAGED_PATHS.when(by_rule(lambda value, parts: _near(value, sum(parts) / len(parts))))]
 
 
-def _as_gradients(answer, nodes: list[str], what: str) -> torch.Tensor:
+def _as_gradients(answer, nodes: list[str], expected: torch.Tensor, what: str) -> torch.Tensor:
     """The learner's dict as a float64 vector in ``nodes`` order; extra nodes are allowed only with gradient 0."""
     if type(answer) is not dict or not all(type(node) is str for node in answer):
         raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict node name -> gradient.")
     missing = [node for node in nodes if node not in answer]
     if missing:
-        raise GradingFailure(f"{what} has no gradient for {', '.join(map(repr, missing))}; expected one entry for "
-                             f"every node the output depends on: {nodes}.")
+        message = (f"{what} has no gradient for {', '.join(map(repr, missing))}; expected one entry for every node "
+                   f"the output depends on: {nodes}.")
+        zeros = {node for node, value in zip(nodes, expected.tolist()) if value == 0.0}
+        if set(missing) <= zeros:  # seen: only nodes whose gradient is 0 are left out
+            raise proven_failure(message + "\n  Every node left out has gradient 0.",
+                                 ZERO_LEFT_OUT)
+        raise GradingFailure(message)
     not_numbers = {node: type(value).__name__ for node, value in answer.items()
                    if isinstance(value, bool) or not isinstance(value, (int, float))}
     if not_numbers:
@@ -352,13 +480,26 @@ def _as_gradients(answer, nodes: list[str], what: str) -> torch.Tensor:
     return torch.tensor([values[node] for node in nodes], dtype=torch.float64)
 
 
+# Two paths from `out` to `c` that cancel (2 · 1.5 + 1 · (-3) = 0) and a zero local derivative (b -> y): `c`, `y` and
+# `z` have gradient 0 and must still be listed; `spare` consumes `c` but `out` does not depend on it.
+CANCEL_GRAPH: Graph = {"spare": ["c"], "out": ["a", "b"], "a": ["c"], "b": ["c", "y"], "c": ["z"], "y": ["z"],
+                       "z": []}
+CANCEL_LOCAL: Local = {("out", "a"): 2.0, ("out", "b"): 1.0, ("a", "c"): 1.5, ("b", "c"): -3.0, ("b", "y"): 0.0,
+                       ("c", "z"): 1.25, ("y", "z"): -0.5, ("spare", "c"): 4.0}
+#: Corners of Part B's domain, run at every seed (after the visible graphs, before the drawn ones): local derivatives
+#: of both signs and 0, paths that cancel to an exact 0, an output with a consumer, an output that is a leaf.
+GRADIENT_CORNERS = [(CANCEL_GRAPH, CANCEL_LOCAL, "out"), (LESSON_GRAPH, LESSON_LOCAL, "r"),
+                    (BRIDGE_GRAPH, BRIDGE_LOCAL, "w")]
+
+
 def _gradient_cases(seed: int | None):
     if seed is None:
         yield LESSON_GRAPH, LESSON_LOCAL, "L"
-        yield LESSON_GRAPH, LESSON_LOCAL, "r"
         yield SKIP_GRAPH, SKIP_LOCAL, "out"
         yield BRIDGE_GRAPH, BRIDGE_LOCAL, "y"
+        yield from GRADIENT_CORNERS
         return
+    yield from GRADIENT_CORNERS
     gen = generator("03/accumulate_gradients", seed)
     for _ in range(3):
         graph, output = random_graph(gen)
@@ -372,14 +513,24 @@ def _check_gradients(accumulate_gradients_fn, graph: Graph, local: Local, output
             f"local_grads = {_show_local(local)}")
     answer = _call_plain_python(accumulate_gradients_fn, graph, local, output, what=what)
     nodes, expected, fd = _gradient_oracles(graph, local, output)
-    expect_close(_as_gradients(answer, nodes, what), expected, what=what, fd=fd,
+    expect_close(_as_gradients(answer, nodes, expected, what), expected, what=what, fd=fd,
                  extra=f"  nodes, by index:    {nodes}", symptoms=_gradient_symptoms(graph, local, output, nodes))
 
 
 @check
 def check_accumulate_gradients(accumulate_gradients_fn, seed: int | None = None) -> None:
     """Part B: accumulate_gradients(graph, local_grads, output) -> {node: d output / d node} (sum over paths), as
-    floats, by plain Python (no autograd), leaving graph and local_grads unchanged."""
+    floats, by plain Python (no autograd), leaving graph and local_grads unchanged.
+
+    Domain: ``graph`` and ``output`` as in Part A; ``local_grads`` a float for every edge (node, input), any real
+    value: positive, negative, 0 (pinned at every seed: GRADIENT_CORNERS, with paths that cancel to an exact 0, an
+    output with a consumer and a leaf output). Contracts and their checks: "a dict {node: gradient} ... for every
+    node the output depends on" -> an entry for each, 0 included (ZERO_LEFT_OUT when exactly those are missing);
+    "a Python float, not a tensor" -> int or float values only; "the sum over all paths" -> autograd and central
+    differences on the same graph built from float64 scalars; "nodes the output does not depend on may be left out
+    (or given 0)" -> any other value there is UNREACHABLE; "do not modify graph or local_grads" -> compared
+    afterwards (CHANGED_INPUT); "no autograd" -> Route.AUTOGRAD.
+    """
     __tracebackhide__ = True
     for graph, local, output in _gradient_cases(seed):
         with trial():
@@ -420,8 +571,8 @@ def _replica_cases(seed: int | None):
         yield _replica_case(gen, (2, 3, 1), 3, 2, [[0, 1, 2], [2, 0, 1]])
         return
     gen = generator("03/allreduce", seed)
-    for _ in range(2):
-        replicas = choice(gen, [2, 3, 4])
+    for pinned in ([2], [3, 4]):  # two replicas, then more than two, at every seed
+        replicas = choice(gen, pinned)
         orders = [torch.randperm(replicas, generator=gen).tolist() for _ in range(2)]
         if orders[0][-1] == 0:
             orders[0].reverse()
@@ -553,7 +704,18 @@ def _check_replicas(attach_allreduce_hooks_fn, case: ReplicaCase) -> None:
 @check
 def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, seed: int | None = None) -> None:
     """Part C: after every replica's backward on its shard, every replica's .grad is the full-batch gradient, in a
-    tensor of its own, and the parameters are unchanged."""
+    tensor of its own, and the parameters are unchanged.
+
+    Domain: a list of 2 or more identical float64 MLPs (same weights), hooks attached once, then rounds of
+    zero_grad() (every .grad None) and one backward per replica on equal shards, in an order that is not 0, 1, 2...
+    Pinned at every seed: two replicas in the first case and three or four in the second; round 1 ends with a
+    replica other than 0 and round 2 does not end with the last one; two rounds. Contracts and their checks: "every
+    parameter of every replica must hold ... the average" -> each replica's .grad against the full-batch gradient
+    (autograd and finite differences), after every round (FIRST_ROUND_ONLY, ONLY_FIRED, SUMMED, NO_AVERAGING); "in
+    some order" -> hooks that average early crash on a None .grad (AVERAGED_EARLY, TENSOR_HOOK_READS_GRAD, by
+    replay); "its own tensor" -> storage pointers differ (SHARED_GRAD); "never change the parameters" -> values and
+    version counters (CHANGED_PARAMETERS).
+    """
     __tracebackhide__ = True
     for case in _replica_cases(seed):
         with trial():
