@@ -448,7 +448,7 @@ def _run_diagonal(hessian_diagonal, name: str, x: Tensor, probes: Tensor) -> Non
     products = probes @ hessian  # row k: (H z_k)ᵀ, H symmetric
     estimates = probes * products
     expected = estimates.mean(dim=0)
-    if isinstance(answer, Tensor) and answer.dim() == 0 and not answer.requires_grad:
+    if n > 1 and isinstance(answer, Tensor) and answer.dim() == 0 and not answer.requires_grad:  # n = 1: trace = diag
         trace = float((probes * products).sum(dim=1).mean())
         if abs(float(answer) - trace) <= 1e-6 * (1 + abs(trace)):
             raise GradingFailure(f"{what} returned one number, {fmt(answer)}, the mean of zᵀHz; expected the "
@@ -750,8 +750,13 @@ def _run_checkpoint(checkpointed_forward, blocks: nn.ModuleList, x0: Tensor, wei
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            saved, out = _saved_storages(lambda: call_learner(checkpointed_forward, blocks, x, what=what))
+            routes = Routes()
+            saved, out = _saved_storages(lambda: call_learner(checkpointed_forward, blocks, x, what=what,
+                                                              routes=routes))
             forward_runs = list(runs.runs)
+            if routes.backward_runs:
+                raise GradingFailure(f"{what} ran {routes.backward_runs} backward pass(es) itself; the part asks for "
+                                     "the forward pass only (the test runs backward on your output).")
             if [m.training for m in blocks.modules()] != modes:
                 blocks.train()
                 raise _proven(f"{what} changed the blocks' training mode.", SWITCHED_MODE)
