@@ -1044,6 +1044,11 @@ def check_multiple_choice(*answers, seed: int | None = None) -> None:
     Each question is asked twice, in two orders (see :func:`presentations`); each asking is a trial. A wrong option
     chosen in both orders names the mistake it stands for; the same letter for two different options names
     "answered by position"; wrong choices in two questions or more that all obey one rule of form name that.
+
+    Domain: each function receives a fresh dict {letter: option text} of the four options under the letters a to d
+    (the notebook's order and a derangement of it, visible; two drawn orders, hidden). Contracts checked: it returns
+    one of those letters as a string (any case, surrounding spaces or parentheses allowed); the dict it receives is
+    its own copy, so changing it changes nothing the check reads.
     """
     __tracebackhide__ = True
     asked = []
