@@ -2,7 +2,8 @@
 
 Naive strategies (the longest option, the shortest, the first, the last, the one sharing the most words with the
 question) score no better than chance over many grading seeds, and none of them ever passes a test; the options of
-every question are alike in length and form; the notebook shows exactly the questions the checks grade.
+every question are alike in length and form; the notebook shows exactly the questions the checks grade; at least two
+questions ask what a snippet prints, and the right option is what the snippet really prints.
 """
 
 from __future__ import annotations
@@ -83,3 +84,32 @@ def test_the_notebook_shows_the_questions_the_checks_grade():
     text = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
     for question in checks.QUESTIONS:
         assert checks.question_markdown(question) in text, question.name
+
+
+def _printed(snippet: str) -> str:
+    """What a question's snippet prints, run for real."""
+    import contextlib
+    import io
+    import warnings
+
+    import torch
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading h.grad of a non-leaf warns
+        exec(snippet, {"torch": torch})
+    return output.getvalue()
+
+
+def test_the_prediction_questions_show_what_their_snippet_prints():
+    """At least two questions ask what a snippet prints (issue 21: predict, not recall); the right option names
+    exactly the values it prints, in order, and no wrong option does."""
+    values = re.compile(r"None|tensor\([^)]*\)")
+    predictions = [q for q in checks.QUESTIONS if "```python\n" in q.prompt]
+    assert len(predictions) >= 2
+    for question in predictions:
+        snippet = question.prompt.split("```python\n")[1].split("```")[0]
+        printed = values.findall(_printed(snippet))
+        assert printed and values.findall(question.correct) == printed, (question.name, printed)
+        for text, _ in question.distractors:
+            assert values.findall(text) != printed, (question.name, text)
