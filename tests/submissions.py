@@ -22,10 +22,19 @@ from tools.synthetic import grade_id
 
 @dataclass(frozen=True)
 class WrongAnswer:
+    """One catalogue entry. ``scores`` lists the test cells it loses (empty: a correct answer, which must get full
+    marks); ``source`` says who wrote it: "authors" (the course's authors, who saw the checks) or "blind" (a reviewer
+    who saw only the student notebook and the lessons)."""
+
     name: str
     replace: dict[str, str]
-    scores: dict[str, float]
+    scores: dict[str, float] = field(default_factory=dict)
     feedback: list[str] = field(default_factory=list)
+    source: str = "authors"
+
+    def __post_init__(self) -> None:
+        if self.source not in ("authors", "blind"):
+            raise ValueError(f"catalogue entry {self.name!r}: source is 'authors' or 'blind', not {self.source!r}")
 
 
 def catalogue(assignment: str) -> list[WrongAnswer]:
