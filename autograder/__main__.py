@@ -5,7 +5,8 @@
 * ``reading-time``   minutes to read each lesson (prose words / 200 + visible code lines / 10);
 * ``grade``          grade every submission of one or more assignments in parallel, safely, with feedback and a
                      class report (see autograder/grading/);
-* ``collect``, ``export``, ``late``: LMS downloads in, grades out to an LMS, late penalties (autograder/lms/; also
+* ``collect``, ``export``, ``late``, ``extend``: LMS downloads in, grades out to an LMS, late penalties,
+                     extensions (autograder/lms/; also
                      ``python -m autograder.lms``).
 """
 
