@@ -517,11 +517,12 @@ def check_functions(Value, seed: int | None = None) -> None:
     Domain: relu at any x but 0 (the text: "the tests never use x = 0"), tanh and exp at moderate x of either sign,
     log at x > 0, x ** k for an int or float constant k wherever the power is real and differentiable (x > 0 for a
     fractional k, x != 0 for a negative k, any x for k = 2 or 3). Pinned at every seed: relu once on the positive side
-    and twice on the negative side (RELU is named only where its value differs from "no gradient at all"), tanh on
-    both sides, x ** 2 and x ** 3 at x = 0, a negative base under k = 2 and k = -2 (FUNCTION_CORNERS). Contracts and
-    their checks: "a new Value (one input: (self,)) with its local rule" -> as Part A (NOT_RECORDED, INPLACE,
-    OVERWRITE, NO_UPSTREAM); each function's derivative -> RELU, TANH, TANH_INPUT, POW, POW_ABS,
-    DIVIDES_BY_OPERAND; "an int or a float" exponent -> both kinds every time; no autograd (Route.AUTOGRAD).
+    and twice on the negative side (RELU is named only where its value differs from "no gradient at all"), x ** 2
+    and x ** 3 at x = 0, a negative base under k = 2 and k = -2 (FUNCTION_CORNERS), an int and a float exponent, an
+    int power of a negative base. Contracts and their checks: "a new Value (one input: (self,)) with its local rule"
+    -> as Part A (NOT_RECORDED, INPLACE, OVERWRITE, NO_UPSTREAM); each function's derivative -> RELU, TANH,
+    TANH_INPUT, POW, POW_ABS, DIVIDES_BY_OPERAND; "an int or a float" exponent -> both kinds every time; no autograd
+    (Route.AUTOGRAD).
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
