@@ -1,28 +1,38 @@
-"""Checks for exercise 04, hand-derived backward passes: linear, softmax, cross-entropy, attention, custom Functions.
+"""Checks for exercise 04, hand-derived backward passes: linear, softmax (forward and backward), cross-entropy,
+attention, custom Functions.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every gradient is compared with
-autograd and float64 central differences, on shapes where the usual mistakes cannot hide: batch > 1 (sums over the
-batch show), batch, features and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows),
-square softmax batches (a row sum without keepdim broadcasts silently), labels that leave the last class out
-(``F.one_hot`` without ``num_classes`` is too narrow). Each case is a :func:`~autograder.checking.trial`, and every
-mistake below shows in at least two cases of the visible and of the hidden test, so that it can be named.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every check's docstring states the
+domain its part allows (shapes, dtypes, values) and every corner of that domain is a fixed case that runs first, at
+every seed (a batch of one, C = 1, an empty batch, d = 1, logits large enough to overflow a naive ``exp`` in
+float64, 0-d inputs...); the seed varies only the rest. Every gradient is compared with autograd and float64 central
+differences, on shapes where the usual mistakes cannot hide: batch > 1 (sums over the batch show), batch, features
+and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows), square softmax batches (a row
+sum without keepdim broadcasts silently), labels that leave the last class out (``F.one_hot`` without
+``num_classes`` is too narrow). Each case is a :func:`~autograder.checking.trial`, and every mistake below shows in
+at least two cases of the visible and of the hidden test, so that it can be named; a case never names a mistake
+whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
 
 Parts A–D are derived by hand: the learner's function runs with autograd forbidden
 (:class:`~autograder.routes.Route`), on the caller's own tensors, which must come back unchanged and must not be
-aliased by the result. Part E's backward must not run autograd either.
+aliased by the result; Part B's softmax is written without PyTorch's softmax family. Part E's backward must not run
+autograd either, and its forward must hand tensors to backward through ``ctx.save_for_backward`` only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.autograd.gradcheck import GradcheckError
+from torch.overrides import TorchFunctionMode
 
 from ..checking import (
     GradingFailure,
@@ -83,6 +93,22 @@ SOFTMAX_NO_KEEPDIM = Misconception(
 SOFTMAX_REVERSED = Misconception(
     "dot product subtracted the wrong way round", f"Subtract the dot product from ds, not ds from it: {SOFTMAX_RULE}.")
 
+SHIFT_RULE = ("Subtract each row's largest logit before exp: e = torch.exp(z - z.amax(dim=-1, keepdim=True)), then "
+              "e / e.sum(dim=-1, keepdim=True). The shift cancels in the ratio, so it is the same softmax, and every "
+              "exponent is at most 0 (torch.softmax and F.cross_entropy do exactly this).")
+NAIVE_SOFTMAX = Misconception(
+    "softmax without the max shift (exp overflows)", "In float64 exp(z) is inf once z > 709.78 and 0 once z < −745, "
+    "so exp(z) / exp(z).sum() becomes inf / inf or 0 / 0 = nan on large logits. " + SHIFT_RULE)
+GLOBAL_SHIFT = Misconception(
+    "shifted by the largest logit of the whole tensor instead of each row's",
+    "One shift for all rows is exact on paper, but a row whose logits lie hundreds below the tensor's maximum "
+    "underflows: every exp in it is 0, and 0 / 0 = nan. Shift each row (each slice along the last dimension) by its "
+    "own maximum: z - z.amax(dim=-1, keepdim=True).")
+LIBRARY_SOFTMAX = Misconception(
+    "used PyTorch's softmax where the part asks for it by hand",
+    "This part is the stable softmax itself: write it with torch.exp, a max and a sum, without torch.softmax, "
+    "F.softmax, log_softmax, softmin or logsumexp.")
+
 CE_BY_CLASSES = Misconception(
     "divided by the number of classes", f"The mean is over the N rows (the batch), not the C classes: {CE_RULE}.")
 CE_REVERSED = Misconception("y − p instead of p − y", f"The gradient is p − y: {CE_RULE}.")
@@ -115,6 +141,11 @@ SAVED_INPUT = Misconception(
 IGNORED_GRAD_OUTPUT = Misconception(
     "backward ignored grad_output", "backward returns grad_output · σ'(x), not σ'(x) alone: the chain rule multiplies "
     "by the gradient arriving from above.")
+TENSOR_ON_CTX = Misconception("a tensor kept as a plain ctx attribute", SAVE_HINT)
+TENSOR_OUTSIDE_CTX = Misconception("a tensor kept in a global or a class attribute", SAVE_HINT)
+NAIVE_SIGMOID = Misconception(
+    "sigmoid as exp(x) / (1 + exp(x)) (exp overflows)", "For x > 709.78 exp(x) is inf in float64 and inf / inf = nan. "
+    "Write σ(x) = 1 / (1 + exp(−x)), whose exp only overflows where σ is 0 anyway (or call torch.sigmoid).")
 STATE_OUTSIDE_CTX = Misconception(
     "state kept outside ctx", "x1's gradient used the second call's output: the value backward needs was stored "
     "somewhere every call overwrites. " + SAVE_HINT)
@@ -166,6 +197,45 @@ def _shape(t: Tensor) -> str:
     return str(tuple(t.shape)).replace(",)", ")")
 
 
+def _same_as(value: Tensor, rtol: float = 1e-4, atol: float = 1e-7) -> Callable[[Tensor], bool]:
+    """A test for answers equal to ``value``, a mistake's result that may hold nan or inf: non-finite exactly where
+    ``value`` is, and close to it everywhere else."""
+    bad = ~torch.isfinite(value)
+
+    def matches(answer: Tensor) -> bool:
+        if answer.shape != value.shape or not torch.equal(~torch.isfinite(answer), bad):
+            return False
+        return bool(torch.all(torch.abs(answer[~bad] - value[~bad]) <= atol + rtol * torch.abs(value[~bad])))
+
+    return matches
+
+
+def _literal_symptoms(mistakes: list[tuple[Misconception, Tensor]]) -> list[Symptom]:
+    """A symptom per (mistake, the value it computes here), whether or not that value is finite. A non-finite value
+    that another mistake's computation also gives names neither (finite ones: :func:`armed` sees to it)."""
+    symptoms = []
+    for mistake, value in mistakes:
+        if bool(torch.isfinite(value).all()):
+            symptoms.append(mistake.looks_like(value))
+            continue
+        same = _same_as(value)
+        if not any(other is not mistake and same(theirs) for other, theirs in mistakes):
+            symptoms.append(mistake.when(same))
+    return symptoms
+
+
+def _unstable_softmaxes(z: Tensor) -> list[tuple[Misconception, Tensor]]:
+    """What the stability mistakes compute for softmax(z, dim=-1), in float64: no shift (as a ratio, and in log
+    space), and one shift for the whole tensor (needs a non-empty z)."""
+    e = torch.exp(z)
+    found = [(NAIVE_SOFTMAX, e / e.sum(dim=-1, keepdim=True)),
+             (NAIVE_SOFTMAX, torch.exp(z - torch.log(e.sum(dim=-1, keepdim=True))))]
+    if z.numel():
+        g = torch.exp(z - z.max())
+        found.append((GLOBAL_SHIFT, g / g.sum(dim=-1, keepdim=True)))
+    return found
+
+
 def _make_case(name: str, args: dict[str, Tensor], grads: dict[str, str], loss: Callable, wrt: tuple[Tensor, ...],
                symptoms: tuple[list[Symptom], ...], note: str = "") -> _Case:
     """A case whose expected gradients are those of the scalar ``loss(*wrt)``, by autograd and central differences."""
@@ -207,7 +277,12 @@ def _run(fn: Callable, case: _Case) -> None:
                                                            case.expected, case.fd, case.symptoms):
         _expect_gradient(got, expected, what=f"{case.call}: {name}", shape_of=shape_of, fd=fd, symptoms=symptoms,
                          extra=extra)
-    expect_no_alias(answer, case.args, what=case.call)  # right numbers, but in the caller's memory
+    try:
+        expect_no_alias(answer, case.args, what=case.call)  # right numbers, but in the caller's memory
+    except GradingFailure as failure:
+        # A suspect, not a proof: an answer whose numbers are wrong elsewhere can alias only where they happen to be
+        # right (db = dY[0] with N = 1); the mistake that explains most cases should be the one named.
+        raise GradingFailure(failure.message, suspects=(failure.proven,) if failure.proven else ()) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -225,14 +300,22 @@ def _linear_case(X: Tensor, W: Tensor, b: Tensor, dY: Tensor) -> _Case:
                       lambda X, W, b: ((X @ W + b) * dY).sum(), (X, W, b), symptoms, note=f"N = {n} rows")
 
 
+#: Part A's corners, (N, D_in, D_out), tried at every seed: a batch of one, one output, a square W.
+LINEAR_CORNERS = [(1, 3, 2), (3, 4, 1), (2, 3, 3)]
+
+
 @check
 def check_linear_backward(linear_backward, seed: int | None = None) -> None:
     """Part A: for Y = X·W + b, linear_backward(X, W, dY) returns (dX, dW, db), by hand (no autograd), new tensors,
-    arguments unchanged."""
+    arguments unchanged.
+
+    Domain: X (N, D_in), W (D_in, D_out), dY (N, D_out), float64, any finite values, N, D_in, D_out >= 1. Corners at
+    every seed (:data:`LINEAR_CORNERS`): N = 1, D_out = 1, a square W (a transposed dW has the right shape); then
+    two cases whose three sizes all differ (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     gen = _stream("linear", seed)
     sizes = [(4, 3, 2), (2, 5, 3)] if seed is None else [_distinct(gen, 3) for _ in range(2)]
-    for n, d_in, d_out in sizes:
+    for n, d_in, d_out in LINEAR_CORNERS + sizes:
         X, W, b = uniform(gen, (n, d_in)), uniform(gen, (d_in, d_out)), uniform(gen, (d_out,))
         case = _linear_case(X, W, b, uniform(gen, (n, d_out), -1, 1))
         with trial():
@@ -240,7 +323,111 @@ def check_linear_backward(linear_backward, seed: int | None = None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Part B: softmax
+# Part B.1: a stable softmax, by hand
+
+#: PyTorch's functions that compute a softmax or its log-sum-exp, by name as a TorchFunctionMode sees them.
+LIBRARY_SOFTMAX_NAMES = frozenset({"softmax", "_softmax", "special_softmax", "log_softmax", "_log_softmax",
+                                   "special_log_softmax", "logsumexp", "special_logsumexp", "softmin"})
+
+# Bound when this module is imported, so that learner code cannot swap them.
+_len_function_stack = torch._C._len_torch_function_stack
+_pop_function_stack = torch._C._pop_torch_function_stack
+
+
+class _LibrarySoftmaxWatch(TorchFunctionMode):
+    """Notes calls of PyTorch's softmax family (also through saved references or nn.Softmax) and lets every call
+    through unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.used: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in LIBRARY_SOFTMAX_NAMES:
+            self.used.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _watching_library_softmax():
+    """A :class:`_LibrarySoftmaxWatch` for the block. Leaving it never fails: the class grader empties the
+    function-mode stack whenever learner code returns, so the watch may be gone already."""
+    depth = _len_function_stack()
+    watch = _LibrarySoftmaxWatch()
+    watch.__enter__()
+    try:
+        yield watch
+    finally:
+        while _len_function_stack() > depth:
+            _pop_function_stack()
+
+
+def _softmax_corners() -> list[Tensor]:
+    """Part B.1's corners, the same at every seed: large logits (a naive exp overflows or underflows: inf / inf,
+    0 / 0), rows hundreds apart (one shift for the whole tensor underflows the lower rows), a batch of one, C = 1,
+    an empty batch, ties, a 3-D stack."""
+    rows = lambda *values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
+    return [
+        rows(1000.0, 999.0, 997.0, 990.0),                                           # a vector near 1000
+        rows([1000.0, 998.5, 1001.0, 997.0], [-1000.0, -1002.0, -999.5, -1001.0], [0.5, -1.5, 2.0, 1.0]),
+        rows([800.0, 0.0, -800.0], [0.5, -1.5, 2.0]),                                 # one row spread over 1600
+        rows([0.2, -0.7, 1.9, 0.0, -2.2]),                                            # a batch of one
+        rows([5.0], [-1000.0], [1000.0]),                                             # C = 1
+        torch.zeros((0, 4), dtype=torch.float64),                                     # an empty batch
+        rows([[4.0, 4.0, 4.0], [-1000.0, -1000.0, -1000.0]], [[1000.0, 999.0, 998.0], [0.1, 0.2, 0.3]]),
+    ]
+
+
+def _softmax_inputs(seed: int | None) -> list[Tensor]:
+    """The corners, then one ordinary batch (public) or two drawn stacks whose rows sit at offsets from −1000 to
+    1000 (hidden)."""
+    gen = _stream("softmax_forward", seed)
+    drawn = []
+    if seed is None:
+        drawn.append(uniform(gen, (3, 4), -3, 3))
+    else:
+        n, c = _distinct(gen, 2, 2, 6)
+        for shape in [(n, c), (choice(gen, [2, 3]), n, c)]:
+            offsets = torch.tensor([choice(gen, [-1000.0, -400.0, 0.0, 400.0, 1000.0])
+                                    for _ in range(math.prod(shape[:-1]))], dtype=torch.float64)
+            drawn.append(offsets.reshape(*shape[:-1], 1) + uniform(gen, shape, -3, 3))
+    return _softmax_corners() + drawn
+
+
+def _run_softmax(softmax, z: Tensor) -> None:
+    __tracebackhide__ = True
+    what = f"softmax(z) for z of shape {_shape(z)}"
+    with _watching_library_softmax() as watch:
+        received = call_learner(softmax, z, what=what, forbid=[Route.AUTOGRAD])
+    if watch.used:
+        raise proven_failure(f"{what} called {', '.join(sorted(set(watch.used)))}, which this part rules out.",
+                             LIBRARY_SOFTMAX)
+    if type(received) is not torch.Tensor:
+        raise GradingFailure(f"{what} returned {type(received).__name__}; expected a tensor of z's shape.")
+    expect_no_alias(received, {"z": z}, what=what)
+    expect_close(received, torch.softmax(z, dim=-1), what=what, source="torch.softmax", rtol=1e-9, atol=1e-12,
+                 symptoms=_literal_symptoms(_unstable_softmaxes(z)), extra=f"  z:                  {fmt(z)}")
+
+
+@check
+def check_softmax(softmax, seed: int | None = None) -> None:
+    """Part B.1: softmax(z) equals torch.softmax(z, dim=-1) for any finite logits, written by hand (torch.exp, a max,
+    a sum: no softmax family, no autograd), a new tensor, z unchanged.
+
+    Domain: z float64 of shape (..., C), at least one dimension, C >= 1, leading dimensions may be 0; any finite
+    values (the text says: "however large"). Corners at every seed (:func:`_softmax_corners`): logits near ±1000 and a
+    row spread over 1600 (a naive exp gives nan), rows 2000 apart (one shift for the whole tensor gives nan), a batch
+    of one, C = 1, an empty batch, ties, a 3-D stack; then one ordinary batch (public) or two drawn stacks with rows
+    at offsets from −1000 to 1000 (hidden)."""
+    __tracebackhide__ = True
+    for z in _softmax_inputs(seed):
+        with trial():
+            _run_softmax(softmax, z)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Part B.2: softmax backward
 
 def _broadcasts(shape: torch.Size, other: torch.Size) -> bool:
     try:
@@ -264,16 +451,22 @@ def _softmax_case(z: Tensor, ds: Tensor) -> _Case:
 
 @check
 def check_softmax_backward(softmax_backward, seed: int | None = None) -> None:
-    """Part B: for s = softmax(z, dim=-1), softmax_backward(s, ds) returns dz (a vector, batches, 3-D stacks, and
-    square and cubic ones, where a row sum without keepdim broadcasts silently)."""
+    """Part B.2: for s = softmax(z, dim=-1), softmax_backward(s, ds) returns dz (a vector, batches, 3-D stacks, and
+    square and cubic ones, where a row sum without keepdim broadcasts silently).
+
+    Domain: s a softmax of float64 logits along the last dimension, shape (..., C), at least one dimension, C >= 1,
+    leading dimensions may be 0; ds of s's shape, any finite values. Corners at every seed: a batch of one (1, C),
+    C = 1 (dz is 0), an empty batch (0, C); then a vector, a batch, a 3-D stack, a square and a cubic one (public:
+    fixed sizes; hidden: drawn)."""
     __tracebackhide__ = True
     gen = _stream("softmax", seed)
+    corners = [(1, 5), (3, 1), (0, 4)]
     if seed is None:
         shapes = [(5,), (3, 4), (2, 3, 5), (4, 4), (3, 3, 3)]
     else:
         n, c = _distinct(gen, 2, 2, 6)
         shapes = [(c,), (n, c), (choice(gen, [2, 3]), n, c), (c, c), (n, n, n)]
-    for shape in shapes:
+    for shape in corners + shapes:
         case = _softmax_case(uniform(gen, shape), uniform(gen, shape, -1, 1))
         with trial():
             _run(softmax_backward, case)
@@ -288,6 +481,7 @@ def _cross_entropy_case(logits: Tensor, targets: Tensor) -> _Case:
     symptoms = [CE_NOT_DIVIDED.looks_like(p - y), CE_BY_CLASSES.looks_like((p - y) / c),
                 CE_REVERSED.looks_like((y - p) / n), CE_BATCH_AXIS.looks_like((torch.softmax(logits, dim=0) - y) / n),
                 CE_NO_ONEHOT.looks_like(p / n)]
+    symptoms += _literal_symptoms([(mistake, (unstable - y) / n) for mistake, unstable in _unstable_softmaxes(logits)])
     return _make_case("softmax_cross_entropy_backward", {"logits": logits, "targets": targets}, {"dlogits": "logits"},
                       lambda z: F.cross_entropy(z, targets), (logits,), (symptoms,),
                       note=f"N = {n} rows, C = {c} classes, targets {targets.tolist()}")
@@ -316,26 +510,55 @@ def _ce_targets(gen: torch.Generator, n: int, c: int, without_last: bool) -> Ten
     return targets
 
 
+def _cross_entropy_corners() -> list[tuple[Tensor, Tensor]]:
+    """Part C's corners, (logits, targets), the same at every seed: a batch of one; every logit near 1000 (a naive
+    exp gives inf / inf); rows at +1000, −1000 and one spread over 1400; a binary batch with one row near 1000 (one
+    shift for the whole batch underflows the other rows)."""
+    rows = lambda *values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
+    return [
+        (rows([0.3, -1.2, 2.0, 0.7]), torch.tensor([3])),
+        (1000 + rows([0.5, -1.0, 2.0], [1.5, 0.0, -2.5], [-0.5, 3.0, 1.0]), torch.tensor([2, 0, 1])),
+        (rows([1000.0, 998.5, 1001.0, 997.0], [-1000.0, -1002.0, -999.5, -1001.0], [700.0, 0.0, -700.0, 2.0]),
+         torch.tensor([3, 1, 2])),
+        (rows([1000.0, 996.0], [-5.0, -1.0], [2.0, 1.5]), torch.tensor([1, 0, 1])),
+    ]
+
+
+def _run_cross_entropy(softmax_cross_entropy_backward, case: _Case) -> None:
+    """One case; a failure on labels without the last class that one label changed to it repairs names the narrow
+    one-hot."""
+    __tracebackhide__ = True
+    c = case.args["logits"].shape[-1]
+    try:
+        _run(softmax_cross_entropy_backward, case)
+    except GradingFailure as failure:
+        if failure.proven is not None or int(case.args["targets"].max()) == c - 1 \
+                or not _narrow_one_hot(softmax_cross_entropy_backward, case):
+            raise
+        labels = case.args["targets"].tolist()
+        raise GradingFailure(f"{failure.message}\n  the labels {labels} never use the last class, {c - 1}; "
+                             f"with one label changed to {c - 1}, your function gets it right.",
+                             suspects=(ONE_HOT_WIDTH,)) from None
+
+
 @check
 def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, seed: int | None = None) -> None:
     """Part C: the gradient of F.cross_entropy(logits, targets) (mean over the batch) with respect to the logits,
-    by hand, including batches in which the last classes never occur."""
+    by hand, including batches in which the last classes never occur and logits however large.
+
+    Domain: logits float64 (N, C), N >= 1, C >= 2, any finite values; targets int64 (N,) in [0, C), not every class
+    present. Corners at every seed (:func:`_cross_entropy_corners`): N = 1, logits near 1000, rows at ±1000 and one
+    spread over 1400, C = 2 with rows 1000 apart (a naive exp, or one shift for the whole batch, gives nan); then
+    three batches of distinct sizes, two of them without the last class (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     gen = _stream("cross_entropy", seed)
     shapes = [(4, 3), (2, 5), (5, 4)] if seed is None else [tuple(_distinct(gen, 2, 3, 7)) for _ in range(3)]
+    cases = [_cross_entropy_case(logits, targets) for logits, targets in _cross_entropy_corners()]
     for index, (n, c) in enumerate(shapes):
-        case = _cross_entropy_case(uniform(gen, (n, c)), _ce_targets(gen, n, c, without_last=index > 0))
+        cases.append(_cross_entropy_case(uniform(gen, (n, c)), _ce_targets(gen, n, c, without_last=index > 0)))
+    for case in cases:
         with trial():
-            try:
-                _run(softmax_cross_entropy_backward, case)
-            except GradingFailure as failure:
-                if failure.proven is not None or int(case.args["targets"].max()) == c - 1 \
-                        or not _narrow_one_hot(softmax_cross_entropy_backward, case):
-                    raise
-                labels = case.args["targets"].tolist()
-                raise GradingFailure(f"{failure.message}\n  the labels {labels} never use the last class, {c - 1}; "
-                                     f"with one label changed to {c - 1}, your function gets it right.",
-                                     suspects=(ONE_HOT_WIDTH,)) from None
+            _run_cross_entropy(softmax_cross_entropy_backward, case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -370,9 +593,18 @@ def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor) -> _Case:
                       loss, (Q, K, V), symptoms, note=f"d = {d}, √d = {math.sqrt(d):g}")
 
 
+#: Part D's corners, (n, m, d, e), tried at every seed: one query with d = 1 (no scale to forget), one key (P = 1, so
+#: dQ = dK = 0) with e = 1.
+ATTENTION_CORNERS = [(1, 3, 1, 2), (3, 1, 4, 1)]
+
+
 @check
 def check_attention_backward(attention_backward, seed: int | None = None) -> None:
-    """Part D: for O = softmax(Q·Kᵀ/√d)·V, attention_backward(Q, K, V, dO) returns (dQ, dK, dV), by hand."""
+    """Part D: for O = softmax(Q·Kᵀ/√d)·V, attention_backward(Q, K, V, dO) returns (dQ, dK, dV), by hand.
+
+    Domain: Q (n, d), K (m, d), V (m, e), dO (n, e), float64, n, m, d, e >= 1, values of order 1. Corners at every
+    seed (:data:`ATTENTION_CORNERS`): n = 1 with d = 1, m = 1 with e = 1; then two cases with n != m and d in
+    (4, 9, 16), where √d shows (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     gen = _stream("attention", seed)
     if seed is None:
@@ -380,7 +612,7 @@ def check_attention_backward(attention_backward, seed: int | None = None) -> Non
     else:
         sizes = [(*_distinct(gen, 2), choice(gen, [4, 9, 16]), int(torch.randint(2, 5, (), generator=gen)))
                  for _ in range(2)]
-    for n, m, d, e in sizes:
+    for n, m, d, e in ATTENTION_CORNERS + sizes:
         Q, K, V = uniform(gen, (n, d), -1, 1), uniform(gen, (m, d), -1, 1), uniform(gen, (m, e))
         case = _attention_case(Q, K, V, uniform(gen, (n, e), -1, 1))
         with trial():
@@ -410,33 +642,85 @@ def _require_own_node(out: Tensor, cls, what: str) -> None:
             "forward; do not override apply.")
 
 
+def _arrays_in(value, path: str, depth: int = 0) -> list[str]:
+    """Paths of the tensors and NumPy arrays inside ``value`` (lists, tuples and dicts are opened)."""
+    if isinstance(value, (Tensor, np.ndarray)):
+        return [path]
+    if depth > 3:
+        return []
+    if type(value) in (list, tuple):
+        return [found for i, item in enumerate(value) for found in _arrays_in(item, f"{path}[{i}]", depth + 1)]
+    if type(value) is dict:
+        return [found for key, item in value.items() for found in _arrays_in(item, f"{path}[{key!r}]", depth + 1)]
+    return []
+
+
+def _stored_outside(namespace: dict, prefix: str) -> dict[str, int]:
+    """{name: id} of the tensors and arrays a namespace (a module's globals, a class) holds now."""
+    return {f"{prefix}{name}": id(value) for name, value in list(namespace.items())
+            if not name.startswith("__") and _arrays_in(value, name)}
+
+
+def _namespaces(cls) -> list[tuple[dict, str]]:
+    """Where a Function could stash a tensor besides ctx: the globals its methods see, the class itself."""
+    found = [(vars(cls), f"{cls.__name__}.")]
+    for method in ("forward", "backward"):
+        function = inspect.getattr_static(cls, method)
+        function = getattr(function, "__func__", function)
+        space = getattr(function, "__globals__", None)
+        if isinstance(space, dict) and all(space is not seen for seen, _ in found):
+            found.append((space, "global "))
+    return found
+
+
 def _require_saved_tensors(out: Tensor, cls, what: str) -> None:
+    """Forward handed backward its tensors through ctx.save_for_backward, and nowhere else on ctx."""
     __tracebackhide__ = True
     node = out.grad_fn
     try:
         saved = node.saved_tensors
     except RuntimeError as error:
         raise GradingFailure(f"{what}: reading the tensors forward saved failed: {error}") from None
+    stashed = [found for key, value in vars(node).items() for found in _arrays_in(value, f"ctx.{key}")]
     if not saved:
-        stashed = [key for key, value in vars(node).items() if isinstance(value, Tensor)]
-        where = f" (ctx.{stashed[0]} is a plain attribute, which save_for_backward does not see)" if stashed else ""
+        where = f" ({stashed[0]} is a plain attribute, which save_for_backward does not see)" if stashed else ""
         raise proven_failure(f"{what}: {cls.__name__}.forward saved no tensor with ctx.save_for_backward{where}.",
                              FORGOT_SAVE)
+    if stashed:
+        raise proven_failure(f"{what}: {cls.__name__}.forward keeps {', '.join(stashed)} as a plain attribute of ctx, "
+                             "beside what it saved with ctx.save_for_backward.", TENSOR_ON_CTX)
 
 
-def _sigmoid_grad(sigmoid_cls, x: Tensor, grad: Tensor, what: str, *, other: Tensor | None = None,
-                  symptoms: list[Symptom] = ()) -> Tensor:
+def _forward(sigmoid_cls, x: Tensor, what: str) -> Tensor:
+    """``sigmoid_cls.apply(x)``, autograd forbidden; no tensor may land in a global or on the class meanwhile."""
+    __tracebackhide__ = True
+    spaces = _namespaces(sigmoid_cls)
+    before = {}
+    for space, prefix in spaces:
+        before.update(_stored_outside(space, prefix))
+    out = call_learner(sigmoid_cls.apply, x, what=what, forbid=[Route.AUTOGRAD])
+    after = {}
+    for space, prefix in spaces:
+        after.update(_stored_outside(space, prefix))
+    moved = [name for name, ident in after.items() if before.get(name) != ident]
+    if moved:
+        raise proven_failure(f"{what} stored a tensor in {', '.join(moved)}, outside ctx.", TENSOR_OUTSIDE_CTX)
+    if type(out) is not torch.Tensor:
+        raise GradingFailure(f"{what} returned {type(out).__name__}; expected a plain tensor.")
+    return out
+
+
+def _sigmoid_grad(sigmoid_cls, x: Tensor, grad: Tensor, what: str, *, other: Tensor | None = None) -> Tensor:
     """x.grad through the learner's Function for upstream ``grad``; ``other`` is a second call kept in flight.
     The learner's forward and backward must not run autograd themselves."""
     __tracebackhide__ = True
     x = x.clone().requires_grad_(True)
-    out = call_learner(sigmoid_cls.apply, x, what=what, forbid=[Route.AUTOGRAD])
-    expect_close(out, torch.sigmoid(x.detach()), what=what, source="expected",
-                 symptoms=[SIGN_IN_EXP.looks_like(torch.sigmoid(-x.detach()))])
+    out = _forward(sigmoid_cls, x, what)
+    _expect_sigmoid_value(out, x.detach(), what)
     _require_own_node(out, sigmoid_cls, what)
     _require_saved_tensors(out, sigmoid_cls, what)
-    in_flight = None if other is None else call_learner(  # kept alive until y1's backward has run
-        sigmoid_cls.apply, other.clone().requires_grad_(True), what=f"{what}, second call", forbid=[Route.AUTOGRAD])
+    in_flight = None if other is None else _forward(  # kept alive until y1's backward has run
+        sigmoid_cls, other.clone().requires_grad_(True), f"{what}, second call")
     routes = Routes()
     (got,) = call_learner(torch.autograd.grad, out, x, grad, what=f"the backward of {what}", routes=routes)
     del in_flight
@@ -444,6 +728,19 @@ def _sigmoid_grad(sigmoid_cls, x: Tensor, grad: Tensor, what: str, *, other: Ten
         raise proven_failure(f"the backward of {what} ran autograd itself ({routes.backward_runs - 1} extra "
                              "backward run(s)), which this part rules out.", AUTOGRAD)
     return got
+
+
+def _expect_sigmoid_value(out: Tensor, x: Tensor, what: str) -> None:
+    """σ(x) in x's shape and dtype (float32 to its own precision)."""
+    __tracebackhide__ = True
+    if out.dtype != x.dtype:
+        raise GradingFailure(f"{what} returned dtype {out.dtype}; σ(x) must keep x's dtype, {x.dtype}.")
+    x64 = x.double()
+    naive = torch.exp(x64) / (1 + torch.exp(x64))
+    rtol, atol = (1e-6, 1e-7) if x.dtype == torch.float32 else (1e-9, 1e-12)
+    expect_close(out, torch.sigmoid(x64), what=what, source="expected", rtol=rtol, atol=atol,
+                 symptoms=[SIGN_IN_EXP.looks_like(torch.sigmoid(-x64)), *_literal_symptoms([(NAIVE_SIGMOID, naive)])],
+                 extra=f"  x:                  {fmt(x)}")
 
 
 def _sigmoid_symptoms(x: Tensor, grad: Tensor) -> list[Symptom]:
@@ -484,13 +781,33 @@ def _check_gradcheck_accepts(sigmoid_cls, x: Tensor) -> None:
                              f"x = {fmt(x)}: its backward disagrees with central differences.")
 
 
+def _sigmoid_corners() -> list[Tensor]:
+    """Part E's corners, the same at every seed: zero and |x| up to 800 (exp(800) overflows float64), and a 0-d x."""
+    return [torch.tensor([-800.0, -40.0, -2.0, 0.0, 3.0, 40.0, 800.0], dtype=torch.float64),
+            torch.tensor([[-750.0, 0.0, 750.0], [1.0, -1.0, 710.0]], dtype=torch.float64),
+            torch.tensor(0.7, dtype=torch.float64)]
+
+
 @check
 def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
-    """Part E: Sigmoid is a torch.autograd.Function whose own backward, from saved tensors and without autograd,
-    returns g·σ(x)(1 − σ(x)), also with two calls in flight."""
+    """Part E: Sigmoid is a torch.autograd.Function whose forward keeps x's shape and dtype and hands backward its
+    tensors through ctx.save_for_backward only (no plain ctx attribute, global or class attribute), and whose own
+    backward, from saved tensors and without autograd, returns g·σ(x)(1 − σ(x)), also with two calls in flight.
+
+    Domain: x a float64 or float32 tensor of any shape, also 0-d, any finite values; the upstream gradient g of x's
+    shape. Corners at every seed (:func:`_sigmoid_corners`): zero and |x| up to 800, a 0-d x, a float32 x (its
+    forward's dtype and value); then two drawn shapes, each once alone and once with a second call in flight, and
+    gradcheck in float64 (public: fixed shapes)."""
     __tracebackhide__ = True
     _require_function_class(sigmoid_cls, "Sigmoid")
     gen = _stream("sigmoid", seed)
+    for x in _sigmoid_corners():
+        with trial():
+            _check_sigmoid_backward(sigmoid_cls, x, uniform(gen, tuple(x.shape), -1, 1))
+    with trial():
+        x32 = uniform(gen, (2, 3), -4, 4).float()
+        what = f"Sigmoid.apply(x) for a float32 x of shape {_shape(x32)}"
+        _expect_sigmoid_value(_forward(sigmoid_cls, x32, what), x32, what)
     shapes = [(3, 4), (5,)] if seed is None else [choice(gen, [(2, 3), (4, 3), (6,), (2, 2, 3)]) for _ in range(2)]
     for shape in shapes:
         x, grad = uniform(gen, shape), uniform(gen, shape, -1, 1)
@@ -573,6 +890,8 @@ def _verdict_cases(seed: int | None) -> list[_Verdict]:
         _Verdict("a linear Function (Y = X·W + b) with a correct backward", _linear_function().apply, linear(), True),
         _Verdict("a sigmoid Function with a correct backward", _sigmoid_function().apply,
                  (signed(x_shape),), True),
+        _Verdict("a sigmoid Function with a correct backward, on a 0-d input", _sigmoid_function().apply,
+                 (signed(()).float(),), True),
         _Verdict(f"a sigmoid Function whose backward is {how}", _sigmoid_function(factor).apply,
                  (signed(x_shape).to(small_dtype),), False, "small"),
         _Verdict(f"a linear Function whose every gradient is {how}", _linear_function(factor=factor).apply,
@@ -630,8 +949,13 @@ def _check_verdict(passes_gradcheck, case: _Verdict) -> None:
 
 @check
 def check_passes_gradcheck(passes_gradcheck, seed: int | None = None) -> None:
-    """Part F: passes_gradcheck(function, *inputs) says True for a right backward and False for a wrong one, never
-    raises, and leaves the caller's tensors as they were."""
+    """Part F: passes_gradcheck(function, *inputs) says True for a right backward and False for a wrong one, as a
+    bool, never raises, and leaves the caller's tensors as they were (values, dtype, requires_grad).
+
+    Domain: function a torch.autograd.Function's apply; inputs one or more float32 or float64 tensors of any shape
+    (also 0-d) that do not require grad. Cases, the same kinds at every seed: correct Functions on float32 inputs
+    (one of them 0-d) and float64 ones, backwards 0.5 % off (float32 or float64 inputs), and backwards wrong only for
+    a later input; the seed draws the sizes, values and the sign of the error."""
     __tracebackhide__ = True
     for case in _verdict_cases(seed):
         with trial():

@@ -2,12 +2,17 @@
 
 Each ``check_*`` function is one test cell's whole body: without ``seed`` it runs the public cases, with
 ``seed=grading_seed()`` fresh random ones. Models are small float64 modules; the loss of Parts A and B is a mean
-over the examples. Every case is a :func:`~autograder.checking.trial`, and each misconception below shows in at least
-two cases of the visible test and of the hidden test, so that it can be named.
+over the examples. Every check's docstring states the domain its part allows, and each corner of it is a fixed case
+that runs first at every seed (k = 1, micro-batches of one example, a single update or micro-batch, a model that
+arrives without gradients, an empty or one-step history...); the seed varies only the rest. Every case is a
+:func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the visible test
+and of the hidden test, so that it can be named; a case never names a mistake whose value there is the right answer
+(:func:`~autograder.misconceptions.armed`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,12 +76,51 @@ STEPPED = Misconception(
     "This function only computes the gradient: leave the parameters as they are (no optimizer, no update).")
 
 
-def _with_stale(model: nn.Module, stale: list[torch.Tensor]) -> nn.Module:
-    """A copy of ``model`` whose .grad holds ``stale`` (gradients left over from earlier work)."""
+def _with_stale(model: nn.Module, stale: list[torch.Tensor] | None) -> nn.Module:
+    """A copy of ``model`` whose .grad holds ``stale`` (gradients left over from earlier work; None: no gradients)."""
     model = copy.deepcopy(model)
-    for param, grad in zip(model.parameters(), stale):
+    for param, grad in zip(model.parameters(), stale or ()):
         param.grad = grad.clone()
     return model
+
+
+NOT_IN_PLACE = Misconception(
+    "parameters replaced instead of updated in place",
+    "p.data = p.data - lr * p.grad (or model.weight = nn.Parameter(...)) gives the model new tensors: an optimizer "
+    "or anyone else holding the old ones never sees the update. Change the parameters themselves: optimizer.step(), "
+    "or p -= lr * p.grad under torch.no_grad().")
+
+
+def _storage(model: nn.Module) -> list[tuple[int, int]]:
+    """Which tensor object, and which memory, every parameter is."""
+    return [(id(param), param.untyped_storage().data_ptr()) for param in model.parameters()]
+
+
+def _expect_in_place(model: nn.Module, before: list[tuple[int, int]], what: str) -> None:
+    __tracebackhide__ = True
+    names = [name for name, _ in model.named_parameters()]
+    moved = [name for name, was, now in zip(names, before, _storage(model)) if was != now]
+    if moved or len(names) != len(before):
+        raise _proven(f"{what} replaced the parameter tensor(s) {', '.join(moved) or 'of the model'} instead of "
+                      "updating them in place.", NOT_IN_PLACE)
+
+
+@contextlib.contextmanager
+def _recording_forwards(model: nn.Module):
+    """The inputs of every forward pass through ``model`` while the block runs, seen at its first layer (so that
+    ``model.forward(x)``, which skips the model's own hooks, is seen too)."""
+    seen: list[torch.Tensor] = []
+    first = next(module for module in model.modules() if not list(module.children()))
+    handle = first.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone())
+                                              if args and isinstance(args[0], torch.Tensor) else None)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def _same_pieces(seen: list[torch.Tensor], pieces: list[torch.Tensor]) -> bool:
+    return len(seen) == len(pieces) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(seen, pieces))
 
 
 def _expect_backward_runs(routes: Routes, wanted: int, whole: int, what: str) -> None:
@@ -125,23 +169,37 @@ class LoopCase:
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
     lr: float
     k: int
-    stale: list[torch.Tensor]  # what .grad holds when the loop is called
+    stale: list[torch.Tensor] | None  # what .grad holds when the loop is called (None: no gradients at all)
 
     @property
     def updates(self) -> int:
         return len(self.micro_batches) // self.k
 
 
-def _loop_case(gen, sizes: tuple[int, ...], k: int, updates: int, size: int, lr: float) -> LoopCase:
+def _loop_case(gen, sizes: tuple[int, ...], k: int, updates: int, size: int, lr: float,
+               stale: bool = True) -> LoopCase:
     model = random_mlp(gen, sizes)
     micro_batches = [(uniform(gen, (size, sizes[0])), uniform(gen, (size, sizes[-1]))) for _ in range(k * updates)]
-    stale = [uniform(gen, tuple(param.shape)) for param in model.parameters()]
-    description = f"an MLP with layer sizes {sizes}, {k * updates} micro-batches of {size} examples"
-    return LoopCase(description, model, micro_batches, lr, k, stale)
+    grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
+    description = (f"an MLP with layer sizes {sizes}, {k * updates} micro-batch(es) of {size} example(s)"
+                   + ("" if stale else ", arriving with .grad None (no gradients yet)"))
+    return LoopCase(description, model, micro_batches, lr, k, grads)
+
+
+def _loop_corners():
+    """Part A's corners, the same at every seed: k = 1 (a step per micro-batch), micro-batches of one example, a
+    single update, and a model that arrives with no gradients (.grad None)."""
+    gen = generator("05/train/corners", 0)
+    yield _loop_case(gen, (2, 1), k=1, updates=3, size=2, lr=0.1)
+    yield _loop_case(gen, (3, 2), k=3, updates=2, size=1, lr=0.1)
+    yield _loop_case(gen, (2, 3, 1), k=2, updates=1, size=3, lr=0.1)
+    yield _loop_case(gen, (3, 2), k=2, updates=2, size=2, lr=0.1, stale=False)
 
 
 def _loop_cases(seed: int | None):
-    """Two cases, each with stale gradients and at least two updates: every mistake shows in both."""
+    """The corners, then two cases, each with stale gradients and at least two updates: every mistake shows in
+    both."""
+    yield from _loop_corners()
     if seed is None:
         gen = generator("05/train/public", 0)
         yield _loop_case(gen, (3, 1), k=4, updates=2, size=2, lr=0.1)
@@ -188,12 +246,20 @@ def _run_loop(train_fn, case: LoopCase) -> None:
     __tracebackhide__ = True
     model = _with_stale(case.model, case.stale)
     what = f"train(model, micro_batches, lr={case.lr:g}, accumulate_every={case.k}) for {case.description}"
-    routes, batches = Routes(), list(case.micro_batches)
-    losses = call_learner(train_fn, model, batches, case.lr, case.k, what=what, routes=routes, may_change=["model"])
+    routes, batches, before = Routes(), list(case.micro_batches), _storage(model)
+    with _recording_forwards(model) as seen:
+        losses = call_learner(train_fn, model, batches, case.lr, case.k, what=what, routes=routes,
+                              may_change=["model"])
     if len(batches) != len(case.micro_batches) or any(a is not b for a, b in zip(batches, case.micro_batches)):
         raise _proven(f"{what} changed the list micro_batches (it now holds {len(batches)} pairs).",
                       contracts.CHANGED_INPUT)
+    _expect_in_place(model, before, what)
     _expect_backward_runs(routes, len(case.micro_batches), case.updates, what)
+    if not _same_pieces(seen, [inputs for inputs, _ in case.micro_batches]):
+        count, size = len(case.micro_batches), len(case.micro_batches[0][0])
+        raise GradingFailure(f"{what} ran the model {len(seen)} time(s), on batches of {[len(s) for s in seen]} "
+                             f"examples; the part asks for one forward per micro-batch, on each micro-batch's "
+                             f"inputs in order ({count} forwards of {size}).")
     expected, expected_losses = reference_loop(case)
     symptoms = _looks_like([(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
                                     (NOT_DIVIDED, reference_loop(case, scale=False)[0]),
@@ -212,8 +278,14 @@ def _run_loop(train_fn, case: LoopCase) -> None:
 @check
 def check_train(train_fn, seed: int | None = None) -> None:
     """Part A: train(model, micro_batches, lr, accumulate_every) takes one plain SGD step per k micro-batches on
-    their mean loss (k backward runs, stale gradients dropped first), trains ``model`` in place (the only argument
-    it changes) and returns the loss of every update as a Python float."""
+    their mean loss (one forward and one backward per micro-batch, in order; stale gradients dropped first), trains
+    ``model`` in place (the same parameter tensors; the only argument it changes) and returns the loss of every
+    update as a Python float.
+
+    Domain: model a float64 nn.Module whose parameters' .grad is None or stale; micro_batches a list of
+    (inputs, targets) pairs, all of one size >= 1, whose length is a multiple of k = accumulate_every >= 1; lr > 0.
+    Corners at every seed (:func:`_loop_corners`): k = 1, micro-batches of one example, a single update, a model
+    without gradients; then two cases with stale gradients and two or more updates (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     for case in _loop_cases(seed):
         with trial():
@@ -238,6 +310,11 @@ DIVIDED_BY_SIZE = Misconception(
     "divided by the micro-batch size",
     "Each micro-batch loss is already a mean over its n_j examples; dividing by n_j again gives small micro-batches "
     "the largest weight. Weight it by n_j / n.")
+NOT_IN_GRAD = Misconception(
+    "full-batch gradient not left in .grad",
+    "The part asks for the full-batch gradient accumulated in .grad (the caller may step with it next) and for "
+    "copies of it in the dict: let backward() on each scaled micro-batch loss add into .grad (torch.autograd.grad "
+    "never writes .grad), and do not reset it after taking the copies.")
 IGNORED_SIZES = Misconception(
     "micro-batches not of the given sizes",
     "The sizes are what fits in memory: cut the batch, in order, into pieces of exactly those sizes "
@@ -252,18 +329,20 @@ class AccumulationCase:
     inputs: torch.Tensor
     targets: torch.Tensor
     sizes: list[int]
-    stale: list[torch.Tensor]  # what .grad holds when the function is called
+    stale: list[torch.Tensor] | None  # what .grad holds when the function is called (None: no gradients at all)
 
 
-def _accumulation_case(gen, layers: tuple[int, ...], sizes: list[int], classify: bool) -> AccumulationCase:
+def _accumulation_case(gen, layers: tuple[int, ...], sizes: list[int], classify: bool,
+                       stale: bool = True) -> AccumulationCase:
     model, examples = random_mlp(gen, layers), sum(sizes)
     if classify:  # class indices for a cross-entropy loss
         loss_fn, targets = F.cross_entropy, torch.randint(layers[-1], (examples,), generator=gen)
     else:
         loss_fn, targets = F.mse_loss, uniform(gen, (examples, layers[-1]))
-    stale = [uniform(gen, tuple(param.shape)) for param in model.parameters()]
-    description = f"an MLP with layer sizes {layers}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
-    return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, layers[0])), targets, sizes, stale)
+    grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
+    description = (f"an MLP with layer sizes {layers}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
+                   + ("" if stale else ", arriving with .grad None (no gradients yet)"))
+    return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, layers[0])), targets, sizes, grads)
 
 
 def _unequal_sizes(gen) -> list[int]:
@@ -274,8 +353,18 @@ def _unequal_sizes(gen) -> list[int]:
             return sizes
 
 
+def _accumulation_corners():
+    """Part B's corners, the same at every seed: one micro-batch holding the whole batch, equal sizes (where 1/k is
+    right), and micro-batches of one example in a model that arrives with no gradients (.grad None)."""
+    gen = generator("05/accumulate/corners", 0)
+    yield _accumulation_case(gen, (3, 2), [5], classify=False)
+    yield _accumulation_case(gen, (2, 3, 3), [3, 3], classify=True)
+    yield _accumulation_case(gen, (3, 2), [1, 4, 1], classify=False, stale=False)
+
+
 def _accumulation_cases(seed: int | None):
-    """Two cases, both with unequal micro-batches and stale gradients, one with each loss."""
+    """The corners, then two cases, both with unequal micro-batches and stale gradients, one with each loss."""
+    yield from _accumulation_corners()
     if seed is None:
         gen = generator("05/accumulate/public", 0)
         yield _accumulation_case(gen, (3, 2), [6, 4, 2], classify=False)  # the lesson's sizes
@@ -306,19 +395,18 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
     __tracebackhide__ = True
     model = _with_stale(case.model, case.stale)
     what = f"accumulated_gradient(model, loss_fn, inputs, targets, sizes) for {case.description}"
-    routes, seen = Routes(), []
-    hook = model.register_forward_pre_hook(lambda module, args: seen.append(len(args[0])) if args else None)
-    try:
+    routes = Routes()
+    with _recording_forwards(model) as seen:
         answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs, case.targets, case.sizes,
                               what=what, routes=routes, may_change=["model"])
-    finally:
-        hook.remove()
     for (name, param), original in zip(model.named_parameters(), case.model.parameters()):
         if not torch.equal(param.detach(), original.detach()) or not param.requires_grad:
             raise _proven(f"{what} changed the parameter {name} (only its .grad may change).", STEPPED)
     _expect_backward_runs(routes, len(case.sizes), 1, what)
-    if seen != case.sizes:
-        raise _proven(f"{what} ran the model on micro-batches of {seen} examples; the sizes asked for are "
+    if not _same_pieces(seen, list(case.inputs.split(case.sizes))):
+        sizes = [len(inputs) for inputs in seen]
+        order = " (those sizes, but not the pieces inputs.split(sizes) gives, in order)" if sizes == case.sizes else ""
+        raise _proven(f"{what} ran the model on micro-batches of {sizes} examples{order}; the sizes asked for are "
                       f"{case.sizes}.", IGNORED_SIZES)
     answer = _as_gradient_dict(answer, model, what)
     expect_no_alias(answer, {"model": model}, what=f"{what}: the returned dict")
@@ -327,18 +415,34 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
     for index, (name, param) in enumerate(model.named_parameters()):
         right, parts = expected[name], [g[name] for g in micro]
         symptoms = _looks_like([(EQUAL_WEIGHTS, sum(parts) / len(parts)), (NOT_SCALED, sum(parts)),
-                                     (DIVIDED_BY_N, sum(parts) / n),
-                                     (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
-                                     (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),
-                                     (STALE, case.stale[index] + right)])
+                                (DIVIDED_BY_N, sum(parts) / n),
+                                (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
+                                (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),
+                                (STALE, (0 if case.stale is None else case.stale[index]) + right)])
         expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), right,
                      what=f"{what}: the gradient of {name}", fd=fd[name], symptoms=symptoms)
+    index_of = {name: index for index, (name, _) in enumerate(model.named_parameters())}
+    for name, param in model.named_parameters():  # the gradient stays in .grad, and the copy is a copy of it
+        left = param.grad
+        if left is None or left.shape != param.shape or not torch.allclose(left.detach(), expected[name]):
+            stale = case.stale is not None and left is not None and torch.equal(left, case.stale[index_of[name]])
+            held = "None" if left is None else ("zeros" if not bool(left.any()) else
+                                                "the stale gradient it arrived with" if stale else "something else")
+            raise _proven(f"{what} returned the right gradients, but afterwards {name}.grad holds {held}: the part "
+                          "asks for the full-batch gradient accumulated in .grad, and for copies of it.", NOT_IN_GRAD)
 
 
 @check
 def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None) -> None:
-    """Part B: accumulated_gradient over micro-batches of the given (unequal) sizes, one forward and backward each,
-    no update, returns copies of the full-batch mean-loss gradient."""
+    """Part B: accumulated_gradient over micro-batches of the given (unequal) sizes, cut in order, one forward and
+    backward each, no update; afterwards .grad holds the full-batch mean-loss gradient, and the dict returned holds
+    copies of it.
+
+    Domain: model a float64 nn.Module whose parameters' .grad is None or stale; loss_fn a mean loss (F.mse_loss,
+    F.cross_entropy); inputs and targets of n >= 1 examples; sizes positive ints adding up to n, k = len(sizes) >= 1,
+    equal or not. Corners at every seed (:func:`_accumulation_corners`): one micro-batch of the whole batch, equal
+    sizes, micro-batches of one example in a model without gradients; then two cases with unequal sizes and stale
+    gradients, one per loss (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     for case in _accumulation_cases(seed):
         with trial():
@@ -457,13 +561,23 @@ def _random_labels(gen, length: int) -> list[str]:
     return labels
 
 
+def _history_corners():
+    """Part C's corners, the same at every seed: the lesson's 0-d history (x.grad = 6, 12, 18), an empty history (no
+    steps), one step, and a history that starts with an empty .grad."""
+    six = torch.tensor(6.0, dtype=torch.float64)
+    lesson = [six * 1, six * 2, six * 3]
+    yield History(lesson, [six, six, six], lesson)
+    yield History([], [], [])
+    gen = generator("05/grad_history/corners", 0)
+    yield _history(gen, [FRESH], (3,))
+    yield _history(gen, [EMPTY, FRESH, ACCUMULATED], (2,))
+
+
 def _history_cases(seed: int | None):
-    """Growing and shrinking traps (size), two histories with None and two with zeros (empty .grad), every one but
-    the lesson's with round-off (==): each mistake shows in two histories."""
+    """The corners, then growing and shrinking traps (size), two histories with None and two with zeros (empty
+    .grad), every one with round-off (==): each mistake shows in two histories."""
+    yield from _history_corners()
     if seed is None:
-        six = torch.tensor(6.0, dtype=torch.float64)
-        lesson = [six * 1, six * 2, six * 3]
-        yield History(lesson, [six, six, six], lesson)  # the lesson: x.grad = 6, 12, 18
         gen = generator("05/grad_history/public", 0)
         yield _history(gen, [FRESH] * 5, (3,), trap="growing")
         yield _history(gen, [FRESH] + [ACCUMULATED] * 4, (2, 2), trap="shrinking")
@@ -513,7 +627,7 @@ def _labels(diagnose_fn, grads: list, fresh: list, what: str) -> list[str]:
             a is not b for a, b in zip(held[0] + held[1], grads + fresh)):
         raise _proven(f"{what} replaced entries of the history lists it was given.", CHANGED_LISTS)
     # Exact types only: a str subclass could declare itself equal to every expected label.
-    if type(answer) not in (list, tuple) or len(answer) != len(grads) or \
+    if type(answer) is not list or len(answer) != len(grads) or \
             not all(type(label) is str and label in LABELS for label in answer):
         raise GradingFailure(f"{what} returned {answer!r:.120}; expected a list of {len(grads)} labels, each "
                              f"one of {', '.join(map(repr, LABELS))}.")
@@ -594,8 +708,14 @@ def _run_history(diagnose_fn, number: int, history: History) -> None:
 
 @check
 def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
-    """Part C: diagnose_grad_history(grad_history, fresh_history) labels every step fresh/accumulated/empty,
-    comparing with a tolerance and leaving the histories unchanged."""
+    """Part C: diagnose_grad_history(grad_history, fresh_history) returns a list of one label per step,
+    fresh/accumulated/empty, comparing with a tolerance and leaving the histories unchanged.
+
+    Domain: two lists of equal length T >= 0; fresh_history[t] a float64 tensor (any shape, 0-d included, one shape
+    per history), grad_history[t] None or a tensor of that shape; every step fits exactly one label, the log carries
+    round-off of relative size 1e-10. Corners at every seed (:func:`_history_corners`): the lesson's 0-d history, T = 0,
+    T = 1, a history starting with an empty step; then histories that defeat judging by size, with None and with
+    zeros for empty steps (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     for number, history in enumerate(_history_cases(seed), start=1):
         with trial():

@@ -2,8 +2,11 @@
 shapes, and the fixed version of a training snippet with a broadcasting bug.
 
 Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case is a :func:`trial`, built
-so that each catalogued mistake shows in at least two of them.
+the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every check's docstring states the
+domain its part allows, and each corner of it is a fixed case that runs first at every seed (a 0-d shape, a
+torch.Size, a size-1 dimension to sum, an empty leading dimension, one example, one feature...); the seed varies
+only the rest. Every case is a :func:`trial`, built so that each catalogued mistake shows in at least two of them;
+a case never names a mistake whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
 
 The contract for a wrong shape (stated to learners): ``raise ValueError`` whose message shows both shapes. An
 ``assert`` is not enough: it vanishes under ``python -O`` and raises AssertionError, the signal of a broken
@@ -62,6 +65,14 @@ MEAN_NOT_SUM = Misconception(
     "mean instead of sum",
     "Each element of the small tensor was used once per copy, so its gradient is the SUM over the copies, not their "
     "mean.")
+STRETCHED_NOT_SUMMED = Misconception(
+    "size-1 dimensions not summed",
+    "Broadcasting also stretched every dimension where shape has a 1 (and grad does not): each element there was used "
+    "once per copy, so sum over that dimension too, with keepdim=True so that it stays as size 1.")
+NOT_A_TENSOR = Misconception(
+    "a Python number where a tensor is asked for",
+    "A 0-d tensor is still a tensor: grad.sum() is one, grad.sum().item() or float(...) is a Python number, which "
+    "the caller cannot use as a gradient (no shape, no dtype, no device). Return the tensor.")
 SUM_TO_SIZE = Misconception(
     "Tensor.sum_to_size where the part asks you to write it",
     "sum_to_size is this exercise in one call. Write it yourself: sum over the leading dimensions, then over the "
@@ -134,16 +145,27 @@ VISIBLE_PAIRS: list[tuple[Shape, Shape]] = [
 ]
 
 
+#: Part A's corners, tried at every seed (after the visible pairs in the public test, first in the hidden one).
+CORNER_PAIRS: list[tuple[Shape, Shape]] = [
+    ((2, 3, 4), torch.Size([3, 1])),  # shape given as a torch.Size, with a leading and a size-1 dimension to sum
+    ((3, 4, 5), (4, 1)),     # a size-1 dimension of shape that grad stretched: summed, kept as 1
+    ((), ()),                # a 0-d grad for a 0-d shape: nothing to do
+    ((4, 2), ()),            # down to a scalar: a 0-d tensor, not a Python number
+    ((0, 3), (3,)),          # an empty leading dimension: the sum over nothing is 0
+]
+
+
 def _unbroadcast_cases(seed: int | None) -> list[tuple[Shape, Shape, Tensor]]:
-    """Visible: the fixed pairs, then a property check on 12 random pairs. Hidden: structured then random pairs."""
+    """Visible: the fixed pairs and the corners, then a property check on 12 random pairs. Hidden: the corners, then
+    structured and random pairs."""
     if seed is None:
         gen = generator("08/unbroadcast/property", 0)
-        pairs = VISIBLE_PAIRS + [broadcast_pair(gen) for _ in range(12)]
+        pairs = VISIBLE_PAIRS + CORNER_PAIRS + [broadcast_pair(gen) for _ in range(12)]
     else:
         gen = generator("08/unbroadcast", seed)
         # Each mistake shows in at least two structured cases: leading dimensions (summed from the wrong end, or
         # kept), one size-1 dimension (keepdim forgotten, without crashing), nothing to sum (sum(dim=()) sums all).
-        pairs = [broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),  # leading dims only
+        pairs = CORNER_PAIRS + [broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),  # leading dims only
                  broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),
                  broadcast_pair(gen, leading=0, ones=1, ndim=choice(gen, [2, 3])),  # one size-1 dim only
                  broadcast_pair(gen, leading=1, ones=1, ndim=choice(gen, [2, 3])),  # one of each
@@ -151,22 +173,33 @@ def _unbroadcast_cases(seed: int | None) -> list[tuple[Shape, Shape, Tensor]]:
                  broadcast_pair(gen, leading=1, ones=2),                     # both
                  (broadcast_pair(gen, leading=1, ones=0)[0], ())]            # to a scalar
         pairs += [broadcast_pair(gen) for _ in range(6)]
-    return [(grad_shape, shape, uniform(gen, grad_shape)) for grad_shape, shape in pairs]
+    return [(tuple(grad_shape), shape, uniform(gen, tuple(grad_shape))) for grad_shape, shape in pairs]
 
 
-def _shape_suspect(got: Shape, shape: Shape) -> tuple[Misconception, ...]:
+def _shape_suspect(got: Shape, shape: Shape, grad_shape: Shape) -> tuple[Misconception, ...]:
     """The mistake a wrong result shape points to (a suspect: named only when two cases agree); none when the shape
     fits several (a one-element result for an all-ones shape: summed over everything, or lost a size-1 dimension)."""
     if math.prod(got) == 1 and math.prod(shape) == 1:
         return ()
-    return (_shape_mistake(got, shape),)
+    return (_shape_mistake(got, shape, grad_shape),)
 
 
-def _shape_mistake(got: Shape, shape: Shape) -> Misconception:
+def _stretched_kept(got: Shape, shape: Shape, grad_shape: Shape) -> bool:
+    """The leading dimensions are gone, but some dimension where shape has a 1 still has grad's size."""
+    trailing = grad_shape[len(grad_shape) - len(shape):] if shape else ()
+    if len(got) != len(shape) or len(trailing) != len(shape):
+        return False
+    return any(s == 1 and g != 1 and o == g for o, s, g in zip(got, shape, trailing)) and all(
+        o == s for o, s, g in zip(got, shape, trailing) if not (s == 1 and g != 1))
+
+
+def _shape_mistake(got: Shape, shape: Shape, grad_shape: Shape) -> Misconception:
     if math.prod(got) == 1 and math.prod(shape) > 1:
         return SUMMED_ALL
     if len(got) > len(shape):
         return LEADING_KEPT
+    if _stretched_kept(got, shape, grad_shape):
+        return STRETCHED_NOT_SUMMED
     if len(got) < len(shape) or [s for s in got if s != 1] == [s for s in shape if s != 1]:
         return NO_KEEPDIM
     return WRONG_AXIS
@@ -191,20 +224,23 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
         received = call_learner(unbroadcast, grad, shape, what=what, forbid=[Route.AUTOGRAD])
     if watch.used:
         raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
+    if isinstance(received, (bool, int, float)):
+        raise proven_failure(f"{what} returned the Python {type(received).__name__} {received!r:.40}; expected a "
+                             f"tensor of shape {tuple(shape)}.", NOT_A_TENSOR)
     got = as_answer(received, what=what)
-    if tuple(got.shape) != shape:
-        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {shape}.",
-                             suspects=_shape_suspect(tuple(got.shape), shape))
+    if tuple(got.shape) != tuple(shape):
+        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {tuple(shape)}.",
+                             suspects=_shape_suspect(tuple(got.shape), tuple(shape), grad_shape))
 
     def f(t):  # a tensor of `shape`, broadcast into the output, weighted by grad: d f / d t = unbroadcast(grad)
         return ((t + torch.zeros(grad_shape, dtype=torch.float64)) * grad).sum()
 
-    start = torch.zeros(shape, dtype=torch.float64)
+    start = torch.zeros(tuple(shape), dtype=torch.float64)
     (expected,) = autograd_gradient(f, start)
     (fd,) = central_difference(f, start)
     count = grad.numel() // max(expected.numel(), 1)
     wrong_axis = _wrong_axis(grad, shape)
-    symptoms = [MEAN_NOT_SUM.looks_like(expected / count)]
+    symptoms = [MEAN_NOT_SUM.looks_like(expected / count)] if count else []
     if wrong_axis is not None:
         symptoms.append(WRONG_AXIS.looks_like(wrong_axis))
     expect_close(got, expected, what=what, fd=fd, symptoms=symptoms, extra=f"  grad: {fmt(grad)}")
@@ -212,11 +248,17 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
 
 @check
 def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
-    """Part A: unbroadcast(grad, shape) sums grad down to shape, equal to autograd's gradient for a broadcast, written
-    with sums (no autograd, no Tensor.sum_to_size), leaving grad unchanged.
+    """Part A: unbroadcast(grad, shape) sums grad down to shape, a tensor (not a Python number) of exactly that shape,
+    equal to autograd's gradient for a broadcast, written with sums (no autograd, no Tensor.sum_to_size), leaving grad
+    unchanged.
 
     Returning ``grad`` itself when there is nothing to sum is allowed (no aliasing check): autograd's own backward
-    functions pass gradients through unchanged, and the part's text says so."""
+    functions pass gradients through unchanged, and the part's text says so.
+
+    Domain: grad a float64 tensor of any shape (0-d and size-0 dimensions included); shape a tuple of ints or a
+    torch.Size (``()`` a scalar) that broadcasts to grad's shape. Corners at every seed (:data:`CORNER_PAIRS`): a
+    torch.Size, a size-1 dimension to sum and keep, a 0-d grad and shape, a scalar shape, an empty leading dimension;
+    then the visible pairs and 12 random ones (public), or structured and random pairs (hidden)."""
     __tracebackhide__ = True
     for grad_shape, shape, grad in _unbroadcast_cases(seed):
         with trial():
@@ -252,8 +294,21 @@ NO_SHAPES = Misconception(
 TORCH_BROADCAST_ERRORS = ("must match the size", "size of tensor", "shape mismatch")
 
 
+#: Part B's corners, tried at every seed: valid shapes at the edges (one example, one feature, where (n, 1) minus
+#: (n,) would be an (n, n) table, an empty batch) and wrong shapes that broadcast silently or are 0-d.
+CORNER_VALID: list[tuple[Shape, Shape]] = [((1, 4), (1,)), ((1, 4), (1, 1)), ((3, 1), (3,)), ((3, 1), (3, 1)),
+                                           ((0, 3), (0,))]
+CORNER_INVALID: list[tuple[Shape, Shape]] = [((4, 3), ()), ((4, 3), (1,)), ((1, 4), (4,)), ((3, 1), (1, 3)),
+                                             ((), ())]
+
+
 def _centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
-    """(valid (x shape, means shape) pairs, pairs that must raise ValueError); traps come first."""
+    """(valid (x shape, means shape) pairs, pairs that must raise ValueError); traps come first, corners last."""
+    valid, invalid = _drawn_centring_cases(seed)
+    return valid + CORNER_VALID, invalid + CORNER_INVALID
+
+
+def _drawn_centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
     if seed is None:
         valid = [((4, 3), (4,)), ((4, 3), (4, 1)), ((3, 3), (3,)), ((2, 5), (2, 1))]
         invalid = [((4, 3), (3,)), ((3, 3), (1, 3)), ((4, 3), (4, 3)), ((4, 3), (2,)), ((5,), (5,)),
@@ -339,8 +394,14 @@ def _invalid_failure(x: Tensor, means: Tensor, outcome, refused_some: bool) -> G
 
 @check
 def check_center_per_example(center_per_example, seed: int | None = None) -> None:
-    """Part B: subtract one mean per example into a new tensor, leaving x and means unchanged; any other shape raises
-    ValueError naming both shapes."""
+    """Part B: subtract one mean per example into a new tensor of x's shape, leaving x and means unchanged; any other
+    shape raises ValueError whose message shows both shapes.
+
+    Domain: x float64; valid when x is (n, d) with n >= 0, d >= 1 and means is (n,) or (n, 1); every other pair of
+    shapes (x not 2-D, means 0-d, (1,), (d,), (1, n), (n, d), (n, 1, 1)...) must raise. Corners at every seed
+    (:data:`CORNER_VALID`, :data:`CORNER_INVALID`): n = 1, d = 1, an empty batch; means 0-d or (1,), a (1, n) batch
+    with (n,) means, a (n, 1) batch with (1, n) means, both 0-d; then the traps (a square batch, per-feature means)
+    with fixed (public) or drawn (hidden) sizes."""
     __tracebackhide__ = True
     gen = generator("08/center_per_example/values", 0 if seed is None else seed)
     valid, invalid = _centring_cases(seed)
@@ -406,10 +467,16 @@ def _mse_symptoms(x: Tensor, y: Tensor, s: Tensor, w: Tensor, b: Tensor) -> list
             DIVIDED_BY_COUNT.looks_like((s * errors).sum() / len(y))]
 
 
+#: Part C's corners, (n, d), tried at every seed: one example (the (n, n) table is 1 x 1 and the bug is exact),
+#: one feature, as many examples as features.
+MSE_CORNERS = [(1, 3), (5, 1), (3, 3)]
+
+
 def _mse_cases(seed: int | None) -> list[tuple[Tensor, ...]]:
     gen = generator("08/weighted_mse", 0 if seed is None else seed)
     sizes = [(5, 2), (4, 3)] if seed is None else [(choice(gen, [3, 4, 5, 6, 7]), choice(gen, [1, 2, 3, 4]))
                                                   for _ in range(3)]
+    sizes = MSE_CORNERS + sizes
     return [(uniform(gen, (n, d)), uniform(gen, (n,)), uniform(gen, (n,), 0.5, 2.0), uniform(gen, (d, 1)),
              uniform(gen, (1,))) for n, d in sizes]
 
@@ -434,8 +501,12 @@ def _expect_mse_gradients(value, case: tuple[Tensor, ...], leaves: tuple[Tensor,
 
 @check
 def check_weighted_mse(weighted_mse, seed: int | None = None) -> None:
-    """Part C: the fixed weighted_mse equals the intended loss, and so do its gradients for w and b; it leaves its
-    arguments unchanged (no backward of its own)."""
+    """Part C: the fixed weighted_mse returns a 0-d tensor attached to w and b that equals the intended loss, and so
+    do its gradients for w and b; it leaves its arguments unchanged (no backward of its own).
+
+    Domain: x (n, d), y (n,), sample_weight (n,) positive, w (d, 1) and b (1,) requiring grad, float64, n, d >= 1.
+    Corners at every seed (:data:`MSE_CORNERS`): n = 1, d = 1, n = d; then two (public) or three (hidden) cases of
+    fixed or drawn sizes."""
     __tracebackhide__ = True
     for case in _mse_cases(seed):
         with trial():
