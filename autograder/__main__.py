@@ -56,7 +56,7 @@ def reading_time(_: argparse.Namespace) -> int:
 
 
 def grade(args: argparse.Namespace) -> int:
-    from .grading.cli import main as grade_main
+    from .grading.orchestration.cli import main as grade_main
 
     return grade_main(args)
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser = commands.add_parser("grade", help="grade every submission of one or more assignments (parallel, "
                                                      "sandboxed)")
     grade_parser.set_defaults(run=grade)
-    from .grading.cli import add_arguments
+    from .grading.orchestration.cli import add_arguments
 
     add_arguments(grade_parser)
     from .lms.cli import add_commands

@@ -12,10 +12,11 @@ from nbconvert.preprocessors import ExecutePreprocessor
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import DeduplicateIds, Execute
 
-from autograder.grading import notes, protocol, replay, report
-from autograder.grading.batch import Outcome
-from autograder.grading.nbgrader_app import DropDuplicateIds
-from autograder.grading.protocol import CellRun, CellStatus, NotebookRun, Stop, StopKind
+from autograder.grading.orchestration import notes, replay, report
+from autograder.grading.orchestration.nbgrader_app import DropDuplicateIds
+from autograder.grading.orchestration.state import Outcome
+from autograder.grading.worker import protocol
+from autograder.grading.worker.protocol import CellRun, CellStatus, NotebookRun, Stop, StopKind
 
 # -------------------------------------------------------------------------------------------------------- protocol
 

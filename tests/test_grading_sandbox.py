@@ -20,9 +20,9 @@ from conftest import grader_sandbox_flags
 from nbclient import NotebookClient
 
 from autograder import course
-from autograder.grading import pristine
-from autograder.grading.executor import Executor, Job, Settings
-from autograder.grading.replay import apply_outputs, code_cells
+from autograder.grading.isolation import pristine
+from autograder.grading.orchestration.replay import apply_outputs, code_cells
+from autograder.grading.worker.pool import Executor, Job, Settings
 
 pytestmark = pytest.mark.xdist_group("grade-command")
 
@@ -95,7 +95,7 @@ def test_a_worker_that_dies_is_replaced_and_its_job_says_so(tmp_path):
     gets a fresh worker, and the next notebook runs there."""
     import threading
 
-    from autograder.grading.protocol import CellStatus, StopKind
+    from autograder.grading.worker.protocol import CellStatus, StopKind
 
     cells = [{"index": 0, "source": "import time\ntime.sleep(60)", "instructor": False},
              {"index": 1, "source": "print('never')", "instructor": True}]

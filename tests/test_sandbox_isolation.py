@@ -1,6 +1,6 @@
-"""The sandbox itself (autograder/grading/sandbox.py), without the grader's own defences: plain Python scripts run in
-a worker's view, as root and as an unprivileged user, in private folders. What the view shows and hides, no network,
-no writes outside the workspace, its own processes only; how it refuses when it cannot be built.
+"""The sandbox itself (autograder/grading/isolation/sandbox.py), without the grader's own defences: plain Python
+scripts run in a worker's view, as root and as an unprivileged user, in private folders. What the view shows and
+hides, no network, no writes outside the workspace, its own processes only; how it refuses when it cannot be built.
 
 tests/test_grade_command.py runs the hostile catalogue through the whole grader, audit hook and all.
 """
@@ -18,8 +18,8 @@ import unprivileged
 from conftest import require_sandbox
 
 from autograder import course
-from autograder.grading import sandbox
-from autograder.grading.executor import server_environment
+from autograder.grading.isolation import sandbox
+from autograder.grading.worker.pool import server_environment
 
 IDENTITIES = ["root", "unprivileged"] if os.geteuid() == 0 else ["unprivileged"]
 SECRET = "GRADEBOOK-SECRET-4c2a"
@@ -197,7 +197,8 @@ def test_the_systems_own_python_works_in_the_sandbox_too(place):
     script = f"""
 import os, sys
 from pathlib import Path
-from autograder.grading import executor, sandbox
+from autograder.grading.isolation import sandbox
+from autograder.grading.worker import pool as executor
 uid = sandbox.free_ids(1)[0] if os.geteuid() == 0 else os.getuid()
 view = sandbox.build_view(Path({str(place / 'workspace')!r}), [Path({str(place / 'course')!r})],
                           Path({str(place / 'etc')!r}), uid, uid)

@@ -28,8 +28,8 @@ import sys
 from datetime import UTC
 from pathlib import Path
 
+from ..grading.orchestration.late import LatePenalty
 from .export import EXPORTERS, ExportError, preview, write
-from .late import LatePenalty
 from .moodle import WorksheetError
 from .roster import Roster, RosterError, read_roster
 
@@ -158,7 +158,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def _feedback_lines(app, assignment: str, changed: dict[str, tuple]) -> list[str]:
-    from .late import regenerate_feedback
+    from ..grading.orchestration.late import regenerate_feedback
 
     lines = [f"  penalty changed: {s} {before:g} -> {after:g}" for s, (before, after) in sorted(changed.items())]
     done, problems = regenerate_feedback(app, assignment, changed)
@@ -171,7 +171,7 @@ def _feedback_lines(app, assignment: str, changed: dict[str, tuple]) -> list[str
 def late(args: argparse.Namespace) -> int:
     from nbgrader.api import MissingEntry
 
-    from .late import late_submissions, recompute, report_lines
+    from ..grading.orchestration.late import late_submissions, recompute, report_lines
 
     lines = []
     with in_course(args.course):
@@ -191,8 +191,8 @@ def late(args: argparse.Namespace) -> int:
 def extend(args: argparse.Namespace) -> int:
     from nbgrader.utils import parse_utc
 
-    from .late import ExtendError
-    from .late import extend as grant
+    from ..grading.orchestration.late import ExtendError
+    from ..grading.orchestration.late import extend as grant
 
     with in_course(args.course):
         app = nbgrader_app()

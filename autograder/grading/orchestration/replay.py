@@ -28,7 +28,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Instance
 
-from .protocol import NotebookRun
+from ..worker.protocol import NotebookRun
 
 #: The key of the run's :class:`Replays` in nbgrader's ``resources``.
 RESOURCE = "autograder_replays"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..misconceptions import MIME
-from .batch import FAILED, GRADED, Outcome
+from ...misconceptions import MIME
+from .state import FAILED, GRADED, Outcome
 
 
 def misconceptions(autograded_notebook: Path) -> dict[str, set[str]]:

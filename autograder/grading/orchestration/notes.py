@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from .protocol import CellStatus, NotebookRun
+from ..worker.protocol import CellStatus, NotebookRun
 
 #: The exception a check raises for the exercise's own fault (autograder.misconceptions.CourseBug), by name.
 COURSE_BUG = "CourseBug"

@@ -26,8 +26,8 @@ import signal
 import sys
 import time
 
-from ..misconceptions import CourseBug, GradingFailure
-from ..verify import ClaimFailed
+from ...misconceptions import CourseBug, GradingFailure
+from ...verify import ClaimFailed
 from .protocol import CellDone
 
 #: The course's own exceptions, shown as IPython shows them in a learner's kernel: the message, wrapped, no frames.

@@ -66,7 +66,7 @@ class World:
         self.config = config
         self.shell = make_shell()
         self._warm_up(config.warmup)
-        from . import pristine
+        from ..isolation import pristine
 
         # the check modules of other exercises (autograder/checks/exNN_slug.py) need no restoring mid-check
         others = frozenset(name for name in sys.modules if name.startswith("autograder.checks.ex")
@@ -145,7 +145,7 @@ def _child(world: World, run: protocol.Run, fd: int, control: int) -> None:
         os.close(control)
         from autograder.checking import LEARNER_RETURNED
 
-        from . import confine
+        from ..isolation import confine
         from .kernel import Kernel
 
         confine.confine(run.workdir, memory_mb=world.config.memory_mb, environment=run.environment)

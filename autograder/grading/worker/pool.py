@@ -27,7 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import protocol, sandbox
+from ..isolation import sandbox
+from . import protocol
 from .kernel import DEFAULT_OUTPUT_LIMIT
 from .protocol import CellRun, CellStatus, Ending, NotebookRun, Stop, StopKind, receive, send
 
@@ -193,7 +194,7 @@ class Worker:
 
     def _start(self, warmup: list[list[dict]]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "autograder.grading.server", "--control-fd", str(theirs.fileno())]
+        argv = [sys.executable, "-m", "autograder.grading.worker.server", "--control-fd", str(theirs.fileno())]
         if self.view is not None:
             if self.uid is not None:
                 argv += ["--user", str(self.uid)]

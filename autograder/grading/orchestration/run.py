@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..worker.pool import Executor, Job, Settings
 from . import notes, report
-from .batch import FAILED, GRADED, Outcome, State, context_hash, folder_hash, students
-from .executor import Executor, Job, Settings
 from .replay import Replay, ReplayMissing, Replays, code_cells
+from .state import FAILED, GRADED, Outcome, State, context_hash, folder_hash, students
 
 #: Limits that apply when neither the command line nor nbgrader_config.py says otherwise.
 DEFAULT_MEMORY_MB = 1024
@@ -140,7 +140,7 @@ class _Assignment:
 
     def finish(self) -> Result:
         """Check that every graded notebook was replayed; late penalties; gradebook scores; CSV and class report."""
-        from ..lms import late
+        from . import late
 
         course, state, result = self.course, self.state, self.result
         graded = [s for s in self.todo if self.outcomes[s].status == GRADED]

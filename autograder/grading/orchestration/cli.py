@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..isolation.sandbox import SandboxUnavailable
+from ..worker.pool import WorkerFailed
 from . import report
-from .batch import FAILED, GRADED
-from .executor import WorkerFailed
 from .replay import ReplayNotInstalled
 from .run import DEFAULT_MEMORY_MB, NoSuchStudents, Options, Result, grade_all
-from .sandbox import SandboxUnavailable
+from .state import FAILED, GRADED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,1 @@
+"""isolation (map written below)."""

@@ -1,0 +1,1 @@
+"""worker (map written below)."""
