@@ -169,22 +169,31 @@ class Schedule:
         return _draw(self.graph, labels, style, self._layout, ax)
 
     def png(self, k: int) -> bytes:
-        """The picture of step ``k`` as PNG bytes (no pyplot: nothing is shown twice in a notebook)."""
+        """The picture of step ``k`` as PNG bytes (no pyplot: nothing is shown twice in a notebook), at SHARPNESS
+        times the resolution it is shown at (:meth:`width_px`), so that text stays crisp on a high-density screen."""
         ax = self.picture(k)
         buffer = io.BytesIO()
-        ax.figure.savefig(buffer, format="png", dpi=DPI)
+        ax.figure.savefig(buffer, format="png", dpi=DPI * SHARPNESS)
         return buffer.getvalue()
+
+    def width_px(self) -> int:
+        """The width to show the picture at, in CSS pixels (DPI per inch of the figure)."""
+        if self._layout is None:
+            self._layout = _Layout.of(self)
+        return round(self._layout.size[0] * DPI)
 
 
 # ------------------------------------------------------------------------------------------------ the picture
-# Labels are drawn at FONT_SIZE points and the picture is saved at DPI, so a letter is about 14 px tall on screen. A
-# graph is laid out by depth: leaves left and the root right (as autograder.graph draws it) when its levels fit side by
+# Labels are drawn at FONT_SIZE points and the picture is shown at DPI pixels per inch, so a letter is about 14 px tall
+# on screen (the widget fixes the image's width: a flex box would otherwise stretch it to the cell's width). A graph
+# is laid out by depth: leaves left and the root right (as autograder.graph draws it) when its levels fit side by
 # side within MAX_WIDTH inches (the width of a notebook's output area, so that the browser does not shrink the
 # picture), and otherwise top to bottom, the root at the top (backward then runs down the page). Every box gets the
 # same cell, sized for the widest label the node will ever show, so that nothing moves from one step to the next.
 
 FONT_SIZE = 10.0
 DPI = 100
+SHARPNESS = 2     # the PNG holds this many pixels per pixel shown
 MAX_WIDTH = 9.0   # inches: 900 px at DPI
 GAP = 0.4         # inches between two boxes
 MARGIN = 0.15     # inches around the picture
@@ -542,7 +551,8 @@ class Stepper:
                  "run to end »": lambda: len(self.schedule.steps)}
         for name, button in self.buttons.items():
             button.on_click(lambda _button, move=moves[name]: self.go(move()))
-        self.image = widgets.Image(format="png")
+        self.image = widgets.Image(format="png", layout=widgets.Layout(width=f"{schedule.width_px()}px",
+                                                                      max_width="100%", height="auto"))
         self.status = widgets.HTML()
         self.widget = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.image, self.status])
         self.go(0)

@@ -273,7 +273,7 @@ PICTURES = {"lesson 03": lambda: stepper.record(*running_example()), "mlp": lamb
 
 @pytest.mark.parametrize("build", PICTURES.values(), ids=PICTURES)
 def test_every_frame_is_readable(build):
-    """Labels at 10 pt in a picture saved at 100 dpi (14 px letters) that a notebook need not shrink (at most 9.5
+    """Labels at 10 pt in a picture shown at 100 px an inch (14 px letters) that a notebook need not shrink (at most 9.5
     inches wide, 950 px); no two boxes overlap, none leaves the picture, and the boxes stay in place from one step to
     the next."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -315,3 +315,17 @@ def test_the_picture_shows_values_to_four_significant_digits():
     schedule = capstone_value_step()
     labels = " ".join(text.get_text() for text in labels_of(schedule.picture(len(schedule.steps))))
     assert "0.1974" in labels and "0.19737532" not in labels  # tanh(0.2), as the box shows it
+
+
+def test_the_widget_shows_the_picture_at_its_own_width_and_twice_as_sharp():
+    """A flex box stretches an image to its cell's width (tiny or blurred labels): the widget fixes the width to the
+    picture's (at most the cell's), and the PNG holds twice the pixels for high-density screens."""
+    import struct
+
+    schedule = capstone_tensor_step()
+    widget = stepper.Stepper(schedule)
+    width = schedule.width_px()
+    assert widget.image.layout.width == f"{width}px" and widget.image.layout.max_width == "100%"
+    png_width = struct.unpack(">I", bytes(widget.image.value)[16:20])[0]
+    assert abs(png_width - stepper.SHARPNESS * width) <= stepper.SHARPNESS
+    assert 300 <= width <= 950
