@@ -488,6 +488,7 @@ def step_capstone_stepper(page) -> list[str]:
 #: Lesson prefix -> what a learner does with its widgets after Run All: {what: problems found}.
 INTERACTIONS: dict[str, Callable] = {
     "07-": lambda page: {"depth slider": move_slider(page, "depth")},
+    "10-": lambda page: {"segments slider": move_slider(page, "segments")},
     "11-": lambda page: {"PyTorch stepper": step_capstone_stepper(page)},
 }
 
