@@ -489,7 +489,8 @@ def step_capstone_stepper(page) -> list[str]:
 INTERACTIONS: dict[str, Callable] = {
     "07-": lambda page: {"depth slider": move_slider(page, "depth")},
     "10-": lambda page: {"segments slider": move_slider(page, "segments")},
-    "11-": lambda page: {"PyTorch stepper": step_capstone_stepper(page)},
+    "11-": lambda page: {"boundary replay": move_slider(page, "training step"),
+                         "PyTorch stepper": step_capstone_stepper(page)},
 }
 
 
