@@ -60,8 +60,9 @@ KERNEL_MEMORY_MB = 600
 #: Generous limits for a loaded 2-core machine; a lesson itself runs in well under a minute.
 RUN_ALL_TIMEOUT_MS = 240_000
 OPEN_TIMEOUT_MS = 90_000
-#: Text a learner should never see under a cell: the repr of a plotting call's return value or of a callback's tuple.
-STRAY = re.compile(r"^(\(|\[<|<matplotlib\.|<Figure size|Text\(|Line2D\(|<Axes)", re.M)
+#: A result a learner should never see under a cell: the repr of a plotting call's return value or of a callback's
+#: tuple, shown as the whole of an output (what a cell prints on purpose is not a result).
+STRAY = re.compile(r"\s*(\(.*\)|\[<.*>\]|<matplotlib\..*>|<Figure size .*>|Text\(.*\)|Line2D\(.*\)|<Axes.*>)\s*", re.S)
 
 pytestmark = pytest.mark.xdist_group("browser")  # one JupyterLab and one browser for the whole module
 
@@ -355,18 +356,16 @@ def saved_errors(path: Path) -> list[str]:
     return [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, o in outputs(path) if o.output_type == "error"]
 
 
-def _text(output: dict) -> str:
-    """What a learner reads of an output as text: a stream, or a result shown only as plain text (a figure's or a
-    widget's text/plain stands in for what the page draws, and is never seen)."""
-    if output.output_type == "stream":
-        return output.get("text", "")
+def _result_text(output: dict) -> str:
+    """A result shown only as plain text (a figure's or a widget's text/plain stands in for what the page draws and
+    is never seen; what a cell prints is a stream, there on purpose)."""
     data = output.get("data", {}) if output.output_type in ("execute_result", "display_data") else {}
     return data.get("text/plain", "") if set(data) == {"text/plain"} else ""
 
 
 def stray_outputs(path: Path) -> list[str]:
     """Saved outputs a learner should not see: the repr of a plotting call's value or of a callback's tuple."""
-    return [f"cell {i}: {_text(o)[:120]!r}" for i, o in outputs(path) if STRAY.search(_text(o))]
+    return [f"cell {i}: {_result_text(o)[:120]!r}" for i, o in outputs(path) if STRAY.fullmatch(_result_text(o))]
 
 
 def unfolded_claims(path: Path) -> list[str]:
@@ -439,7 +438,7 @@ def move_slider(page, label: str, presses: int = 5) -> list[str]:
                            arg=[cell.element_handle(), before], timeout=60_000, polling=200)
     wait_for_kernel_idle(page, 60_000)
     texts = cell.locator(".jp-OutputArea-output:not(:has(img)):not(:has(.widget-slider))").all_inner_texts()
-    problems = [f"stray output: {t[:80]!r}" for t in texts if STRAY.search(t.strip())]
+    problems = [f"stray output: {t[:80]!r}" for t in texts if STRAY.fullmatch(t)]
     if handle.locator(".widget-readout").inner_text() == readout:
         problems.append("the readout did not change")
     if images.first.get_attribute("src") == before:
