@@ -16,21 +16,22 @@ from autograder.grading.orchestration import notes, replay, report
 from autograder.grading.orchestration.nbgrader_app import DropDuplicateIds
 from autograder.grading.orchestration.state import Outcome
 from autograder.grading.worker import protocol
-from autograder.grading.worker.protocol import CellRun, CellStatus, NotebookRun, Stop, StopKind
+from autograder.grading.worker.protocol import Cell, CellResult, CellStatus, Execution, Stop, StopKind
 
 # -------------------------------------------------------------------------------------------------------- protocol
 
 MESSAGES = [
-    protocol.Configure(warmup=[[{"index": 0, "source": "1", "instructor": False}]], memory_mb=512,
+    protocol.Configure(warmup=[[Cell(0, "1", False)], [Cell(2, "x = 1", True), Cell(3, "y", False)]], memory_mb=512,
                        output_limit=1000, sandboxed=True),
-    protocol.Run(job="ada/01#1", cells=[], workdir="/grading/job-1", timeout=60.0, environment={"A": "1"}),
+    protocol.Start(job="ada/01#1", cells=[Cell(1, "print(1)", True)], workdir="/grading/job-1", timeout=60.0,
+                   environment={"A": "1"}),
     protocol.Kill(job="ada/01#1"),
     protocol.Ready(seconds=1.5),
     protocol.Exited(job="ada/01#1", ending=protocol.Ending.SIGNALLED, code=9),
     protocol.Failed(reason="no torch"),
     protocol.CellDone(index=3, execution_count=2, outputs=[{"output_type": "stream", "name": "stdout",
                                                             "text": "hi\n"}], timed_out=True, truncated=False,
-                      seconds=0.5),
+                      seconds=0.5, course_bug=True),
     protocol.AllDone(),
     protocol.SetupFailed(reason="OSError: no"),
 ]
@@ -60,7 +61,8 @@ def _line(**fields) -> bytes:
                                                                 "metadata": {}, "execution_count": "1"}]),
     _line(type="CellDone", index=0, execution_count=1, outputs=[], timed_out="yes"),
     _line(type="SetupFailed", reason=["x"]),
-], ids=range(10))
+    _line(type="CellDone", index=0, execution_count=1, outputs=[], course_bug="yes"),
+], ids=range(11))
 def test_a_childs_malformed_messages_are_refused(line):
     with pytest.raises(protocol.ProtocolError):
         protocol.child_message(line)
@@ -72,14 +74,21 @@ def _converter() -> replay.ReplayAutograde:
     return replay.ReplayAutograde(coursedir=CourseDirectory())
 
 
+def test_a_parent_message_with_malformed_cells_is_refused():
+    line = _line(type="Start", job="j", cells=[{"index": "0", "source": "x", "instructor": False}], workdir="/",
+                 timeout=1.0, environment={})
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(line, protocol.PARENT_TO_SERVER)
+
+
 def test_installed_replays_leave_nbgrader_nothing_to_execute():
     converter = _converter()
     assert Execute in converter.autograde_preprocessors  # nbgrader's own default, before install
     with pytest.raises(replay.ReplayNotInstalled):
         replay.check_replaced(converter)
     replay.install(converter, replay.Replays())
-    assert replay.ReplayExecute in converter.autograde_preprocessors
-    assert converter.sanitize_preprocessors == [replay.ReplaySanitize]
+    steps = converter.autograde_preprocessors
+    assert replay.ReplayExecute in steps and Execute not in steps
 
 
 @pytest.mark.parametrize("executor", [Execute, ExecutePreprocessor, type("MyExecute", (Execute,), {})])
@@ -87,7 +96,6 @@ def test_a_configuration_that_would_execute_is_refused(executor):
     converter = _converter()
     converter.autograde_preprocessors = [executor, *converter.autograde_preprocessors[1:]]
     converter.replays = replay.Replays()
-    converter.sanitize_preprocessors = [replay.ReplaySanitize]
     if executor is Execute:
         replay.install(converter, converter.replays)  # nbgrader's own Execute is the one replaced
         return
@@ -116,8 +124,8 @@ def test_replays_record_what_nbgrader_replayed_and_survive_nbconvert_copies():
     import copy
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
-    run = NotebookRun({0: CellRun(1, [{"output_type": "stream", "name": "stdout", "text": "1\n"}])})
-    replays = replay.Replays({("ada", "01"): replay.Replay(notebook, run)})
+    done = Execution({0: CellResult(1, [{"output_type": "stream", "name": "stdout", "text": "1\n"}])})
+    replays = replay.Replays({("ada", "01"): replay.Replay(notebook, done)})
     assert replays.unreplayed({"ada"}) == [("ada", "01")]
     resources = copy.deepcopy(_resources(replays))  # nbconvert copies resources before preprocessing
     executed, _ = replay.ReplayExecute().preprocess(copy.deepcopy(notebook), resources)
@@ -154,25 +162,27 @@ def _error(name: str, value: str) -> dict:
 
 
 def test_notes_come_from_statuses_not_from_words():
-    run = NotebookRun({0: CellRun(1, [_error("ValueError", "mine")]),
-                       1: CellRun(2, [_error("CellTimeoutError", "x")], CellStatus.TIMED_OUT),
-                       2: CellRun(3, [], truncated=True),
-                       3: CellRun(None, [_error("DeadKernelError", "x")], CellStatus.STOPPED),
-                       4: CellRun(None, [_error("DeadKernelError", "Not run")], CellStatus.NOT_RUN)},
-                      Stop(StopKind.SIGNAL, "the process was killed by SIGABRT"))
-    found = notes.execution(_notebook(5), run, 8, {0: False, 1: True, 2: True, 3: True, 4: True})
+    done = Execution({0: CellResult(1, [_error("ValueError", "mine")]),
+                      1: CellResult(2, [_error("CellTimeoutError", "x")], CellStatus.TIMED_OUT),
+                      2: CellResult(3, [], truncated=True),
+                      3: CellResult(None, [_error("DeadKernelError", "x")], CellStatus.STOPPED),
+                      4: CellResult(None, [_error("DeadKernelError", "Not run")], CellStatus.NOT_RUN)},
+                     Stop(StopKind.SIGNAL, "the process was killed by SIGABRT"))
+    found = notes.execution(_notebook(5), done, 8, {1, 2, 3, 4})
     assert found == ["cell 0 (c0) raised ValueError: mine", "cell 1 (c1) timed out after 8 s",
                      "cell 2 (c2) printed too much; its output was cut",
                      "cell 3 (c3): the process was killed by SIGABRT"]
     # an error a learner raised under the name of a grader error is only an error
-    forged = NotebookRun({0: CellRun(1, [_error("CellTimeoutError", "fake")])})
-    assert notes.execution(_notebook(1), forged, 8, {0: False}) == ["cell 0 (c0) raised CellTimeoutError: fake"]
+    forged = Execution({0: CellResult(1, [_error("CellTimeoutError", "fake")])})
+    assert notes.execution(_notebook(1), forged, 8, set()) == ["cell 0 (c0) raised CellTimeoutError: fake"]
 
 
-def test_course_bugs_in_test_cells_are_named():
-    run = NotebookRun({0: CellRun(1, [_error("CourseBug", "Course bug, not yours: the oracles disagree.")]),
-                       1: CellRun(2, [_error("CourseBug", "a learner's own class")])})
-    assert notes.course_bugs(_notebook(2), run, {0: True, 1: False}) == [
+def test_course_bugs_are_known_by_type_in_instructor_cells_only():
+    bug = _error("CourseBug", "Course bug, not yours: the oracles disagree.")
+    done = Execution({0: CellResult(1, [bug], course_bug=True),
+                      1: CellResult(2, [_error("CourseBug", "a class of the learner's, by that name")]),
+                      2: CellResult(3, [_error("ValueError", "a learner cell")], course_bug=True)})
+    assert notes.course_bugs(_notebook(3), done, {0, 1}) == [
         "cell 0 (c0): Course bug, not yours: the oracles disagree."]
 
 

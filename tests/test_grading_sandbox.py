@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 from autograder import course
 from autograder.grading.isolation import pristine
 from autograder.grading.orchestration.replay import apply_outputs, code_cells
-from autograder.grading.worker.pool import Executor, Job, Settings
+from autograder.grading.worker.pool import Job, Pool, Settings
 
 pytestmark = pytest.mark.xdist_group("grade-command")
 
@@ -53,8 +53,8 @@ def _shape(notebook) -> list[list[tuple]]:
 
 def test_outputs_have_the_form_nbclient_gives_them(tmp_path):
     ours = _notebook()
-    with Executor(Settings(timeout=30, sandboxed=not grader_sandbox_flags()), jobs=1) as executor:
-        [(_, result)] = list(executor.run([Job(("format", "notebook"), code_cells(ours), [tmp_path])]))
+    with Pool(Settings(timeout=30, sandboxed=not grader_sandbox_flags()), jobs=1) as pool:
+        [(_, result)] = list(pool.execute([Job(("format", "notebook"), code_cells(ours), [tmp_path])]))
     assert result.stop is None
     apply_outputs(ours, result)
     theirs = _notebook()
@@ -95,22 +95,21 @@ def test_a_worker_that_dies_is_replaced_and_its_job_says_so(tmp_path):
     gets a fresh worker, and the next notebook runs there."""
     import threading
 
-    from autograder.grading.worker.protocol import CellStatus, StopKind
+    from autograder.grading.worker.protocol import Cell, CellStatus, StopKind
 
-    cells = [{"index": 0, "source": "import time\ntime.sleep(60)", "instructor": False},
-             {"index": 1, "source": "print('never')", "instructor": True}]
-    after = [{"index": 0, "source": "print('fresh')", "instructor": False}]
-    with Executor(Settings(timeout=120, sandboxed=not grader_sandbox_flags()), jobs=1) as executor:
+    cells = [Cell(0, "import time\ntime.sleep(60)", False), Cell(1, "print('never')", True)]
+    after = [Cell(0, "print('fresh')", False)]
+    with Pool(Settings(timeout=120, sandboxed=not grader_sandbox_flags()), jobs=1) as pool:
         def kill_when_running():
-            while not (executor.workers[0].running and executor.workers[0].ready):
+            while not (pool.workers[0].following and pool.workers[0].ready):
                 time.sleep(0.2)
             time.sleep(1.0)
-            os.killpg(executor.workers[0].process.pid, signal.SIGKILL)
+            os.killpg(pool.workers[0].process.pid, signal.SIGKILL)
 
         threading.Thread(target=kill_when_running, daemon=True).start()
-        results = dict((job.key[0], run) for job, run in executor.run(
+        results = dict((job.key[0], done) for job, done in pool.execute(
             [Job(("dies", "nb"), cells, [tmp_path]), Job(("after", "nb"), after, [tmp_path])]))
-        assert executor.restarts == 1
+        assert pool.restarts == 1
     dies, fresh = results["dies"], results["after"]
     assert dies.stop.kind is StopKind.WORKER
     assert [dies.cells[i].status for i in (0, 1)] == [CellStatus.STOPPED, CellStatus.NOT_RUN]

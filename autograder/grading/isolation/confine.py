@@ -11,9 +11,9 @@ Called in the child forked from the worker server, after the imports and before 
 * an audit hook, which cannot be removed, that refuses new processes, signals, sockets, ctypes, the garbage
   collector's object walks, trace/profile functions and changes to the code or defaults of the protected modules'
   functions, and that answers the checks' "learner returned" event by restoring the core of the pristine world
-  (:mod:`autograder.grading.pristine`).
+  (:mod:`.pristine`).
 
-What the child can see of the machine at all is the sandbox's business (:mod:`autograder.grading.sandbox`).
+What the child can see of the machine at all is the sandbox's business (:mod:`.sandbox`).
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ A test cell runs in the same interpreter as the submission, so a submission can 
 (:data:`PROTECTED`) and of every class defined in one, and returns ``restore(full=True)``, which puts back every name
 that was changed or deleted (and a module's ``__class__``, a class's ``__bases__``). The kernel restores everything
 before each instructor cell; the :data:`CORE` (the modules the checks' comparisons run through) is restored also every
-time learner code returns to a check: ``autograder.checking`` raises the audit event :data:`LEARNER_RETURNED`, which
-the sandbox's audit hook answers. Names a submission *added* to a module are kept (code that existed before cannot see
-them); names added to a class are removed (they would override inherited ones, e.g. ``__eq__``). Function objects
-cannot be changed at all: the audit hook refuses new ``__code__``/``__defaults__``/``__kwdefaults__`` for them.
+time learner code returns to a check: ``autograder.checking`` raises the audit event
+:data:`autograder.checking.LEARNER_RETURNED`, which the confined child's audit hook (:mod:`.confine`) answers. Names
+a submission *added* to a module are kept (code that existed before cannot see them); names added to a class are
+removed (they would override inherited ones, e.g. ``__eq__``). Function objects cannot be changed at all: the audit
+hook refuses new ``__code__``/``__defaults__``/``__kwdefaults__`` for them.
 
 ``restore`` is a closure whose builtins are bound as default arguments when this module is imported, so it works even
 when the submission has replaced ``builtins.map`` or this module's globals. The fast path checks, in C, that every
@@ -37,9 +38,6 @@ CORE = ("builtins", "math", "operator", "functools", "warnings", "torch", "torch
         "torch.autograd", "torch.autograd.grad_mode", "torch.autograd.graph", "torch.autograd.function",
         "torch.autograd.functional", "torch.nn.functional", "torch.nn.parameter", "torch.nn.modules.module",
         "torch.overrides", "torch.testing._comparison", "numpy")
-
-#: The audit event after which the core is restored (raised by autograder.checking when learner code returns).
-LEARNER_RETURNED = "autograder.learner_returned"
 
 _HEAPTYPE = 1 << 9
 

@@ -1,7 +1,7 @@
-"""``python -m autograder grade ASSIGNMENT...``: the command line, the progress bar and the summaries.
+"""``python -m autograder grade ASSIGNMENT...``: the command line and the progress bar.
 
-The run itself is :func:`autograder.grading.run.grade_all`: several assignments share one pool of workers (started
-and warmed up once), graded one after the other, each with its own summary and class report. ``--students a,b``
+The run itself is :func:`.run.grade`: several assignments share one pool of workers (started and warmed up once),
+graded one after the other, each with its own summary (:func:`.report.summary`) and class report. ``--students a,b``
 regrades those students only (changed or not); the others keep their last grades.
 
 Without a working sandbox the command stops with an error that names what is missing and how to proceed (exit
@@ -21,9 +21,10 @@ from pathlib import Path
 from ..isolation.sandbox import SandboxUnavailable
 from ..worker.pool import WorkerFailed
 from . import report
+from .assignment import DEFAULT_MEMORY_MB, NoSuchStudents, Options
 from .replay import ReplayNotInstalled
-from .run import DEFAULT_MEMORY_MB, NoSuchStudents, Options, Result, grade_all
-from .state import FAILED, GRADED
+from .run import grade
+from .state import FAILED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,46 +77,10 @@ class Progress:
         sys.stderr.flush()
 
 
-def summary(assignment: str, result: Result) -> str:
-    """What the instructor reads at the end of a run."""
-    numbers = report.summary_numbers(result.outcomes)
-    total = next(iter(result.outcomes.values())).max_score if result.outcomes else 0
-    lines = [f"\n{assignment}: {numbers['graded']} graded, {numbers['failed']} could not be graded "
-             f"({len(result.todo)} processed this run in {result.seconds:.1f} s; workers ready after "
-             f"{result.workers_ready:.1f} s; execution {result.execution_seconds:.1f} s; replayed {result.replayed} "
-             "notebooks from their sandboxed execution"
-             + (f"; {result.restarts} worker restarts" if result.restarts else "") + ")"]
-    if not result.sandboxed:
-        lines.append("  WITHOUT THE SANDBOX (--no-sandbox): submissions ran with your own permissions, with no "
-                     "isolation from this machine, the course or each other")
-    if numbers["graded"]:
-        lines.append(f"  score: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} (out of {total:g}; "
-                     "before late penalties)")
-    if result.late:
-        penalized = [s for s in result.late if s.penalty > 0]
-        lines.append(f"  late: {len(result.late)} submissions, {len(penalized)} penalized, "
-                     f"{sum(s.penalty for s in penalized):g} points taken off (c.LatePenalty in nbgrader_config.py)")
-    if result.course_bugs:
-        lines.append("  course bugs (the exercise's fault, not the students'; fix the checks and regrade --force):")
-        lines += [f"    {s}: {'; '.join(bugs)[:300]}" for s, bugs in sorted(result.course_bugs.items())]
-    noted = {s: o for s, o in result.outcomes.items() if o.status == GRADED and o.reasons and s in result.todo}
-    if noted:
-        lines.append("  graded, with notes:")
-        lines += [f"    {s} ({o.score:g}): {'; '.join(o.reasons)[:300]}" for s, o in sorted(noted.items())]
-    failed = {s: o for s, o in result.outcomes.items() if o.status == FAILED}
-    if failed:
-        lines.append("  could not be graded (recorded as 0):")
-        lines += [f"    {s}: {'; '.join(o.reasons)[:300]}" for s, o in sorted(failed.items())]
-    lines.append(f"  class report: {result.report_path}")
-    lines.append(f"  grades: {result.state_dir / 'grades.csv'}; feedback: feedback/<student>/{assignment}/")
-    return "\n".join(lines)
-
-
 def main(args: argparse.Namespace) -> int:
-    assignments = list(dict.fromkeys(args.assignments))
-    runs = [Options(assignment=assignment, course=args.course, jobs=args.jobs, force=args.force,
-                    timeout=args.timeout, memory_mb=args.memory_mb, feedback=not args.no_feedback,
-                    sandbox=not args.no_sandbox, students=args.students) for assignment in assignments]
+    options = Options(root=args.course, jobs=args.jobs, force=args.force, timeout=args.timeout,
+                      memory_mb=args.memory_mb, feedback=not args.no_feedback, sandbox=not args.no_sandbox,
+                      students=args.students)
     progress: dict[str, Progress] = {}
 
     def started(assignment: str, total: int, skipped: int) -> None:
@@ -127,9 +92,9 @@ def main(args: argparse.Namespace) -> int:
 
     failed = False
     try:
-        for result in grade_all(runs, on_graded=lambda assignment, student: progress[assignment].step(student),
-                                on_start=started):
-            print(summary(result.state_dir.name, result), flush=True)
+        for result in grade(options, args.assignments, on_start=started,
+                            on_graded=lambda assignment, student: progress[assignment].step(student)):
+            print(report.summary(result.assignment, result), flush=True)
             failed = failed or any(o.status == FAILED for o in result.outcomes.values())
     except SandboxUnavailable as error:
         print(f"autograder grade: cannot grade safely here: {error}", file=sys.stderr)

@@ -5,7 +5,8 @@ and when the submission's time (``timestamp.txt`` in the submitted folder; the e
 date in the gradebook (plus the student's extension, if any), it asks the configured plugin for a penalty.
 ``nbgrader_config.py`` names :class:`LatePenalty` as that plugin, so ``nbgrader autograde`` and the class grader
 (``python -m autograder grade``, which runs nbgrader's Autograde) apply the same policy, and a regrade after a
-timestamp, due date, extension or policy change gives the new penalty, never a stale one.
+timestamp, due date, extension or policy change gives the new penalty, never a stale one: the grader applies it again
+(:func:`recompute`) to the students it did not grade in the run.
 
 The policy (``c.LatePenalty.*``): a submission up to ``grace_minutes`` past the due date is on time; past that, it
 loses ``percent`` of the points it earned for every started ``per`` (day or hour) counted from the due date, at most
@@ -28,6 +29,7 @@ import csv
 import math
 import os
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -200,28 +202,32 @@ def apply_extensions(db_url: str, assignment: str, config) -> None:
         gradebook.db.commit()
 
 
-def recompute(db_url: str, assignment: str, config, students: list[str] | None = None) -> dict[str, tuple]:
+def recompute(db_url: str, assignment: str, config, students: list[str] | None = None,
+              except_for: Collection[str] = ()) -> dict[str, tuple]:
     """Apply the late policy in ``config`` again to every graded submission of ``assignment`` (or of ``students``),
-    as nbgrader's Autograde does last (same preprocessor, same plugin), without executing anything: after a due date,
-    an extension or the policy changed, when the submissions themselves did not. Return ``{student: (penalty before,
-    penalty after)}`` for the students whose penalty changed."""
+    but those of ``except_for``, as nbgrader's Autograde does last (same preprocessor, same plugin), without executing
+    anything: after a due date, an extension or the policy changed, when the submissions themselves did not. Return
+    ``{student: (penalty before, penalty after)}`` for the students whose penalty changed."""
     import nbformat
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import AssignLatePenalties
 
     apply_extensions(db_url, assignment, config)
-    before = penalties(db_url, assignment)
     with Gradebook(db_url) as gradebook:
         found = gradebook.find_assignment(assignment)
-        pairs = [(s.student_id, n.name) for s in found.submissions for n in found.notebooks
-                 if students is None or s.student_id in students]
+        chosen = [s for s in found.submissions
+                  if (students is None or s.student_id in students) and s.student_id not in except_for]
+        before = {s.student_id: float(s.late_submission_penalty or 0.0) for s in chosen}
+        pairs = [(s.student_id, n.name) for s in chosen for n in found.notebooks]
+    if not pairs:
+        return {}
     step = AssignLatePenalties(config=config)
     for student, notebook in pairs:
         resources = {"nbgrader": {"notebook": notebook, "assignment": assignment, "student": student,
                                   "db_url": db_url}}
         step.preprocess(nbformat.v4.new_notebook(), resources)
     after = penalties(db_url, assignment)
-    return {s: (before.get(s, 0.0), p) for s, p in after.items() if abs(p - before.get(s, 0.0)) > 1e-9}
+    return {s: (p, after.get(s, 0.0)) for s, p in before.items() if abs(after.get(s, 0.0) - p) > 1e-9}
 
 
 def regenerate_feedback(app, assignment: str, students) -> tuple[list[str], list[str]]:

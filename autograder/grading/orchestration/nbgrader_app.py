@@ -1,24 +1,35 @@
-"""nbgrader, driven in-process: its configuration, its sanitizing, its Autograde converter, its gradebook.
+"""nbgrader, driven in-process for one assignment: its configuration, sanitizing, Autograde, gradebook and feedback.
 
-Everything here is nbgrader's own code, reached through its public API and configuration, with one substitution
-(its sanitize and Execute steps answered from the sandboxed run, :mod:`.replay`), so scores, gradebook records,
-formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are exactly nbgrader's. One nbgrader bug is fixed
-(:class:`DropDuplicateIds`); ``tests/test_grader_nbgrader.py`` pins it so that an nbgrader upgrade that fixes or
-changes it fails loudly. Used from one thread only.
+Everything here is nbgrader's own code, reached through its public API and configuration, so scores, gradebook
+records, formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are exactly nbgrader's. What differs:
+
+* its sanitize and Execute steps are answered from the sandboxed run (:mod:`.replay`);
+* one nbgrader bug is fixed (:class:`DropDuplicateIds`); ``tests/test_grader_core.py`` pins it so that an nbgrader
+  upgrade that fixes or changes it fails loudly;
+* two costs are paid once per run instead of once per use (:func:`_once_per_run`, pinned by the same tests): every
+  gradebook session of the run shares one database engine (nbgrader opens a dozen sessions per submission, and each
+  new engine compiles every SQL statement again), and nbgrader's metadata schema is checked against JSON Schema's
+  metaschema once, not for every cell of every notebook (the cells are validated against it as before).
+
+Used from one thread only.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbconvert.exporters import NotebookExporter
+from nbgrader import api
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps import AutogradeApp
 from nbgrader.converters import GenerateFeedback, NbGraderException
@@ -59,6 +70,39 @@ def _fixed(preprocessors: list) -> list:
     return [DropDuplicateIds if p is DeduplicateIds else p for p in preprocessors]
 
 
+class _SchemaCheckedOnce:
+    """What nbgrader's metadata validator calls as ``jsonschema.validate``: jsonschema's own validation, with each
+    schema checked against its metaschema once (``jsonschema.validate`` checks it on every call)."""
+
+    def __init__(self, jsonschema):
+        self.jsonschema = jsonschema
+        self.validators: dict[str, object] = {}
+
+    def validate(self, instance, schema) -> None:
+        key = json.dumps(schema, sort_keys=True)
+        validator = self.validators.get(key)
+        if validator is None:
+            cls = self.jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            validator = self.validators[key] = cls(schema)
+        error = self.jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
+
+    def __getattr__(self, name: str):
+        return getattr(self.jsonschema, name)
+
+
+def _once_per_run() -> None:
+    """One database engine per gradebook, one metaschema check per schema (see the module docstring)."""
+    from nbgrader.nbgraderformat import common
+
+    if not isinstance(api.create_engine, functools._lru_cache_wrapper):
+        api.create_engine = functools.lru_cache(maxsize=None)(api.create_engine)
+    if not isinstance(common.jsonschema, _SchemaCheckedOnce):
+        common.jsonschema = _SchemaCheckedOnce(common.jsonschema)
+
+
 class _Collect(logging.Handler):
     """Keeps the warnings and errors nbgrader logs while one submission is processed."""
 
@@ -78,10 +122,22 @@ class _Collect(logging.Handler):
         return [message for levelno, message in self.records if levelno == level]
 
 
-class Course:
-    """An nbgrader course directory, opened the way ``nbgrader autograde`` opens it (config from the course root)."""
+@dataclass(frozen=True)
+class Recorded:
+    """One submission as the gradebook records it after grading."""
+
+    scores: dict[str, float]  # grade cell (all notebooks) -> points
+    score: float  # their sum (nbgrader's), before the late penalty
+    seconds_late: float  # extensions included
+    penalty: float  # points the late policy takes off
+
+
+class Nbgrader:
+    """One assignment of an nbgrader course directory, opened the way ``nbgrader autograde`` opens it (config from the
+    course root)."""
 
     def __init__(self, root: Path, assignment: str):
+        _once_per_run()
         self.root = Path(root).resolve()
         self.assignment = assignment
         os.chdir(self.root)  # nbgrader reads nbgrader_config.py from the working directory
@@ -109,10 +165,6 @@ class Course:
         directory = {"submitted": self.coursedir.submitted_directory, "autograded": self.coursedir.autograded_directory,
                      "feedback": self.coursedir.feedback_directory}[kind]
         return Path(self.coursedir.format_path(directory, student, self.assignment))
-
-    def notebook_ids(self) -> list[str]:
-        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
-            return [notebook.name for notebook in gradebook.find_assignment(self.assignment).notebooks]
 
     def submitted_folder(self) -> Path:
         return Path(self.coursedir.format_path(self.coursedir.submitted_directory, ".", ".")).resolve()
@@ -162,6 +214,12 @@ class Course:
                 raise RuntimeError(f"nbgrader generate_assignment {self.assignment} failed:\n{done.stderr[-3000:]}")
         return True
 
+    def notebooks(self) -> dict[str, dict[str, float]]:
+        """``{notebook: {grade cell: points}}``, the assignment's notebooks in nbgrader's order."""
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            return {notebook.name: {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
+                    for notebook in gradebook.find_assignment(self.assignment).notebooks}
+
     def record_zero(self, student: str, reason: str) -> None:
         """What nbgrader does for a missing notebook: the submission exists and every grade is 0 (no manual review)."""
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
@@ -177,17 +235,23 @@ class Course:
             gradebook.db.commit()
         shutil.rmtree(self.path("autograded", student), ignore_errors=True)
 
-    def scores(self, student: str) -> dict[str, dict[str, float]]:
-        """``{notebook: {grade cell: score}}`` for one student, from the gradebook."""
+    def recorded(self) -> dict[str, Recorded]:
+        """Every submission of the assignment as the gradebook records it, by student: one session, two queries."""
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
-            submission = gradebook.find_submission(self.assignment, student)
-            return {notebook.name: {grade.name: float(grade.score) for grade in notebook.grades}
-                    for notebook in submission.notebooks}
-
-    def max_scores(self) -> dict[str, dict[str, float]]:
-        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
-            return {notebook.name: {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
-                    for notebook in gradebook.find_assignment(self.assignment).notebooks}
+            try:
+                submissions = gradebook.find_assignment(self.assignment).submissions
+            except MissingEntry:
+                return {}
+            rows = (gradebook.db.query(api.SubmittedAssignment.student_id, api.BaseCell.name, api.Grade.score)
+                    .select_from(api.Grade).join(api.Grade.notebook).join(api.SubmittedNotebook.assignment)
+                    .join(api.SubmittedAssignment.assignment).join(api.Grade.cell)
+                    .filter(api.Assignment.name == self.assignment).all())
+            scores: dict[str, dict[str, float]] = {}
+            for student, cell, score in rows:
+                scores.setdefault(student, {})[cell] = float(score)
+            return {s.student_id: Recorded(scores.get(s.student_id, {}), float(s.score),
+                                           float(s.total_seconds_late), float(s.late_submission_penalty or 0.0))
+                    for s in submissions}
 
     # -- nbgrader's converters ------------------------------------------------------------------------------------
 
@@ -198,26 +262,28 @@ class Course:
         return converter
 
     def sanitizer(self):
-        """``sanitize(path) -> (notebook, warnings)``: nbgrader's own sanitize preprocessors (as configured for
-        Autograde), run in memory on one submitted notebook."""
+        """``sanitize(path, notebook) -> (notebook, warnings)``: nbgrader's own sanitize preprocessors (as configured
+        for Autograde), run in memory on one submitted notebook (``path`` names it; it is not read again)."""
         converter = self._converter(replay.ReplayAutograde, "*")
         exporter = NotebookExporter(parent=converter, config=converter.config)
         for preprocessor in _fixed(converter.sanitize_preprocessors):
             exporter.register_preprocessor(preprocessor)  # as nbgrader registers them
         self.coursedir.student_id = "*"
 
-        def sanitize(path: Path):
+        def sanitize(path: Path, notebook):
             """(sanitized notebook, what nbgrader warned about while sanitizing it)"""
             self.collector.clear()
             resources = converter.init_single_notebook_resources(str(path))
-            output, _ = exporter.from_filename(str(path), resources=resources)
+            resources["metadata"] = {"name": path.stem, "path": str(path.parent)}
+            output, _ = exporter.from_notebook_node(notebook, resources=resources)
+            # as nbgrader's Autograde reads it back from the file its sanitize step wrote
             return nbformat.reads(output, as_version=4), self.collector.take(logging.WARNING)
 
         return sanitize
 
     def check_replay(self) -> None:
-        """:class:`~autograder.grading.replay.ReplayNotInstalled` if this course's nbgrader configuration would
-        execute notebooks itself (checked before anything runs)."""
+        """:class:`~.replay.ReplayNotInstalled` if this course's nbgrader configuration would execute notebooks itself
+        (checked before anything runs)."""
         replay.install(self._converter(replay.ReplayAutograde, "*"), replay.Replays())
         self.coursedir.student_id = "*"
 
@@ -231,13 +297,14 @@ class Course:
             error = None
         except NbGraderException as exc:
             error = "\n".join(self.collector.take(logging.ERROR)) or str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported as this submission's failure; the batch goes on
+        except Exception as exc:  # noqa: BLE001 - reported as this submission's failure; the others go on
             error = f"{type(exc).__name__}: {exc}"
         finally:
             self.coursedir.student_id = "*"
         return error, self.collector.take(logging.WARNING)
 
-    def generate_feedback(self, student: str) -> str | None:
+    def feedback(self, student: str) -> str | None:
+        """nbgrader's GenerateFeedback for one student: None, or what went wrong."""
         converter = self._converter(GenerateFeedback, student)
         self.collector.clear()
         try:

@@ -1,20 +1,13 @@
 """What happened to a submission on its way through the grader, in the words of the summary and the grades CSV.
 
-Three sources, all structured: the executed cells (:class:`~autograder.grading.protocol.NotebookRun`: each cell's
-status and outputs, why execution stopped), what nbgrader's sanitizing undid (compared with the student release),
-and the warnings nbgrader logged.
+Three sources, all structured: the executed cells (:class:`~autograder.grading.worker.protocol.Execution`: each
+cell's status and outputs, why execution stopped, whether the course's own check failed), what nbgrader's sanitizing
+undid (compared with the student release), and the warnings nbgrader logged.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-
-from ..worker.protocol import CellStatus, NotebookRun
-
-#: The exception a check raises for the exercise's own fault (autograder.misconceptions.CourseBug), by name.
-COURSE_BUG = "CourseBug"
+from ..worker.protocol import CellStatus, Execution
 
 
 def _label(notebook, index: int) -> str:
@@ -22,39 +15,38 @@ def _label(notebook, index: int) -> str:
     return f"cell {index}" + (f" ({grade_id})" if grade_id else "")
 
 
-def execution(notebook, run: NotebookRun, timeout: float, instructor: dict[int, bool]) -> list[str]:
-    """Crashes, timeouts, floods and errors in learner code, per cell; why execution stopped early."""
+def execution(notebook, done: Execution, timeout: float, instructor: set[int]) -> list[str]:
+    """Crashes, timeouts, floods and errors in learner code, per cell; why execution stopped early. ``instructor``:
+    the indices of the instructor cells."""
     notes = []
-    for index, cell in sorted(run.cells.items()):
+    for index, cell in sorted(done.cells.items()):
         if cell.status is CellStatus.TIMED_OUT:
             notes.append(f"{_label(notebook, index)} timed out after {timeout:g} s")
-        elif cell.status is CellStatus.STOPPED and run.stop is not None:
-            notes.append(f"{_label(notebook, index)}: {run.stop.detail}")
-        elif cell.status is CellStatus.RAN and not instructor.get(index):
+        elif cell.status is CellStatus.STOPPED and done.stop is not None:
+            notes.append(f"{_label(notebook, index)}: {done.stop.detail}")
+        elif cell.status is CellStatus.RAN and index not in instructor:
             for output in cell.outputs:
                 if output["output_type"] == "error":
                     notes.append(f"{_label(notebook, index)} raised {output['ename']}: {output['evalue'][:120]}")
         if cell.truncated:
             notes.append(f"{_label(notebook, index)} printed too much; its output was cut")
-    if run.stop is not None and not any(c.status is CellStatus.STOPPED for c in run.cells.values()):
-        notes.append(run.stop.detail)
+    if done.stop is not None and not any(c.status is CellStatus.STOPPED for c in done.cells.values()):
+        notes.append(done.stop.detail)
     return notes
 
 
-def course_bugs(notebook, run: NotebookRun, instructor: dict[int, bool]) -> list[str]:
-    """Test cells that failed with the exercise's own fault (a CourseBug), not the learner's."""
+def course_bugs(notebook, done: Execution, instructor: set[int]) -> list[str]:
+    """Instructor cells that failed with the exercise's own fault (a CourseBug), not the learner's."""
     return [f"{_label(notebook, index)}: {output['evalue'][:300]}"
-            for index, cell in sorted(run.cells.items()) if instructor.get(index)
-            for output in cell.outputs if output["output_type"] == "error" and output["ename"] == COURSE_BUG]
+            for index, cell in sorted(done.cells.items()) if index in instructor and cell.course_bug
+            for output in cell.outputs if output["output_type"] == "error"]
 
 
-def release_cells(path: Path) -> dict[str, dict]:
-    """The student release's nbgrader cells, by grade id: source, locked or not, points."""
-    try:
-        notebook = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - no release here: no comparison
-        return {}
+def release_cells(notebook) -> dict[str, dict]:
+    """The student release's nbgrader cells, by grade id: source, locked or not, points (none without a release)."""
     cells = {}
+    if notebook is None:
+        return cells
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id"):
@@ -63,13 +55,10 @@ def release_cells(path: Path) -> dict[str, dict]:
     return cells
 
 
-def sanitizing(path: Path, sanitized, release: dict[str, dict]) -> list[str]:
-    """What nbgrader's sanitizing undid: a changed kernelspec, edited instructor cells (compared with the student
-    release, since every submission's hidden-test cells differ from the source on purpose), changed points."""
-    try:
-        raw = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - it was readable a moment ago; nothing to add
-        return []
+def sanitizing(raw, sanitized, release: dict[str, dict]) -> list[str]:
+    """What nbgrader's sanitizing undid in the submitted notebook ``raw``: a changed kernelspec, edited instructor
+    cells (compared with the student release, since every submission's hidden-test cells differ from the source on
+    purpose), changed points."""
     notes = []
     before, after = raw.metadata.get("kernelspec"), sanitized.metadata.get("kernelspec")
     if before != after:

@@ -1,20 +1,21 @@
 """nbgrader's Autograde with its sanitize and Execute steps answered from this run's sandboxed execution.
 
-nbgrader's Autograde converter sanitizes a submission, then runs its autograde preprocessors; the first of them,
-Execute, starts a Jupyter kernel. Here both steps are replaced through nbgrader's own configuration
-(``Autograde.sanitize_preprocessors`` and ``Autograde.autograde_preprocessors``):
+nbgrader's Autograde converter sanitizes a submission and writes it out, reads it back, then runs its autograde
+preprocessors; the first of them, Execute, starts a Jupyter kernel. Here:
 
-* :class:`ReplaySanitize` returns the notebook that phase 1 sanitized with nbgrader's own sanitize preprocessors,
-  from the same file;
-* :class:`ReplayExecute` writes the outputs the sandboxed worker produced into the cells, exactly where nbclient
-  would. It never executes anything: without outputs for the notebook it raises :class:`ReplayMissing`.
+* :class:`ReplayAutograde` takes the notebook that the run already sanitized with nbgrader's own sanitize
+  preprocessors (from the same file, read once) and runs the autograde preprocessors on it in memory: one pass, one
+  write, the file it would have read back never read;
+* :class:`ReplayExecute` (in place of nbgrader's Execute, through ``Autograde.autograde_preprocessors``) writes the
+  outputs the sandboxed worker produced into the cells, exactly where nbclient would. It never executes anything:
+  without an execution of the notebook it raises :class:`ReplayMissing`.
 
-The per-run state is a :class:`Replays` (one :class:`Replay` per (student, notebook)), which
-:class:`ReplayAutograde` hands to the preprocessors in nbgrader's ``resources``. :func:`check_replaced` refuses a
-converter whose configuration would still execute code (an ``Execute`` of its own, a kernel preprocessor), and
+The run's state is a :class:`Replays` (one :class:`Replay` per (student, notebook)), which :class:`ReplayAutograde`
+hands to the preprocessors in nbgrader's ``resources``. :func:`check_replaced` refuses a converter whose
+configuration would still execute code (an ``Execute`` of its own, a kernel preprocessor), and
 :meth:`Replays.unreplayed` names any notebook graded without its replay, so that a run that executes student code
 outside the sandbox is impossible and visible in tests. Everything after Execute (IgnorePattern, LimitOutput,
-SaveAutoGrades...) is nbgrader's own.
+SaveAutoGrades, AssignLatePenalties...) is nbgrader's own.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ import nbformat
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbgrader import utils
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute
 from traitlets import Instance
 
-from ..worker.protocol import NotebookRun
+from ..worker.protocol import Cell, Execution
 
 #: The key of the run's :class:`Replays` in nbgrader's ``resources``.
 RESOURCE = "autograder_replays"
@@ -48,18 +49,18 @@ def is_instructor_cell(cell) -> bool:
                 and cell.metadata.get("nbgrader", {}).get("grade_id"))
 
 
-def code_cells(notebook) -> list[dict]:
-    """What the kernel runs: ``{"index", "source", "instructor"}`` for every code cell, in order."""
-    return [{"index": i, "source": cell.source, "instructor": is_instructor_cell(cell)}
+def code_cells(notebook) -> list[Cell]:
+    """What the kernel executes: every code cell, in order."""
+    return [Cell(i, cell.source, is_instructor_cell(cell))
             for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
 
 
-def apply_outputs(notebook, run: NotebookRun) -> None:
+def apply_outputs(notebook, execution: Execution) -> None:
     """Put executed outputs (by cell index) into ``notebook``'s code cells, as nbclient would."""
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        result = run.cells.get(index)
+        result = execution.cells.get(index)
         cell.execution_count = result.execution_count if result else None
         outputs = []
         for output in result.outputs if result else []:
@@ -75,9 +76,8 @@ class Replay:
     """One notebook of one student in this run."""
 
     sanitized: object  # the notebook as nbgrader's sanitize preprocessors left it
-    run: NotebookRun | None = None  # what the sandboxed worker gave
-    sanitize_replayed: bool = False
-    execute_replayed: bool = False
+    execution: Execution | None = None  # what the sandboxed worker gave
+    replayed: bool = False  # nbgrader's Execute was answered with it
 
 
 class Replays(dict):
@@ -92,14 +92,14 @@ class Replays(dict):
     def take(self, resources, step: str) -> Replay:
         key = (resources["nbgrader"]["student"], resources["nbgrader"]["notebook"])
         replay = self.get(key)
-        if replay is None or (step == "execute" and replay.run is None):
+        if replay is None or (step == "execute" and replay.execution is None):
             raise ReplayMissing(f"no sandboxed {step} of {key[0]}/{key[1]} in this run; nothing was executed")
         return replay
 
     def unreplayed(self, students) -> list[tuple[str, str]]:
         """The notebooks of ``students`` that nbgrader graded without their sandboxed execution."""
         return sorted(key for key, replay in self.items()
-                      if key[0] in students and replay.run is not None and not replay.execute_replayed)
+                      if key[0] in students and replay.execution is not None and not replay.replayed)
 
 
 def _replays(resources) -> Replays:
@@ -109,27 +109,19 @@ def _replays(resources) -> Replays:
     return replays
 
 
-class ReplaySanitize(NbGraderPreprocessor):
-    """nbgrader's sanitize step, answered with the notebook phase 1 sanitized (with nbgrader's own preprocessors)."""
-
-    def preprocess(self, nb, resources):
-        replay = _replays(resources).take(resources, "sanitize")
-        replay.sanitize_replayed = True
-        return replay.sanitized, resources  # not copied: nbgrader writes it out and reads the file back
-
-
 class ReplayExecute(Execute):
     """nbgrader's Execute, answered with the outputs of the sandboxed execution; it never starts a kernel."""
 
     def preprocess(self, nb, resources, km=None):
         replay = _replays(resources).take(resources, "execute")
-        apply_outputs(nb, replay.run)
-        replay.execute_replayed = True
+        apply_outputs(nb, replay.execution)
+        replay.replayed = True
         return nb, resources
 
 
 class ReplayAutograde(Autograde):
-    """nbgrader's Autograde, carrying the run's :class:`Replays` in every notebook's ``resources``."""
+    """nbgrader's Autograde, carrying the run's :class:`Replays` in every notebook's ``resources`` and starting from
+    the notebook the run sanitized."""
 
     replays = Instance(Replays, allow_none=True)
 
@@ -138,6 +130,23 @@ class ReplayAutograde(Autograde):
         resources[RESOURCE] = self.replays
         return resources
 
+    def convert_single_notebook(self, notebook_filename: str) -> None:
+        """nbgrader's two passes over a submitted notebook (sanitize the file and write it; read that back, autograde
+        it and write it) as one: the autograde preprocessors on the notebook this run sanitized with nbgrader's own
+        sanitize preprocessors, written once, where nbgrader writes it."""
+        resources = self.init_single_notebook_resources(notebook_filename)
+        replay = _replays(resources).take(resources, "sanitize")
+        resources["metadata"] = {"name": resources["unique_key"], "path": self._format_dest(
+            resources["nbgrader"]["assignment"], resources["nbgrader"]["student"])}
+        self._sanitizing = False
+        self._init_preprocessors()
+        try:
+            with utils.setenv(NBGRADER_EXECUTION="autograde"):
+                output, resources = self.exporter.from_notebook_node(replay.sanitized, resources=resources)
+        finally:
+            self._sanitizing = True
+        self.write_single_notebook(output, resources)
+
 
 def _executes(preprocessor) -> bool:
     return isinstance(preprocessor, type) and issubclass(preprocessor, ExecutePreprocessor) \
@@ -145,9 +154,8 @@ def _executes(preprocessor) -> bool:
 
 
 def install(converter: ReplayAutograde, replays: Replays) -> None:
-    """Replace the converter's sanitize and Execute steps by the replays; :func:`check_replaced` then holds."""
+    """Answer the converter's Execute step from the replays; :func:`check_replaced` then holds."""
     converter.replays = replays
-    converter.sanitize_preprocessors = [ReplaySanitize]
     converter.autograde_preprocessors = [ReplayExecute if p is Execute else p
                                          for p in converter.autograde_preprocessors]
     check_replaced(converter)
@@ -155,11 +163,10 @@ def install(converter: ReplayAutograde, replays: Replays) -> None:
 
 def check_replaced(converter) -> None:
     """:class:`ReplayNotInstalled` unless the converter replays and cannot execute anything itself."""
-    steps = list(converter.sanitize_preprocessors) + list(converter.autograde_preprocessors)
+    steps = list(converter.autograde_preprocessors)
     executing = [p for p in steps if _executes(p) or not isinstance(p, type)]
     if not isinstance(converter, ReplayAutograde) or converter.replays is None or executing \
-            or list(converter.autograde_preprocessors).count(ReplayExecute) != 1 \
-            or list(converter.sanitize_preprocessors) != [ReplaySanitize]:
+            or steps.count(ReplayExecute) != 1:
         raise ReplayNotInstalled(
             "nbgrader would execute the submissions itself (outside the sandbox): its Autograde preprocessors are "
             f"{[getattr(p, '__name__', p) for p in converter.autograde_preprocessors]}; the grader needs nbgrader's "

@@ -2,14 +2,16 @@
 
 The class report (Markdown + a PNG chart) shows, over the graded submissions, the pass rate of every test cell and
 how many students each named misconception was diagnosed for, so an instructor sees what to re-teach. A failing
-check publishes its diagnosis as structured data (:func:`autograder.misconceptions.publish`), read here as is: no
-sentence is parsed, so a name may hold any punctuation (``.grad``, ``torch.no_grad()``, ``1.0``).
+check publishes its diagnosis as structured data (:func:`autograder.misconceptions.publish`), read here as is from
+the run's own outputs (:func:`misconceptions`): no sentence is parsed, so a name may hold any punctuation (``.grad``,
+``torch.no_grad()``, ``1.0``).
 """
 
 from __future__ import annotations
 
 import csv
 import html
+import os
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,21 +19,23 @@ from pathlib import Path
 import nbformat
 
 from ...misconceptions import MIME
+from ..worker.protocol import Execution
 from .state import FAILED, GRADED, Outcome
 
 
-def misconceptions(autograded_notebook: Path) -> dict[str, set[str]]:
-    """``{grade cell: {misconception names}}``: the diagnoses published by the failing test cells of a graded
-    notebook (a record in a cell that did not fail is ignored)."""
+def misconceptions(notebook, execution: Execution | None = None) -> dict[str, set[str]]:
+    """``{grade cell: {misconception names}}``: the diagnoses published by the failing test cells of ``notebook``,
+    their outputs from ``execution`` (this run's), else the notebook's own (a graded notebook, or its path). A record
+    in a cell that did not fail is ignored."""
+    if isinstance(notebook, (str, os.PathLike)):
+        notebook = nbformat.read(notebook, as_version=4)
     found: dict[str, set[str]] = defaultdict(set)
-    if not autograded_notebook.exists():
-        return found
-    notebook = nbformat.read(autograded_notebook, as_version=4)
-    for cell in notebook.cells:
+    for index, cell in enumerate(notebook.cells):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade"):
             continue
-        outputs = cell.get("outputs", [])
+        result = execution.cells.get(index) if execution is not None else None
+        outputs = cell.get("outputs", []) if execution is None else result.outputs if result else []
         if not any(output.get("output_type") == "error" for output in outputs):
             continue
         for output in outputs:
@@ -46,6 +50,41 @@ def summary_numbers(outcomes: dict[str, Outcome]) -> dict:
     return {"graded": len(graded), "failed": sum(o.status == FAILED for o in outcomes.values()),
             "mean": statistics.fmean(graded) if graded else float("nan"),
             "median": statistics.median(graded) if graded else float("nan")}
+
+
+def summary(assignment: str, result) -> str:
+    """What the instructor reads at the end of a run (``result``: a :class:`~.run.Result`)."""
+    numbers = summary_numbers(result.outcomes)
+    total = next(iter(result.outcomes.values())).max_score if result.outcomes else 0
+    lines = [f"\n{assignment}: {numbers['graded']} graded, {numbers['failed']} could not be graded "
+             f"({len(result.todo)} processed this run in {result.seconds:.1f} s; workers ready after "
+             f"{result.workers_ready:.1f} s; execution {result.execution_seconds:.1f} s; replayed {result.replayed} "
+             "notebooks from their sandboxed execution"
+             + (f"; {result.restarts} worker restarts" if result.restarts else "") + ")"]
+    if not result.sandboxed:
+        lines.append("  WITHOUT THE SANDBOX (--no-sandbox): submissions ran with your own permissions, with no "
+                     "isolation from this machine, the course or each other")
+    if numbers["graded"]:
+        lines.append(f"  score: mean {numbers['mean']:.2f}, median {numbers['median']:.2f} (out of {total:g}; "
+                     "before late penalties)")
+    if result.late:
+        penalized = [s for s in result.late if s.penalty > 0]
+        lines.append(f"  late: {len(result.late)} submissions, {len(penalized)} penalized, "
+                     f"{sum(s.penalty for s in penalized):g} points taken off (c.LatePenalty in nbgrader_config.py)")
+    if result.course_bugs:
+        lines.append("  course bugs (the exercise's fault, not the students'; fix the checks and regrade --force):")
+        lines += [f"    {s}: {'; '.join(bugs)[:300]}" for s, bugs in sorted(result.course_bugs.items())]
+    noted = {s: o for s, o in result.outcomes.items() if o.status == GRADED and o.reasons and s in result.todo}
+    if noted:
+        lines.append("  graded, with notes:")
+        lines += [f"    {s} ({o.score:g}): {'; '.join(o.reasons)[:300]}" for s, o in sorted(noted.items())]
+    failed = {s: o for s, o in result.outcomes.items() if o.status == FAILED}
+    if failed:
+        lines.append("  could not be graded (recorded as 0):")
+        lines += [f"    {s}: {'; '.join(o.reasons)[:300]}" for s, o in sorted(failed.items())]
+    lines.append(f"  class report: {result.report_path}")
+    lines.append(f"  grades: {result.folder / 'grades.csv'}; feedback: feedback/<student>/{assignment}/")
+    return "\n".join(lines)
 
 
 def write_csv(path: Path, outcomes: dict[str, Outcome], cell_scores: dict[str, dict[str, float]],
@@ -84,10 +123,11 @@ def cell_text(text: str) -> str:
 
 def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
                  cell_scores: dict[str, dict[str, float]], max_scores: dict[str, float],
-                 diagnosed: dict[str, dict[str, set[str]]], *, sandboxed: bool = True,
+                 diagnosed: dict[str, dict[str, list[str]]], *, sandboxed: bool = True,
                  course_bugs: dict[str, list[str]] | None = None, late: list[str] = ()) -> Path:
-    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path. ``late``: the late
-    submissions' section (:func:`autograder.lms.late.report_lines`)."""
+    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path. ``diagnosed``: per student, the
+    misconceptions each test cell's failure named; ``late``: the late submissions' section
+    (:func:`.late.report_lines`)."""
     graded = [s for s, o in outcomes.items() if o.status == GRADED]
     cells = list(max_scores)
     pass_rate = {c: (sum(cell_scores.get(s, {}).get(c, 0) >= max_scores[c] for s in graded) / len(graded)

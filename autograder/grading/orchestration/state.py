@@ -1,8 +1,9 @@
-"""The class to grade: who submitted, what changed since the last run, and what each run concluded.
+"""What a run keeps for the next one: who submitted, what each submission was, what grading concluded.
 
 State lives in ``grading/ASSIGNMENT/state.json`` in the course root: per student, a hash of the submission folder and
-the outcome (status, score, reasons). A re-run grades only students whose hash changed, plus everyone when the
-*context* changed (grading seed, limits, the assignment's source), unless ``--force``.
+the :class:`Outcome` (status, score, reasons, diagnoses). A re-run grades only students whose hash changed, plus
+everyone when the *context* changed (grading seed, limits, the assignment's source, this file's format), unless
+``--force``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 GRADED, FAILED = "graded", "failed"
+#: Part of every context: a state written in an older format is graded again once (it lacks the diagnoses).
+FORMAT = 2
 
 
 @dataclass
@@ -21,17 +24,20 @@ class Outcome:
     """What grading concluded for one student."""
 
     status: str = GRADED  # GRADED, or FAILED: could not be graded (recorded as 0 with the reason)
-    score: float = 0.0
+    score: float = 0.0  # the gradebook's, before the late penalty
     max_score: float = 0.0
     reasons: list[str] = field(default_factory=list)  # why it failed, or what happened on the way (timeouts...)
     hash: str = ""
+    diagnoses: dict[str, list[str]] = field(default_factory=dict)  # test cell -> misconceptions its failure named
 
 
-def folder_hash(folder: Path) -> str:
-    """sha256 over every file's relative path and bytes (symlinks by their target, never followed)."""
+def read_submission(folder: Path, notebooks: list[str]) -> tuple[str, dict[str, bytes]]:
+    """(sha256 over every file's relative path and bytes, symlinks by their target and never followed; the bytes of
+    ``notebooks`` (``NAME.ipynb``) as read for it): each file of the submission is read once."""
     digest = hashlib.sha256()
+    kept: dict[str, bytes] = {}
     if not folder.exists():
-        return "missing"
+        return "missing", kept
     for path in sorted(folder.rglob("*")):
         if ".ipynb_checkpoints" in path.parts:
             continue
@@ -39,9 +45,12 @@ def folder_hash(folder: Path) -> str:
         if path.is_symlink():
             digest.update(f"link {relative} -> {os.readlink(path)}\n".encode())
         elif path.is_file():
-            digest.update(f"file {relative} {path.stat().st_size}\n".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+            data = path.read_bytes()
+            digest.update(f"file {relative} {len(data)}\n".encode())
+            digest.update(data)
+            if relative in notebooks:
+                kept[relative] = data
+    return digest.hexdigest(), kept
 
 
 def students(submitted: Path, assignment: str) -> list[str]:
@@ -61,7 +70,9 @@ class State:
         except (OSError, ValueError):
             data = {}
         self.context = data.get("context", "")
-        self.outcomes = {name: Outcome(**value) for name, value in data.get("students", {}).items()}
+        known = {item.name for item in fields(Outcome)}
+        self.outcomes = {name: Outcome(**{k: v for k, v in value.items() if k in known})
+                         for name, value in data.get("students", {}).items()}
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,4 +85,4 @@ class State:
 
 
 def context_hash(*parts) -> str:
-    return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([FORMAT, *map(str, parts)]).encode()).hexdigest()[:16]

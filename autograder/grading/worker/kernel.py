@@ -1,16 +1,17 @@
-"""Run a sanitized notebook's code cells in an IPython shell and record outputs the way nbclient does.
+"""Execute a sanitized notebook's code cells in an IPython shell and record outputs the way nbclient does.
 
-This runs inside the confined child process that the worker server forks (:mod:`autograder.grading.server`). Each
-finished cell becomes a :class:`~autograder.grading.protocol.CellDone`, sent to the parent at once, so a crash loses
-only the cell that was running. Outputs have nbclient's form: ``stream`` (stdout/stderr, also what C code writes to
-file descriptors 1 and 2), ``display_data``, ``execute_result`` and ``error`` (ename, evalue, an IPython traceback).
+This runs inside the confined child process that the worker server forks (:mod:`.server`). Each finished cell
+becomes a :class:`~.protocol.CellDone`, sent to the parent at once, so a crash loses only the cell that was running.
+Outputs have nbclient's form: ``stream`` (stdout/stderr, also what C code writes to file descriptors 1 and 2),
+``display_data``, ``execute_result`` and ``error`` (ename, evalue, an IPython traceback).
 
 Cells come in two kinds. **Instructor cells** are the ones nbgrader locks (test cells, the imports cell): their source
 is the instructor's, restored by nbgrader's sanitizing. Before each, the kernel restores the pristine world (modules,
 classes, ``sys.modules``, builtins, the environment, torch's global modes) and the names earlier instructor cells
 bound (``checks``, ``grading_seed``...), so nothing a submission patched can change their verdict. Their outputs are
 assembled only after all code in them has finished, and an ``execute_result`` is accepted only from their own last
-expression. Everything else is **learner code**, run as a kernel would run it.
+expression; one that fails with the course's own fault (a :class:`~autograder.misconceptions.CourseBug`, known by its
+type) says so in its result. Everything else is **learner code**, run as a kernel would run it.
 
 Each cell has a time limit: SIGALRM raises :class:`CellTimeoutError` in the cell; code that swallows it is killed
 by the parent shortly after. Captured output is capped per cell.
@@ -28,7 +29,7 @@ import time
 
 from ...misconceptions import CourseBug, GradingFailure
 from ...verify import ClaimFailed
-from .protocol import CellDone
+from .protocol import Cell, CellDone
 
 #: The course's own exceptions, shown as IPython shows them in a learner's kernel: the message, wrapped, no frames.
 LEARNER_FACING = (GradingFailure, CourseBug, ClaimFailed)
@@ -294,8 +295,9 @@ class Kernel:
 
     # -- running one cell -------------------------------------------------------------------------------------------
 
-    def run(self, index: int, source: str, *, instructor: bool) -> CellDone:
-        """Execute the code cell at ``index`` of the notebook; return its result."""
+    def execute(self, cell: Cell) -> CellDone:
+        """Execute one code cell of the notebook; return its result."""
+        index, source, instructor = cell.index, cell.source, cell.instructor
         started = time.perf_counter()
         self.count += 1
         self.outputs = outputs = Outputs(self.output_limit)
@@ -304,7 +306,7 @@ class Kernel:
         before = {}
         error = None
         own_result = None
-        timed_out = False
+        timed_out = course_bug = False
         if instructor:
             self.reset_world()
             before = {k: v for k, v in list(self.namespace.items()) if type(k) is str}
@@ -312,8 +314,11 @@ class Kernel:
                 error = _error("RuntimeError", "a thread started by the submission is still running; "
                                "tests do not run beside it", [])
         if error is None:
-            error, value, has_value = self._execute(source)
+            raised, value, has_value = self._execute(source)
             timed_out = self.timed_out
+            if raised is not None:
+                error = self._error_output(*raised)
+                course_bug = instructor and issubclass(type(raised[0]), CourseBug)
             if error is None and has_value and value is not None:
                 try:
                     own_result = {"output_type": "execute_result", "data": self._format(value), "metadata": {},
@@ -330,24 +335,24 @@ class Kernel:
         if error is not None:
             items.append(error)
         return CellDone(index, self.count, items, timed_out=timed_out, truncated=truncated,
-                        seconds=round(time.perf_counter() - started, 4))
+                        seconds=round(time.perf_counter() - started, 4), course_bug=course_bug)
 
     def _execute(self, source: str):
-        """(error output or None, value of the last expression, whether there was one)."""
+        """((exception, a syntax error?) or None, value of the last expression, whether there was one)."""
         shell = self.shell
         try:
             transformed = shell.transform_cell(source)
             filename = shell.compile.cache(transformed, self.count)
             tree = ast.parse(transformed, filename=filename)
         except BaseException as exc:  # noqa: BLE001 - SyntaxError and friends, shown like IPython does
-            return self._error_output(exc, syntax=True), None, False
+            return (exc, True), None, False
         last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
         try:
             code = compile(body, filename, "exec")
             expression = compile(ast.Expression(last.value), filename, "eval") if last else None
         except BaseException as exc:  # noqa: BLE001
-            return self._error_output(exc, syntax=True), None, False
+            return (exc, True), None, False
         value = None
         self.timed_out = False
         self.armed = True
@@ -360,7 +365,7 @@ class Kernel:
         except BaseException as exc:  # noqa: BLE001 - everything the cell raised, timeouts included
             self.armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)
-            return self._error_output(exc), None, False
+            return (exc, False), None, False
         finally:
             self.armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)

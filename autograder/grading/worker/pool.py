@@ -1,12 +1,12 @@
-"""Run many notebooks at once: one worker server per slot, each alone in its sandbox, one forked child per notebook.
+"""Execute many notebooks at once: a pool of worker servers, each alone in its sandbox, one forked child per notebook.
 
-A :class:`Worker` is a server process (:mod:`autograder.grading.server`) started in bubblewrap
-(:mod:`autograder.grading.sandbox`), or directly (``Settings(sandboxed=False)``: ``--no-sandbox``), with a
+A :class:`Worker` is a server process (:mod:`.server`) started in bubblewrap
+(:mod:`autograder.grading.isolation.sandbox`), or directly (``Settings(sandboxed=False)``: ``--no-sandbox``), with a
 workspace folder of its own. It imports torch once and forks a child per notebook in milliseconds, where a new
 Jupyter kernel costs seconds, and every submission still gets a process of its own.
 
-:class:`Executor` hands out jobs and never trusts a child: it reads the child's messages
-(:mod:`autograder.grading.protocol`) from a pipe without blocking, checks that each is the next cell's, and enforces
+:class:`Pool` hands out jobs and never trusts a child: it reads the child's messages (:mod:`.protocol`) from a pipe
+without blocking, checks that each is the next cell's, and enforces
 a hard deadline per cell (the child's own SIGALRM timeout plus a grace period) by asking the server to kill it. When
 a child dies, the cells it finished keep their outputs; the cell that was running gets an error output saying why;
 the ones after it are marked as not run.
@@ -30,7 +30,7 @@ from pathlib import Path
 from ..isolation import sandbox
 from . import protocol
 from .kernel import DEFAULT_OUTPUT_LIMIT
-from .protocol import CellRun, CellStatus, Ending, NotebookRun, Stop, StopKind, receive, send
+from .protocol import Cell, CellResult, CellStatus, Ending, Execution, Stop, StopKind, receive, send
 
 #: Extra seconds after the per-cell timeout before a child that ignores it is killed.
 GRACE_SECONDS = 5.0
@@ -44,10 +44,10 @@ CHILD_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "student", 
 
 @dataclass
 class Job:
-    """One notebook to execute: its code cells (index in the notebook, source, instructor cell or not)."""
+    """One notebook to execute: its code cells, and the folders its process starts in."""
 
     key: tuple[str, str]  # (student, notebook)
-    cells: list[dict]
+    cells: list[Cell]
     folders: list[Path] = field(default_factory=list)  # copied, in order, into the job's private folder
 
 
@@ -86,7 +86,7 @@ def error_output(ename: str, evalue: str) -> dict:
 
 
 class Following:
-    """One job as the parent follows it: the child's messages in, checked, and the NotebookRun out."""
+    """One job as the parent follows it: the child's messages in, checked, and the Execution out."""
 
     def __init__(self, job: Job, name: str, reader: int, folder: Path, deadline: float):
         self.job = job
@@ -95,8 +95,8 @@ class Following:
         self.folder = folder  # the job's private folder in the worker's workspace
         self.deadline = deadline
         self.buffer = b""
-        self.expected = [cell["index"] for cell in job.cells]
-        self.cells: dict[int, CellRun] = {}
+        self.expected = [cell.index for cell in job.cells]
+        self.cells: dict[int, CellResult] = {}
         self.all_done = False
         self.setup_failed: str | None = None
         self.killed_for: Stop | None = None
@@ -125,9 +125,9 @@ class Following:
                                            f"channel ({error})")
         if isinstance(message, protocol.CellDone) and self.expected and message.index == self.expected[0]:
             self.expected.pop(0)
-            self.cells[message.index] = CellRun(message.execution_count, message.outputs,
-                                                CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN,
-                                                message.truncated)
+            self.cells[message.index] = CellResult(message.execution_count, message.outputs,
+                                                   CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN,
+                                                   message.truncated, message.course_bug)
             self.deadline = time.monotonic() + cell_seconds
         elif isinstance(message, protocol.AllDone) and not self.expected:
             self.all_done = True
@@ -137,7 +137,7 @@ class Following:
             return Stop(StopKind.PROTOCOL, "it sent a message out of order")
         return None
 
-    def result(self) -> NotebookRun:
+    def result(self) -> Execution:
         """The cells it finished keep their outputs; the one running when it stopped, and those after, say why."""
         stop = self.killed_for
         if stop is None and self.setup_failed is not None:
@@ -147,15 +147,15 @@ class Following:
         cells = dict(self.cells)
         if self.expected:
             first, *rest = self.expected
-            cells[first] = CellRun(None, [error_output("DeadKernelError", "The kernel died while running this "
-                                                                          f"cell: {stop.detail}.")],
-                                   CellStatus.STOPPED)
+            cells[first] = CellResult(None, [error_output("DeadKernelError", "The kernel died while running this "
+                                                                             f"cell: {stop.detail}.")],
+                                      CellStatus.STOPPED)
             for index in rest:
-                cells[index] = CellRun(None, [error_output("DeadKernelError", "Not run: the kernel died in an "
-                                                                              "earlier cell.")], CellStatus.NOT_RUN)
+                cells[index] = CellResult(None, [error_output("DeadKernelError", "Not run: the kernel died in an "
+                                                                                 "earlier cell.")], CellStatus.NOT_RUN)
         elif stop is not None and stop.kind is not StopKind.PROTOCOL:
             stop = None  # every cell had finished: nothing was lost
-        return NotebookRun(cells, stop, round(time.perf_counter() - self.started, 3))
+        return Execution(cells, stop, round(time.perf_counter() - self.started, 3))
 
     def _ending(self) -> Stop:
         exited = self.exited
@@ -173,7 +173,7 @@ class Following:
 class Worker:
     """One server process (sandboxed or not) with a workspace of its own, running one job at a time."""
 
-    def __init__(self, slot: int, scratch: Path, settings: Settings, warmup: list[list[dict]], uid: int | None):
+    def __init__(self, slot: int, scratch: Path, settings: Settings, warmup: list[list[Cell]], uid: int | None):
         self.slot = slot
         self.settings = settings
         self.uid = uid  # the unprivileged user of a sandbox started as root
@@ -182,7 +182,7 @@ class Worker:
         self.log = scratch / f"worker-{slot}.log"
         self.jobs_done = 0
         self.ready = False
-        self.running: Following | None = None
+        self.following: Following | None = None
         self.view: sandbox.View | None = None
         if settings.sandboxed:
             if uid is not None:
@@ -192,7 +192,7 @@ class Worker:
                                            uid if uid is not None else os.getgid())
         self._start(warmup)
 
-    def _start(self, warmup: list[list[dict]]) -> None:
+    def _start(self, warmup: list[list[Cell]]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = [sys.executable, "-m", "autograder.grading.worker.server", "--control-fd", str(theirs.fileno())]
         if self.view is not None:
@@ -246,10 +246,10 @@ class Worker:
             else:
                 entry.unlink(missing_ok=True)
 
-    def restart(self, warmup: list[list[dict]]) -> None:
+    def restart(self, warmup: list[list[Cell]]) -> None:
         self.stop()
         self.clean()
-        self.running, self.ready = None, False
+        self.following, self.ready = None, False
         self._start(warmup)
 
     def stop(self) -> None:
@@ -265,11 +265,11 @@ class Worker:
         self.process.wait(10)
 
 
-class Executor:
-    """``Executor(settings, jobs=2, warmup=[cells...])``: start the workers now (they boot while the caller prepares
-    jobs); ``run(jobs)`` yields ``(job, NotebookRun)`` as each notebook finishes; ``close()`` stops the workers."""
+class Pool:
+    """``Pool(settings, jobs=2, warmup=[cells...])``: start the workers now (they boot while the caller prepares
+    jobs); ``execute(jobs)`` yields ``(job, Execution)`` as each notebook finishes; ``close()`` stops the workers."""
 
-    def __init__(self, settings: Settings, *, jobs: int | None = None, warmup: list[list[dict]] = ()):
+    def __init__(self, settings: Settings, *, jobs: int | None = None, warmup: list[list[Cell]] = ()):
         self.settings = settings
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.warmup = list(warmup)
@@ -277,7 +277,7 @@ class Executor:
         as_root = os.geteuid() == 0 and settings.sandboxed
         self.uids = sandbox.free_ids(self.jobs) if as_root else [None] * self.jobs
         self.workers: list[Worker] = []
-        self.ended: list[tuple[Job, NotebookRun]] = []  # jobs of workers that failed, not yet yielded
+        self.ended: list[tuple[Job, Execution]] = []  # jobs of workers that failed, not yet yielded
         self.restarts = 0
         self.created = time.perf_counter()
         self.ready_after = 0.0  # seconds from creation until the last worker was ready
@@ -299,7 +299,7 @@ class Executor:
         self.workers = []
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def __enter__(self) -> Executor:
+    def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -307,8 +307,8 @@ class Executor:
 
     # -- the loop ---------------------------------------------------------------------------------------------------
 
-    def run(self, jobs: Iterable[Job | None]) -> Iterator[tuple[Job, NotebookRun]]:
-        """Yield ``(job, NotebookRun)`` as each job finishes. ``jobs`` is consumed lazily, when a worker is free; an
+    def execute(self, jobs: Iterable[Job | None]) -> Iterator[tuple[Job, Execution]]:
+        """Yield ``(job, Execution)`` as each job finishes. ``jobs`` is consumed lazily, when a worker is free; an
         item ``None`` means that no job is ready yet (it is asked for again shortly)."""
         jobs = iter(jobs)
         selector = selectors.DefaultSelector()
@@ -319,7 +319,7 @@ class Executor:
             while True:
                 starved = False
                 for worker in self.workers:
-                    if not exhausted and not starved and worker.ready and worker.running is None:
+                    if not exhausted and not starved and worker.ready and worker.following is None:
                         job = next(jobs, _END)
                         if job is _END:
                             exhausted = True
@@ -327,7 +327,7 @@ class Executor:
                             starved = True
                         else:
                             self._begin(worker, job, selector)
-                if exhausted and not any(w.running for w in self.workers):
+                if exhausted and not any(w.following for w in self.workers):
                     return
                 wait = min(self._wait(), 0.02) if starved else self._wait()
                 for key, _ in selector.select(timeout=wait):
@@ -347,8 +347,8 @@ class Executor:
 
     def _wait(self) -> float:
         deadlines = [w.boot_deadline for w in self.workers if not w.ready]
-        deadlines += [w.running.deadline for w in self.workers if w.running and w.running.killed_for is None]
-        deadlines += [w.running.kill_sent_at + 10 for w in self.workers if w.running and w.running.kill_sent_at]
+        deadlines += [w.following.deadline for w in self.workers if w.following and w.following.killed_for is None]
+        deadlines += [w.following.kill_sent_at + 10 for w in self.workers if w.following and w.following.kill_sent_at]
         return max(0.0, min([time.monotonic() + 1.0, *deadlines]) - time.monotonic())
 
     def _begin(self, worker: Worker, job: Job, selector) -> None:
@@ -359,14 +359,14 @@ class Executor:
         workdir = worker.inside(folder)
         environment.update({"HOME": workdir, "TMPDIR": workdir, "MPLCONFIGDIR": workdir,
                             "IPYTHONDIR": os.path.join(workdir, ".ipython")})
-        run = protocol.Run(job=f"{job.key[0]}/{job.key[1]}#{worker.jobs_done}", cells=job.cells, workdir=workdir,
-                           timeout=self.settings.timeout, environment=environment)
+        start = protocol.Start(job=f"{job.key[0]}/{job.key[1]}#{worker.jobs_done}", cells=job.cells,
+                               workdir=workdir, timeout=self.settings.timeout, environment=environment)
         try:
-            send(worker.channel, run, [writer])
+            send(worker.channel, start, [writer])
         finally:
             os.close(writer)
-        worker.running = Following(job, run.job, reader, folder,
-                                  time.monotonic() + self.settings.timeout + self.settings.grace + 10)
+        worker.following = Following(job, start.job, reader, folder,
+                                     time.monotonic() + self.settings.timeout + self.settings.grace + 10)
         selector.register(reader, selectors.EVENT_READ, ("pipe", worker))
 
     def _control(self, worker: Worker, selector) -> None:
@@ -382,11 +382,11 @@ class Executor:
         elif isinstance(message, protocol.Ready):
             worker.ready = True
             self.ready_after = max(self.ready_after, time.perf_counter() - self.created)
-        elif isinstance(message, protocol.Exited) and worker.running and message.job == worker.running.name:
-            worker.running.exited = message
+        elif isinstance(message, protocol.Exited) and worker.following and message.job == worker.following.name:
+            worker.following.exited = message
 
     def _read(self, worker: Worker, selector) -> None:
-        state = worker.running
+        state = worker.following
         try:
             chunk = os.read(state.reader, 1 << 20)
         except BlockingIOError:
@@ -401,7 +401,7 @@ class Executor:
                 self._kill(worker, problem)
 
     def _kill(self, worker: Worker, why: Stop) -> None:
-        state = worker.running
+        state = worker.following
         if state.killed_for is None:
             state.killed_for = why
             state.kill_sent_at = time.monotonic()
@@ -410,7 +410,7 @@ class Executor:
             except OSError:
                 pass
 
-    def _check(self, worker: Worker, selector) -> tuple[Job, NotebookRun] | None:
+    def _check(self, worker: Worker, selector) -> tuple[Job, Execution] | None:
         """Deadlines, and the finished job of ``worker`` if there is one."""
         now = time.monotonic()
         if not worker.ready:
@@ -418,7 +418,7 @@ class Executor:
                 raise WorkerFailed(f"worker {worker.slot} did not start within {BOOT_SECONDS:g} s\n"
                                    f"{worker.log_tail()}")
             return None
-        state = worker.running
+        state = worker.following
         if state is None:
             return None
         if state.killed_for is None and now > state.deadline:
@@ -431,14 +431,14 @@ class Executor:
                                                                          "process"))
         if state.exited is None or state.pipe_open:
             return None
-        worker.running = None
+        worker.following = None
         worker.clean()
         return state.job, state.result()
 
     def _replace(self, worker: Worker, selector, why: Stop) -> None:
         """Stop a failed worker and start another in its slot; the job it was running ends with ``why`` (it is
         yielded with the next finished jobs)."""
-        state = worker.running
+        state = worker.following
         try:
             selector.unregister(worker.channel)
         except (KeyError, ValueError):

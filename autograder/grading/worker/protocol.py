@@ -2,17 +2,18 @@
 
 Three channels, each one-directional in meaning:
 
-* **parent -> server** (the server's control socket): :class:`Configure` once, then :class:`Run` (with the write end
-  of a fresh pipe attached) and :class:`Kill`;
+* **parent -> server** (the server's control socket): :class:`Configure` once, then :class:`Start` (with the write
+  end of a fresh pipe attached) and :class:`Kill`;
 * **server -> parent** (the same socket): :class:`Ready`, :class:`Exited`, :class:`Failed`. The server never runs
   submission code, so these are trusted;
 * **child -> parent** (the job's pipe): :class:`CellDone`, :class:`AllDone`, :class:`SetupFailed`. The child runs
   submission code, so the parent checks every message: :func:`child_message` raises :class:`ProtocolError` for
   anything malformed.
 
-Every message is a frozen dataclass, sent as one line of JSON with a ``type`` field (:func:`encode`).
-What happened to a notebook reaches the orchestration as a :class:`NotebookRun`, whose cells carry a
-:class:`CellStatus` and whose :class:`Stop` says, typed, why execution ended early.
+Every message is a frozen dataclass, sent as one line of JSON with a ``type`` field (:func:`encode`); the code cells
+to execute travel as :class:`Cell` objects. What happened to a notebook reaches the orchestration as an
+:class:`Execution`, whose cells carry a :class:`CellStatus` (and whether the course's own check failed) and whose
+:class:`Stop` says, typed, why execution ended early.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import enum
 import json
 import socket
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 #: The longest message line accepted from a child (its outputs are capped far below this).
@@ -32,13 +33,23 @@ class ProtocolError(ValueError):
     """A message that is not one of this module's, or has fields of the wrong type."""
 
 
+@dataclass(frozen=True)
+class Cell:
+    """One code cell to execute: its index in the notebook, its source, and whether it is an instructor cell (locked
+    and known to nbgrader: its source is the instructor's, see :mod:`.kernel`)."""
+
+    index: int
+    source: str
+    instructor: bool
+
+
 # -- parent -> server ------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Configure:
     """Sent once, first: what the server loads before it says :class:`Ready`."""
 
-    warmup: list[list[dict]]  # notebooks to run once (their code cells, as Job cells) so lazy imports happen here
+    warmup: list[list[Cell]]  # notebooks to run once (their code cells) so lazy imports happen here
     memory_mb: int
     output_limit: int
     sandboxed: bool  # the server is alone in a sandbox of its own (it may then clean /tmp and sweep processes)
@@ -46,11 +57,11 @@ class Configure:
 
 
 @dataclass(frozen=True)
-class Run:
+class Start:
     """Execute one notebook; the pipe for the child's messages comes attached to this message."""
 
     job: str
-    cells: list[dict]  # {"index", "source", "instructor"} of every code cell, in order
+    cells: list[Cell]  # every code cell, in order
     workdir: str  # as the server sees it
     timeout: float
     environment: dict[str, str]
@@ -100,6 +111,7 @@ class CellDone:
     timed_out: bool = False  # the time limit interrupted it (it then failed with CellTimeoutError)
     truncated: bool = False  # its output went over the limit and was cut
     seconds: float = 0.0
+    course_bug: bool = False  # an instructor cell that failed with the course's own fault (a CourseBug)
 
 
 @dataclass(frozen=True)
@@ -112,19 +124,36 @@ class SetupFailed:
     reason: str
 
 
-PARENT_TO_SERVER = (Configure, Run, Kill)
+PARENT_TO_SERVER = (Configure, Start, Kill)
 SERVER_TO_PARENT = (Ready, Exited, Failed)
 CHILD_TO_PARENT = (CellDone, AllDone, SetupFailed)
 _BY_NAME = {cls.__name__: cls for cls in (*PARENT_TO_SERVER, *SERVER_TO_PARENT, *CHILD_TO_PARENT)}
 
 
+def _plain(value):
+    """A field's value as JSON: enums by value, cells as objects, lists of them."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Cell):
+        return {"index": value.index, "source": value.source, "instructor": value.instructor}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
 def encode(message) -> bytes:
     """One line of JSON: the message's fields and its ``type``."""
     data = {"type": type(message).__name__}
-    for item in fields(message):
-        value = getattr(message, item.name)
-        data[item.name] = value.value if isinstance(value, enum.Enum) else value
+    data.update((item.name, _plain(getattr(message, item.name))) for item in fields(message))
     return (json.dumps(data, ensure_ascii=True, allow_nan=True) + "\n").encode()
+
+
+def _cells(value) -> list[Cell]:
+    if type(value) is not list or not all(type(c) is dict and set(c) == {"index", "source", "instructor"}
+                                          and type(c["index"]) is int and type(c["source"]) is str
+                                          and type(c["instructor"]) is bool for c in value):
+        raise ProtocolError("malformed cells")
+    return [Cell(**c) for c in value]
 
 
 def decode(line: bytes | str, allowed: tuple[type, ...]):
@@ -148,6 +177,12 @@ def decode(line: bytes | str, allowed: tuple[type, ...]):
             message = Exited(message.job, Ending(message.ending), message.code)
         except ValueError as error:
             raise ProtocolError("unknown ending") from error
+    elif cls is Start:
+        message = replace(message, cells=_cells(message.cells))
+    elif cls is Configure:
+        if type(message.warmup) is not list:
+            raise ProtocolError("malformed warm-up")
+        message = replace(message, warmup=[_cells(cells) for cells in message.warmup])
     return message
 
 
@@ -216,7 +251,7 @@ def child_message(line: bytes) -> CellDone | AllDone | SetupFailed:
         if not (_is_int(message.index) and (message.execution_count is None or _is_int(message.execution_count))
                 and type(message.outputs) is list and all(valid_output(o) for o in message.outputs)
                 and type(message.timed_out) is bool and type(message.truncated) is bool
-                and type(message.seconds) in (int, float)):
+                and type(message.seconds) in (int, float) and type(message.course_bug) is bool):
             raise ProtocolError("malformed cell result")
     elif isinstance(message, SetupFailed) and type(message.reason) is not str:
         raise ProtocolError("malformed setup failure")
@@ -250,17 +285,18 @@ class Stop:
 
 
 @dataclass
-class CellRun:
+class CellResult:
     execution_count: int | None
-    outputs: list[dict]
+    outputs: list[dict]  # in nbformat's form
     status: CellStatus = CellStatus.RAN
     truncated: bool = False
+    course_bug: bool = False  # an instructor cell that failed with the course's own fault
 
 
 @dataclass
-class NotebookRun:
-    """What executing one notebook gave: per code cell index, its run; why it stopped early, if it did."""
+class Execution:
+    """What executing one notebook gave: per code cell index, its result; why it stopped early, if it did."""
 
-    cells: dict[int, CellRun] = field(default_factory=dict)
+    cells: dict[int, CellResult] = field(default_factory=dict)
     stop: Stop | None = None
     seconds: float = 0.0

@@ -1,21 +1,19 @@
 """The worker server: a long-lived process, alone in a sandbox, that forks one child per notebook.
 
-Started by :class:`autograder.grading.executor.Worker` as ``python -m autograder.grading.server --control-fd N``
-(inside bubblewrap, see :mod:`autograder.grading.sandbox`; directly with ``--no-sandbox``). It
+Started by :class:`.pool.Worker` as ``python -m autograder.grading.worker.server --control-fd N`` (inside bubblewrap,
+see :mod:`autograder.grading.isolation.sandbox`; directly with ``--no-sandbox``). It
 
 1. switches to its unprivileged user (``--user UID``: a sandbox started as root), before importing anything;
-2. reads :class:`~autograder.grading.protocol.Configure` from its control socket;
+2. reads :class:`~.protocol.Configure` from its control socket;
 3. imports what every submission needs (torch, numpy, matplotlib, IPython, the course package) and runs the
    configured notebooks once (the reference solutions: whatever the checks load lazily is loaded here), so no child
    pays for it; these are only for speed: a child imports anything else it needs from the read-only installation;
-4. takes the pristine-world snapshot (:mod:`autograder.grading.pristine`), freezes the collector's view of the heap,
-   makes itself non-dumpable (no child can ptrace it or read its memory), and says
-   :class:`~autograder.grading.protocol.Ready`;
-5. for each :class:`~autograder.grading.protocol.Run`: forks a child that confines itself
-   (:mod:`autograder.grading.confine`) and runs the cells (:mod:`autograder.grading.kernel`), writing each result
-   to the pipe that came with the message; waits for it (killing it on
-   :class:`~autograder.grading.protocol.Kill`); sweeps what it left (other processes, /tmp, /dev/shm: only when
-   alone in a sandbox); reports :class:`~autograder.grading.protocol.Exited`.
+4. takes the pristine-world snapshot (:mod:`autograder.grading.isolation.pristine`), freezes the collector's view of
+   the heap, makes itself non-dumpable (no child can ptrace it or read its memory), and says :class:`~.protocol.Ready`;
+5. for each :class:`~.protocol.Start`: forks a child that confines itself (:mod:`autograder.grading.isolation.confine`)
+   and executes the cells (:mod:`.kernel`), writing each result to the pipe that came with the message; waits for it
+   (killing it on :class:`~.protocol.Kill`); sweeps what it left (other processes, /tmp, /dev/shm: only when alone in
+   a sandbox); reports :class:`~.protocol.Exited`.
 
 The server itself never runs submission code.
 """
@@ -73,7 +71,7 @@ class World:
                            and name not in config.checks)
         self.restore = pristine.take(others if config.checks else frozenset())
 
-    def _warm_up(self, notebooks: list[list[dict]]) -> None:
+    def _warm_up(self, notebooks: list[list[protocol.Cell]]) -> None:
         """Run each notebook once in a throwaway kernel, then leave no trace of it but the modules it loaded."""
         import linecache
         import random
@@ -92,7 +90,7 @@ class World:
             for cells in notebooks:
                 kernel = Kernel(self.shell, lambda full=True: 0, timeout=60, capture_folder=folder)
                 for cell in cells:
-                    kernel.run(cell["index"], cell["source"], instructor=cell["instructor"])
+                    kernel.execute(cell)
                 kernel.fds.close()
         finally:
             for fd, copy in saved.items():
@@ -132,7 +130,7 @@ def _switch_user(uid: int) -> None:
 
 # -- one child -------------------------------------------------------------------------------------------------------
 
-def _child(world: World, run: protocol.Run, fd: int, control: int) -> None:
+def _child(world: World, start: protocol.Start, fd: int, control: int) -> None:
     """In the forked child: confine, run every cell, send each result, exit without cleanup. Never returns."""
     write, exit_now, encode = os.write, os._exit, protocol.encode
 
@@ -148,15 +146,15 @@ def _child(world: World, run: protocol.Run, fd: int, control: int) -> None:
         from ..isolation import confine
         from .kernel import Kernel
 
-        confine.confine(run.workdir, memory_mb=world.config.memory_mb, environment=run.environment)
-        kernel = Kernel(world.shell, world.restore, timeout=run.timeout, output_limit=world.config.output_limit,
-                        capture_folder=run.workdir)
+        confine.confine(start.workdir, memory_mb=world.config.memory_mb, environment=start.environment)
+        kernel = Kernel(world.shell, world.restore, timeout=start.timeout, output_limit=world.config.output_limit,
+                        capture_folder=start.workdir)
         confine.install_audit_hook(kernel.after_learner, LEARNER_RETURNED, world.restore.functions)
     except BaseException as exc:  # noqa: BLE001 - say why the process could not be prepared
         tell(protocol.SetupFailed(f"{type(exc).__name__}: {exc}"))
         exit_now(3)
-    for cell in run.cells:
-        tell(kernel.run(cell["index"], cell["source"], instructor=cell["instructor"]))
+    for cell in start.cells:
+        tell(kernel.execute(cell))
     tell(protocol.AllDone())
     exit_now(0)
 
@@ -245,7 +243,7 @@ def _wait(channel: socket.socket, pid: int, job: str) -> protocol.Exited:
 def serve(channel: socket.socket, world: World) -> None:
     keep = _mount_points()  # the installation's folders that lie under /tmp stay
     while True:
-        message, fds = receive(channel, (protocol.Run, protocol.Kill))
+        message, fds = receive(channel, (protocol.Start, protocol.Kill))
         if message is None:
             return
         if isinstance(message, protocol.Kill):  # for a job that already ended
