@@ -31,7 +31,7 @@ MESSAGES = [
     protocol.Failed(reason="no torch"),
     protocol.CellDone(index=3, execution_count=2, outputs=[{"output_type": "stream", "name": "stdout",
                                                             "text": "hi\n"}], timed_out=True, truncated=False,
-                      seconds=0.5, course_bug=True),
+                      seconds=0.5, course_bug=True, diagnoses=["a | b .grad"]),
     protocol.AllDone(),
     protocol.SetupFailed(reason="OSError: no"),
 ]
@@ -62,7 +62,8 @@ def _line(**fields) -> bytes:
     _line(type="CellDone", index=0, execution_count=1, outputs=[], timed_out="yes"),
     _line(type="SetupFailed", reason=["x"]),
     _line(type="CellDone", index=0, execution_count=1, outputs=[], course_bug="yes"),
-], ids=range(11))
+    _line(type="CellDone", index=0, execution_count=1, outputs=[], diagnoses=[1]),
+], ids=range(12))
 def test_a_childs_malformed_messages_are_refused(line):
     with pytest.raises(protocol.ProtocolError):
         protocol.child_message(line)
@@ -184,6 +185,17 @@ def test_course_bugs_are_known_by_type_in_instructor_cells_only():
                       2: CellResult(3, [_error("ValueError", "a learner cell")], course_bug=True)})
     assert notes.course_bugs(_notebook(3), done, {0, 1}) == [
         "cell 0 (c0): Course bug, not yours: the oracles disagree."]
+
+
+def test_diagnoses_come_from_the_failing_test_cells_of_the_run():
+    notebook = _notebook(4)
+    for cell in notebook.cells[:3]:
+        cell.metadata["nbgrader"]["grade"] = True
+    done = Execution({0: CellResult(1, [_error("GradingFailure", "x")], diagnoses=["sign error"]),
+                      1: CellResult(2, [], diagnoses=["published, but the test passed"]),
+                      2: CellResult(3, [_error("GradingFailure", "y")]),
+                      3: CellResult(4, [_error("GradingFailure", "z")], diagnoses=["not a test cell"])})
+    assert report.misconceptions(notebook, done) == {"c0": {"sign error"}}
 
 
 def test_the_class_report_escapes_names_and_says_what_matters(tmp_path):

@@ -2,9 +2,9 @@
 
 The class report (Markdown + a PNG chart) shows, over the graded submissions, the pass rate of every test cell and
 how many students each named misconception was diagnosed for, so an instructor sees what to re-teach. A failing
-check publishes its diagnosis as structured data (:func:`autograder.misconceptions.publish`), read here as is from
-the run's own outputs (:func:`misconceptions`): no sentence is parsed, so a name may hold any punctuation (``.grad``,
-``torch.no_grad()``, ``1.0``).
+check publishes its diagnosis as structured data (:func:`autograder.misconceptions.publish`), which the worker's kernel
+hands over with the cell's result (:func:`misconceptions`): no sentence is parsed, so a name may hold any punctuation
+(``.grad``, ``torch.no_grad()``, ``1.0``).
 """
 
 from __future__ import annotations
@@ -18,31 +18,34 @@ from pathlib import Path
 
 import nbformat
 
-from ...misconceptions import MIME
 from ..worker.protocol import Execution
 from .state import FAILED, GRADED, Outcome
 
 
 def misconceptions(notebook, execution: Execution | None = None) -> dict[str, set[str]]:
-    """``{grade cell: {misconception names}}``: the diagnoses published by the failing test cells of ``notebook``,
-    their outputs from ``execution`` (this run's), else the notebook's own (a graded notebook, or its path). A record
-    in a cell that did not fail is ignored."""
+    """``{grade cell: {misconception names}}``: the diagnoses published by the failing test cells of ``notebook``, as
+    ``execution`` (this run's) received them, else from the notebook's own outputs (a graded notebook, or its path).
+    A record in a cell that did not fail is ignored."""
     if isinstance(notebook, (str, os.PathLike)):
         notebook = nbformat.read(notebook, as_version=4)
+    if execution is None:
+        from ...misconceptions import MIME  # (imports torch: not on the run's way)
     found: dict[str, set[str]] = defaultdict(set)
     for index, cell in enumerate(notebook.cells):
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
-            continue
         result = execution.cells.get(index) if execution is not None else None
         outputs = cell.get("outputs", []) if execution is None else result.outputs if result else []
-        if not any(output.get("output_type") == "error" for output in outputs):
+        if cell.cell_type != "code" or not meta.get("grade") \
+                or not any(output.get("output_type") == "error" for output in outputs):
+            continue
+        if execution is not None:
+            found[meta["grade_id"]].update(result.diagnoses)
             continue
         for output in outputs:
             record = output.get("data", {}).get(MIME) if output.get("output_type") == "display_data" else None
             if isinstance(record, dict) and isinstance(record.get("misconception"), str):
                 found[meta["grade_id"]].add(record["misconception"])
-    return found
+    return {cell: names for cell, names in found.items() if names}
 
 
 def summary_numbers(outcomes: dict[str, Outcome]) -> dict:

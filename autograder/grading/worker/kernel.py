@@ -10,8 +10,9 @@ is the instructor's, restored by nbgrader's sanitizing. Before each, the kernel 
 classes, ``sys.modules``, builtins, the environment, torch's global modes) and the names earlier instructor cells
 bound (``checks``, ``grading_seed``...), so nothing a submission patched can change their verdict. Their outputs are
 assembled only after all code in them has finished, and an ``execute_result`` is accepted only from their own last
-expression; one that fails with the course's own fault (a :class:`~autograder.misconceptions.CourseBug`, known by its
-type) says so in its result. Everything else is **learner code**, run as a kernel would run it.
+expression; their results say whether they failed with the course's own fault (a
+:class:`~autograder.misconceptions.CourseBug`, known by its type) and which misconceptions their checks published
+(:func:`autograder.misconceptions.publish`). Everything else is **learner code**, run as a kernel would run it.
 
 Each cell has a time limit: SIGALRM raises :class:`CellTimeoutError` in the cell; code that swallows it is killed
 by the parent shortly after. Captured output is capped per cell.
@@ -27,15 +28,13 @@ import signal
 import sys
 import time
 
-from ...misconceptions import CourseBug, GradingFailure
+from ...misconceptions import MIME, CourseBug, GradingFailure
 from ...verify import ClaimFailed
-from .protocol import Cell, CellDone
+from .protocol import DEFAULT_OUTPUT_LIMIT, Cell, CellDone
 
 #: The course's own exceptions, shown as IPython shows them in a learner's kernel: the message, wrapped, no frames.
 LEARNER_FACING = (GradingFailure, CourseBug, ClaimFailed)
 
-#: Characters of stream output kept per cell; the rest is counted and dropped.
-DEFAULT_OUTPUT_LIMIT = 100_000
 #: Bytes of rich display data (images, HTML) kept per cell.
 DISPLAY_LIMIT = 2_000_000
 
@@ -332,10 +331,13 @@ class Kernel:
                                           if type(k) is str and not k.startswith("_") and before.get(k) is not v})
         truncated = bool(outputs.dropped) or outputs.truncated
         items = _plain_outputs(outputs.finish(), instructor, own_result)
+        records = [output["data"].get(MIME) for output in items if output["output_type"] == "display_data"]
+        diagnoses = [r["misconception"] for r in records if instructor and type(r) is dict
+                     and type(r.get("misconception")) is str]
         if error is not None:
             items.append(error)
         return CellDone(index, self.count, items, timed_out=timed_out, truncated=truncated,
-                        seconds=round(time.perf_counter() - started, 4), course_bug=course_bug)
+                        seconds=round(time.perf_counter() - started, 4), course_bug=course_bug, diagnoses=diagnoses)
 
     def _execute(self, source: str):
         """((exception, a syntax error?) or None, value of the last expression, whether there was one)."""

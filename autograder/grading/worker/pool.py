@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ..isolation import sandbox
 from . import protocol
-from .kernel import DEFAULT_OUTPUT_LIMIT
 from .protocol import Cell, CellResult, CellStatus, Ending, Execution, Stop, StopKind, receive, send
 
 #: Extra seconds after the per-cell timeout before a child that ignores it is killed.
@@ -57,7 +56,7 @@ class Settings:
 
     timeout: float = 60.0  # seconds per cell
     memory_mb: int = 1024
-    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    output_limit: int = protocol.DEFAULT_OUTPUT_LIMIT
     grace: float = GRACE_SECONDS
     environment: dict[str, str] = field(default_factory=dict)  # extra variables (the grading seed)
     sandboxed: bool = True
@@ -127,7 +126,7 @@ class Following:
             self.expected.pop(0)
             self.cells[message.index] = CellResult(message.execution_count, message.outputs,
                                                    CellStatus.TIMED_OUT if message.timed_out else CellStatus.RAN,
-                                                   message.truncated, message.course_bug)
+                                                   message.truncated, message.course_bug, message.diagnoses)
             self.deadline = time.monotonic() + cell_seconds
         elif isinstance(message, protocol.AllDone) and not self.expected:
             self.all_done = True

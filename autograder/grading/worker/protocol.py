@@ -12,8 +12,8 @@ Three channels, each one-directional in meaning:
 
 Every message is a frozen dataclass, sent as one line of JSON with a ``type`` field (:func:`encode`); the code cells
 to execute travel as :class:`Cell` objects. What happened to a notebook reaches the orchestration as an
-:class:`Execution`, whose cells carry a :class:`CellStatus` (and whether the course's own check failed) and whose
-:class:`Stop` says, typed, why execution ended early.
+:class:`Execution`, whose cells carry a :class:`CellStatus` (and, for instructor cells, whether the course's own check
+failed and the misconceptions it published) and whose :class:`Stop` says, typed, why execution ended early.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from typing import Any
 
 #: The longest message line accepted from a child (its outputs are capped far below this).
 MAX_LINE = 64 << 20
+#: Characters of stream output a child keeps per cell; the rest is counted and dropped.
+DEFAULT_OUTPUT_LIMIT = 100_000
 
 
 class ProtocolError(ValueError):
@@ -112,6 +114,7 @@ class CellDone:
     truncated: bool = False  # its output went over the limit and was cut
     seconds: float = 0.0
     course_bug: bool = False  # an instructor cell that failed with the course's own fault (a CourseBug)
+    diagnoses: list[str] = field(default_factory=list)  # misconceptions an instructor cell's check published
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,8 @@ def child_message(line: bytes) -> CellDone | AllDone | SetupFailed:
         if not (_is_int(message.index) and (message.execution_count is None or _is_int(message.execution_count))
                 and type(message.outputs) is list and all(valid_output(o) for o in message.outputs)
                 and type(message.timed_out) is bool and type(message.truncated) is bool
-                and type(message.seconds) in (int, float) and type(message.course_bug) is bool):
+                and type(message.seconds) in (int, float) and type(message.course_bug) is bool
+                and type(message.diagnoses) is list and all(type(name) is str for name in message.diagnoses)):
             raise ProtocolError("malformed cell result")
     elif isinstance(message, SetupFailed) and type(message.reason) is not str:
         raise ProtocolError("malformed setup failure")
@@ -291,6 +295,7 @@ class CellResult:
     status: CellStatus = CellStatus.RAN
     truncated: bool = False
     course_bug: bool = False  # an instructor cell that failed with the course's own fault
+    diagnoses: list[str] = field(default_factory=list)  # misconceptions an instructor cell's check published
 
 
 @dataclass
