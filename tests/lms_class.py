@@ -33,7 +33,7 @@ from autograder.lms.roster import COLUMNS, PARTICIPANT, Student
 
 ASSIGNMENT = "01-chain-rule"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
-DUE = datetime(2026, 10, 9, 23, 59)  # UTC, as the README's walk-through sets it
+DUE = datetime(2026, 10, 9, 23, 59)  # UTC, as the walk-through in docs/instructors.md sets it
 
 ANN = Student("ann", "Ann", "Lee", "ann@uni.example", "101", "S101", "alee", "A")
 BOB = Student("bob", "Bob", "Ng", "bob@uni.example", "102", "S102", "bng", "A")

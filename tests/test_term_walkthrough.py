@@ -1,8 +1,8 @@
-"""The README's term walk-through ("For instructors", "A term, command by command"), run as written on a class of
+"""The instructors' term walk-through (docs/instructors.md, "A term, command by command"), run as written on a class of
 eight, and every exported file read back by importers written after Canvas's and Moodle's own (tests/lms_class.py).
 
 In a private scratch copy of the course with exercise 01 released, the roster of tests/lms_class.py (TERM), the
-README's four blocks run line by line, each in bash in the course folder (the grade lines get ``--quiet --jobs 1``, and
+walk-through's four blocks run line by line, each in bash in the course folder (the grade lines get ``--quiet --jobs 1``, and
 ``--no-sandbox`` only where the sandbox cannot run); between them the class does what classes do:
 
 1. before the term: the roster, the due date (2026-10-09 23:59 UTC) and an extension of two days for fay, granted
@@ -66,18 +66,18 @@ pytestmark = [pytest.mark.xdist_group("term-walkthrough"),
               pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
 
 TOTAL = sum(graded_cells(ASSIGNMENT).values())
-MOVED = "2026-10-10 01:59:00.000000 UTC"  # two hours after the README's due date: one started day, 10 %
+MOVED = "2026-10-10 01:59:00.000000 UTC"  # two hours after the walk-through's due date: one started day, 10 %
 WITHIN_EXTENSION = "2026-10-10 23:00:00.000000 UTC"  # a day late, inside fay's two days
 CANVAS_ID, POINTS = 48213, 100.0
 EXPORTS = Path("grading") / "exports"
-#: Exit status of the README commands that leave something for the instructor to look at.
+#: Exit status of the walk-through's commands that leave something for the instructor to look at.
 NEEDS_A_LOOK = {"submissions-2.zip": 1, "moodle.zip": 1}
 
 
 def readme_blocks() -> list[list[str]]:
     """The bash blocks of the walk-through, as lists of commands (comments and ``source`` lines dropped)."""
-    text = (course.ROOT / "README.md").read_text()
-    section = text.split("### A term, command by command", 1)[1].split("**The roster**", 1)[0]
+    text = (course.ROOT / "docs" / "instructors.md").read_text()
+    section = text.split("## A term, command by command", 1)[1].split("**The roster**", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     commands = [[re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines()] for block in blocks]
     return [[line for line in block if line and not line.startswith(("#", "source "))] for block in commands]
@@ -94,7 +94,7 @@ def answered(release: Path) -> nbformat.NotebookNode:
 
 
 class Term:
-    """The scratch course, what each README command printed, and the class's own actions between commands."""
+    """The scratch course, what each walk-through command printed, and the class's own actions between commands."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -115,7 +115,7 @@ class Term:
         output = done.stdout + done.stderr
         expected = next((status for name, status in NEEDS_A_LOOK.items() if f" {name} " in command), 0)
         assert done.returncode == expected, \
-            f"README command exited {done.returncode}, not {expected}: {command}\n{output[-4000:]}"
+            f"walk-through command exited {done.returncode}, not {expected}: {command}\n{output[-4000:]}"
         assert "Traceback" not in output, output[-4000:]
         self.printed.setdefault(command.split(" --quiet")[0], []).append(output)
         return output
