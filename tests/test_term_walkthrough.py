@@ -2,8 +2,8 @@
 eight, and every exported file read back by importers written after Canvas's and Moodle's own (tests/lms_class.py).
 
 In a private scratch copy of the course with exercise 01 released, the roster of tests/lms_class.py (TERM), the
-walk-through's four blocks run line by line, each in bash in the course folder (the grade lines get ``--quiet --jobs 1``, and
-``--no-sandbox`` only where the sandbox cannot run); between them the class does what classes do:
+walk-through's four blocks run line by line, each in bash in the course folder (the grade lines get ``--quiet --jobs
+1``, and ``--no-sandbox`` only where the sandbox cannot run); between them the class does what classes do:
 
 1. before the term: the roster, the due date (2026-10-09 23:59 UTC) and an extension of two days for fay, granted
    before anything is graded;
