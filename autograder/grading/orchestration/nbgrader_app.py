@@ -6,10 +6,12 @@ records, formgrader, ``nbgrader export`` and ``nbgrader generate_feedback`` are 
 * its sanitize and Execute steps are answered from the sandboxed run (:mod:`.replay`);
 * one nbgrader bug is fixed (:class:`DropDuplicateIds`); ``tests/test_grader_core.py`` pins it so that an nbgrader
   upgrade that fixes or changes it fails loudly;
-* two costs are paid once per run instead of once per use (:func:`_once_per_run`, pinned by the same tests): every
+* some costs are paid once per run instead of once per use (:func:`_once_per_run`, pinned by the same tests): every
   gradebook session of the run shares one database engine (nbgrader opens a dozen sessions per submission, and each
-  new engine compiles every SQL statement again), and nbgrader's metadata schema is checked against JSON Schema's
-  metaschema once, not for every cell of every notebook (the cells are validated against it as before).
+  new engine compiles every SQL statement again), nbgrader's metadata schema is checked against JSON Schema's
+  metaschema once, not for every cell of every notebook (the cells are validated against it as before), and one
+  feedback converter serves every student of the run (:class:`_Feedback`), as one serves the whole class in
+  ``nbgrader generate_feedback``, so its HTML template is compiled once.
 
 Used from one thread only.
 """
@@ -122,6 +124,26 @@ class _Collect(logging.Handler):
         return [message for levelno, message in self.records if levelno == level]
 
 
+class _Feedback(GenerateFeedback):
+    """nbgrader's GenerateFeedback, started once per student: its first start makes the exporter, which every later
+    start reuses (``BaseConverter.start`` without making a new one)."""
+
+    kept = None
+
+    def start(self) -> None:
+        if self.kept is None:
+            super().start()
+            self.kept = self.exporter
+            return
+        self.init_notebooks()
+        here = os.getcwd()
+        os.chdir(self.coursedir.root)
+        try:
+            self.convert_notebooks()
+        finally:
+            os.chdir(here)
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One submission as the gradebook records it after grading."""
@@ -154,6 +176,7 @@ class Nbgrader:
         for handler in self.app.log.handlers:
             if handler is not self.collector:
                 handler.setLevel(logging.CRITICAL)
+        self.feedback_converter: _Feedback | None = None
 
     # -- places ---------------------------------------------------------------------------------------------------
 
@@ -305,7 +328,9 @@ class Nbgrader:
 
     def feedback(self, student: str) -> str | None:
         """nbgrader's GenerateFeedback for one student: None, or what went wrong."""
-        converter = self._converter(GenerateFeedback, student)
+        if self.feedback_converter is None:
+            self.feedback_converter = self._converter(_Feedback, student)
+        converter, self.coursedir.student_id = self.feedback_converter, student
         self.collector.clear()
         try:
             converter.start()

@@ -140,6 +140,9 @@ class ReplayAutograde(Autograde):
             resources["nbgrader"]["assignment"], resources["nbgrader"]["student"])}
         self._sanitizing = False
         self._init_preprocessors()
+        # the notebook is validated once, after the last preprocessor (it entered valid: sanitized, with outputs in
+        # nbformat's form), not after each of them
+        self.exporter.optimistic_validation = True
         try:
             with utils.setenv(NBGRADER_EXECUTION="autograde"):
                 output, resources = self.exporter.from_notebook_node(replay.sanitized, resources=resources)
