@@ -151,6 +151,38 @@ def test_nbgraders_deduplicate_ids_still_leaves_metadata_its_validator_rejects()
     assert "nbgrader" not in fixed.cells[0].metadata and fixed.cells[1].metadata["nbgrader"]["grade_id"] == "test_a"
 
 
+def test_one_engine_per_gradebook_and_one_metaschema_check_per_schema(tmp_path, monkeypatch):
+    """If this fails, nbgrader changed how it opens its database or validates its metadata: check _once_per_run."""
+    import os
+    import sys
+
+    import jsonschema
+    from nbgrader.api import Gradebook
+    from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+
+    from autograder.grading.orchestration import nbgrader_app
+
+    nbgrader_app._once_per_run()
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as first, Gradebook(url) as second:
+        assert first.engine is second.engine
+    with Gradebook(url) as third:
+        third.add_student("ada")
+        assert [s.id for s in third.students] == ["ada"]
+    meta = {"grade": True, "grade_id": "t", "locked": True, "points": "two", "schema_version": 3, "solution": False,
+            "task": False}
+    cell = nbformat.v4.new_code_cell("", metadata={"nbgrader": meta})
+    with pytest.raises(ValidationError) as ours:
+        MetadataValidator().validate_cell(cell)
+    with pytest.raises(jsonschema.ValidationError) as theirs:
+        jsonschema.validate(meta, MetadataValidator().schema)
+    assert str(ours.value) == str(theirs.value)
+    from nbgrader.nbgraderformat import common
+
+    assert isinstance(common.jsonschema, nbgrader_app._SchemaCheckedOnce) and common.jsonschema.validators
+
+
 # ------------------------------------------------------------------------------------------------ notes and report
 
 def _notebook(count: int):
