@@ -26,6 +26,7 @@ from ..checking import (
     trial,
 )
 from ..oracles import autograd_gradient, central_difference, forward_difference
+from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ..seeding import choice, generator, uniform
 
 # ---------------------------------------------------------------------------------------------- types
@@ -67,6 +68,14 @@ TEST_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum(tanh(x))**2": lambda x: torch.tanh(x).sum() ** 2,
 }
 
+#: Functions that return a view of their argument (an element of it, no new tensor): allowed by the text ("f returns a
+#: scalar tensor"), and the only ones where an answer that keeps f's output while it changes its copy in place goes
+#: wrong. Pinned in CENTRAL_CORNERS, never drawn.
+VIEW_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "x[1] (a view of x)": lambda x: x[1],
+    "x[2, 0] (a view of x)": lambda x: x[2, 0],
+}
+
 SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
 
 STEP_HINT = "Use (f(x + h) - f(x - h)) / (2h) for every element, with x converted to float64 first."
@@ -88,6 +97,17 @@ IGNORED_STEP = Misconception(
     "With a large h the central difference is not the derivative: for sum(x**3) it is 3x² + h². Your numbers are "
     "the derivative itself, so your function stepped by its own h. Use the h argument.")
 
+KEPT_VIEW = Misconception(
+    "kept f's output while changing its input in place",
+    "f may return a view of its argument (f(t) = t[1] is t's own element, not a copy), so a result of f that you "
+    "keep as a tensor changes when you later write into the tensor you passed. Turn each result into a number at "
+    "once (float(f(...))), or step out of place (f(x + step) builds a new tensor each time).")
+AUTOGRAD_IN_ESTIMATE = Misconception(
+    "used autograd inside the finite-difference estimate",
+    "A central difference is built from evaluations of f alone: it is the independent check that autograd's "
+    "gradients are measured against, so backward(), torch.autograd.grad or torch.func must not run inside it, not "
+    "even to compare with. Evaluate f at x + h·e_i and x - h·e_i and divide.")
+
 # A step large enough that the central quotient differs from the derivative by far more than the tolerance.
 LARGE_STEPS = (0.5, 0.25)
 
@@ -104,20 +124,42 @@ def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
     return symptoms
 
 
+def _watched(f: Callable[[torch.Tensor], torch.Tensor], outputs: list) -> Callable[[torch.Tensor], torch.Tensor]:
+    """f, recording every tensor it returns with its value at that moment (a view can change afterwards)."""
+    def watched(t):
+        out = f(t)
+        if isinstance(out, torch.Tensor):
+            outputs.append((out, out.detach().clone()))
+        return out
+    return watched
+
+
 def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h: float | None) -> None:
     __tracebackhide__ = True
-    f = TEST_FUNCTIONS[name]
+    f = {**TEST_FUNCTIONS, **VIEW_FUNCTIONS}[name]
     kwargs = {} if h is None else {"h": h}
+    values = fmt(x.reshape(-1)) if x.dim() > 1 else fmt(x)  # the shape is said once, below
     what = f"central_difference(f, x{', h=' + format(h, 'g') if h is not None else ''}) for f(x) = {name}, " \
-           f"x = {fmt(x)} ({str(x.dtype).replace('torch.', '')}, shape {tuple(x.shape)})"
+           f"x = {values} ({str(x.dtype).replace('torch.', '')}, shape {tuple(x.shape)})"
+    outputs: list = []
     # The caller's own x: the check sees an answer that changes it, even one that puts the values back.
-    received = call_learner(central_difference_fn, f, x, what=what, forbid=[Route.AUTOGRAD], **kwargs)
+    try:
+        received = call_learner(central_difference_fn, _watched(f, outputs), x, what=what, forbid=[Route.AUTOGRAD],
+                                **kwargs)
+    except GradingFailure as failure:
+        if failure.proven is ROUTE_MISCONCEPTIONS[Route.AUTOGRAD]:  # named for what this part is: an estimate
+            raise proven_failure(failure.message, AUTOGRAD_IN_ESTIMATE) from None
+        raise
     if not isinstance(received, torch.Tensor):  # "a float64 tensor shaped like x": a 0-d x gets a 0-d tensor
         raise GradingFailure(f"{what} returned {type(received).__name__} ({received!r:.60}); the part asks for a "
                              f"float64 tensor shaped like x, here shape {tuple(x.shape)} (torch.zeros_like on a "
                              "float64 copy of x gives one, for a 0-d x too).")
     (derivative,) = autograd_gradient(f, x)
     step = 1e-6 if h is None else h
+    symptoms = []
+    if name in VIEW_FUNCTIONS:  # outputs of f that changed after f returned them: kept, then written into
+        changed = any(not torch.equal(out.detach(), value) for out, value in outputs)
+        symptoms.append(KEPT_VIEW.when(lambda got: changed and bool((got == 0).all())))
     if h in LARGE_STEPS:  # the answer is the quotient the text defines, which here is not the derivative
         (quotient,) = central_difference(f, x, h=h)
         expect_close(received, quotient, what=what, rtol=1e-5, atol=1e-6, source=f"quotient at h={h:g}",
@@ -126,7 +168,7 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
         (fd,) = central_difference(f, x, h=1e-6)
         # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
         expect_close(received, derivative, what=what, fd=fd, rtol=1e-5, atol=1e-6,
-                     symptoms=_difference_symptoms(f, x, step, derivative, derivative))
+                     symptoms=[*_difference_symptoms(f, x, step, derivative, derivative), *symptoms])
     if received.dtype != torch.float64:  # a tensor: expect_close accepted it
         raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
                              "tensor (compute in float64 and return that, without converting back to x's dtype).")
@@ -141,11 +183,14 @@ def _t64(values) -> torch.Tensor:
 
 
 #: Corners of Part A's domain, run at every seed (and in the visible test): a 0-d x (the text's "shaped like x"
-#: includes shape ()), zeros and both signs in a non-square matrix, a 3-D x with a dimension of size 1 in float32.
+#: includes shape ()), zeros and both signs in a non-square matrix, a 3-D x with a dimension of size 1 in float32,
+#: and two functions that return a view of their argument (a 1-D and a non-square 2-D x).
 CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
                    ("sum(exp(x / 2))", _t32(1.3), None),
                    ("sum(exp(x / 2))", _t64([[0.0, -1.2, 0.8], [1.5, -0.4, 2.0]]), 1e-3),
-                   ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None)]
+                   ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None),
+                   ("x[1] (a view of x)", _t64([0.5, -1.0, 2.0]), None),
+                   ("x[2, 0] (a view of x)", _t64([[0.3, -0.8], [1.1, 0.0], [-2.0, 0.6]]), 1e-3)]
 
 
 @check
@@ -155,12 +200,14 @@ def check_central_difference(central_difference_fn, seed: int | None = None) -> 
 
     Domain (what the part's text allows, each corner pinned in CENTRAL_CORNERS, visible and at every seed):
     x is a tensor of any shape, 0-d ``()`` included, of dtype float32 or float64, with any real values (zeros and
-    both signs); f maps a tensor shaped like x to a scalar tensor; h > 0 is the default 1e-6, 1e-3, or a large step
-    (0.5, 0.25) where the quotient is not the derivative. Contracts and their checks: "a float64 tensor shaped like
-    x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's shape (as_answer), of dtype float64;
-    "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in place even if undone); "it may arrive
-    as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the large-step cases (IGNORED_STEP); "no
-    autograd" -> Route.AUTOGRAD forbidden.
+    both signs); f maps a tensor shaped like x to a scalar tensor, possibly a view of its argument (VIEW_FUNCTIONS,
+    where an answer that keeps f's output while it writes into its copy returns zeros: KEPT_VIEW); h > 0 is the
+    default 1e-6, 1e-3, or a large step (0.5, 0.25) where the quotient is not the derivative. Contracts and their
+    checks: "a float64 tensor shaped like x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's
+    shape (as_answer), of dtype float64; "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in
+    place even if undone); "it may arrive as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the
+    large-step cases (IGNORED_STEP); "use only evaluations of f: no autograd" -> Route.AUTOGRAD forbidden, named
+    AUTOGRAD_IN_ESTIMATE.
     """
     __tracebackhide__ = True
     if seed is None:
@@ -347,7 +394,7 @@ def check_routes(routes_to_z, seed: int | None = None) -> None:
     __tracebackhide__ = True
     for x, y in _derivation_points("01/routes", seed):
         with trial():
-            what = f"routes_to_z({x:g}, {y:g})"
+            what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
             answer = _numbers(_call_derivation(routes_to_z, x, y, what=what), ROUTE_NAMES, what=what)
             right = _routes(x, y)
             if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
@@ -376,7 +423,7 @@ def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
     z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
     for x, y in _derivation_points("01/gradient_of_z", seed):
         with trial():
-            what = f"gradient_of_z({x:g}, {y:g})"
+            what = f"gradient_of_z({x!r}, {y!r})"
             z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
                                        what=what)
             u, v = _forward(x, y)
@@ -416,6 +463,11 @@ WRONG_UNRAVEL = Misconception(
     "(the size of the LAST dimension) and the column is the position % C. Dividing by R, or peeling the dimensions "
     "off from the first one, only works for square matrices. torch.unravel_index(position, shape) does it for every "
     "shape.")
+NOT_PLAIN_PYTHON = Misconception(
+    "a tensor or NumPy number returned where the part asks for a Python float and ints",
+    "Compute with any tensor operations you like, but convert what you return: float(...) of the worst error, and "
+    "the index as a tuple of Python ints, tuple(int(i) for i in index). A 0-d tensor or a numpy.int64 is not the "
+    "plain Python value the text asks for.")
 ONE_SIDED = Misconception(
     "denominator from one side only",
     "You divided by |analytic| or |numerical| alone. Use max(|analytic|, |numerical|, floor) so the error is "
@@ -585,10 +637,14 @@ def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, .
     if type(index) is not tuple:
         raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({fmt(index)}); expected a tuple "
                              "of ints.")
-    if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in index):
-        kinds = ", ".join(sorted({type(i).__name__ for i in index}))
-        raise GradingFailure(f"{what} returned the index {fmt(index)} made of {kinds}; expected ints "
-                             "(int(i) for each), so that the index prints and compares like (1, 0).")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in index):  # numpy.int64 is not an int
+        kinds = ", ".join(sorted({f"{type(i).__module__}.{type(i).__name__}".removeprefix("builtins.")
+                                  for i in index}))
+        message = (f"{what} returned the index {fmt(index)} made of {kinds}; expected Python ints (int(i) for each), "
+                   "as the part asks.")
+        if all(isinstance(i, (torch.Tensor, numbers.Integral)) for i in index):  # tensors or NumPy integers
+            raise proven_failure(message, NOT_PLAIN_PYTHON)
+        raise GradingFailure(message)
     if len(index) != dims:
         raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected {expected}, "
                              f"here {want}.", suspects=(FLAT_INDEX,) if len(index) == 1 and dims > 1 else ())
@@ -613,7 +669,7 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
     want_error, want_index = _worst_by(errors)
     if isinstance(error, torch.Tensor):
         raise proven_failure(f"{what} returned the worst error as a tensor ({fmt(error)}); the part asks for a "
-                             "Python float.", TENSOR_FOR_NUMBER)
+                             "Python float.", NOT_PLAIN_PYTHON)
     if not isinstance(error, float):
         raise GradingFailure(f"{what} returned the worst error as {type(error).__name__} ({error!r:.60}); expected "
                              "a Python float.")
@@ -661,8 +717,9 @@ def check_worst_relative_error(worst_relative_error, seed: int | None = None) ->
     2-D, 3-D), any real values (both signs, exact zeros on one side or on both); floor > 0, the default 1e-8 or
     another value the call passes. Pinned at every seed (_corner_cases): a non-square matrix each way, a 3-D and a 0-d
     tensor, worst elements whose two values have opposite signs, zeros on both sides. Contracts and their checks:
-    "the largest e_i as a Python float" -> float only (a tensor is TENSOR_FOR_NUMBER), within 1e-6 of the largest
-    error; "its position as a tuple of Python ints, one per dimension" -> _index_tuple (type, length, range); "if
+    "the largest e_i as a Python float" -> float only (a tensor is NOT_PLAIN_PYTHON), within 1e-6 of the largest
+    error; "its position as a tuple of Python ints, one per dimension" -> _index_tuple (type: int itself, so tensors
+    and numpy.int64 are NOT_PLAIN_PYTHON; length; range); "if
     several elements tie, any of them" -> an index is accepted when its error equals the largest; "use the floor you
     are given" -> floor cases (IGNORED_FLOOR); "leave both tensors unchanged" -> call_learner's snapshot.
     """

@@ -19,6 +19,7 @@ observes directly, such as a node run twice or an operand changed in place, is n
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import operator
@@ -176,7 +177,12 @@ def _run_values(Value: type, program: Program, values: Sequence[float]) -> list:
         try:
             result = call_learner(_apply, step, args, in_place=True, what=f"`{line}`", forbid=[Route.AUTOGRAD])
         except GradingFailure as failure:
-            if "has no attribute" in str(failure) and not all(isinstance(a, int) for a in step.args):
+            number_first = not isinstance(step.args[0], int)
+            if failure.proven is None and number_first and "raised RecursionError" in failure.message:
+                raise proven_failure(f"{failure.message}\nA number on the left of {step.op} makes Python call the "
+                                     f"Value's reflected method.", REFLECTED_LOOP) from None
+            if "has no attribute" in str(failure) and not all(isinstance(a, int) for a in step.args) \
+                    and not _uses_part_b(failure.message):
                 raise GradingFailure(f"{failure}\nA plain number has no .data or .grad: turn it into a node first "
                                      "(other = as_value(other)).") from None
             raise
@@ -196,11 +202,37 @@ def _check_operands_untouched(program, index, values, nodes, before, result) -> 
     line = program.line(index)
     for node, old, position in zip(nodes, before, range(len(nodes))):
         now = float(_read(node, "data", f"`{line}`"))
-        if node is result or now != old:
-            how = (f"changed {program.name(position)}.data from {fmt(old)} to {fmt(now)}" if now != old
-                   else f"returned {program.name(position)} itself")
-            raise proven_failure(f"`{line}` with {program.at(values)} {how}; the old node must stay as it was, "
-                                 "because other parts of the graph may still use it.", INPLACE)
+        if now != old:
+            raise proven_failure(f"`{line}` with {program.at(values)} changed {program.name(position)}.data from "
+                                 f"{fmt(old)} to {fmt(now)}; the old node must stay as it was, because other parts "
+                                 "of the graph may still use it.", INPLACE)
+        if node is result:  # the same object back: an in-place form that returned self, or no new node at all
+            in_place = program.steps[index].op in IN_PLACE
+            raise proven_failure(f"`{line}` with {program.at(values)} returned {program.name(position)} itself; "
+                                 + ("the old node must stay as it was, because other parts of the graph may still "
+                                    "use it." if in_place else "every operation must return a new node."),
+                                 INPLACE if in_place else RETURNED_SELF)
+
+
+#: The methods Part B adds to Value: hidden while Part A is checked, as they are when the notebook runs top to bottom.
+PART_B_METHODS = ("__pow__", "relu", "tanh", "exp", "log")
+
+
+@contextlib.contextmanager
+def _without_part_b(Value: type):
+    hidden = {name: Value.__dict__[name] for name in PART_B_METHODS if name in Value.__dict__}
+    for name in hidden:
+        delattr(Value, name)
+    try:
+        yield
+    finally:
+        for name, method in hidden.items():
+            setattr(Value, name, method)
+
+
+def _uses_part_b(message: str) -> bool:
+    """Whether a failure's message says that a Part B operation was missing (Value ** number, .exp(), ...)."""
+    return "for ** or pow(): 'Value'" in message or any(f"has no attribute '{m}'" in message for m in METHODS)
 
 
 def _propagate(root) -> None:
@@ -267,6 +299,27 @@ RDIV = Misconception("reflected division flipped (c / a computed as a / c)",
 INPLACE = Misconception("in-place operator changed its operand",
                   "Without an __iadd__, Python runs a += b as a = a + b: a new node, and the old a stays as it was "
                   "for the other nodes that use it. Delete your in-place method (or make it return a new node).")
+RETURNED_SELF = Misconception(
+    "returned its input instead of a new node",
+    "Every operation must create a new Value, even when its number equals an input's (relu of a positive x, x * 1): "
+    "out = Value(result, (self,), op) records the operation and gets a .grad of its own. Returned as it is, the input "
+    "and the output are one node, so the graph loses the operation and the output's gradient lands straight in the "
+    "input's .grad.")
+REFLECTED_LOOP = Misconception(
+    "a reflected operator that calls itself",
+    "2 + a runs a.__radd__(2). If __radd__ returns other + self, Python tries int.__add__(2, a), which gives up, and "
+    "then a.__radd__(2) again: the calls never end. Put the Value first: return self + other (addition and "
+    "multiplication commute); for __rsub__ and __rtruediv__, as_value(other) - self and as_value(other) / self.")
+PART_B_IN_A = Misconception(
+    "Part A built on Part B's operations",
+    "Part A may use only + - * / and negation: ** and exp come from Part B's cell, which Part A's test hides (and "
+    "which has not run yet when the notebook is graded top to bottom). Give / its own local rule: ∂(a/b)/∂a = 1/b, "
+    "∂(a/b)/∂b = -a/b².")
+TANH_OVERFLOW = Misconception(
+    "a tanh formula that overflows where tanh saturates",
+    "For a large |x|, tanh(x) is ±1.0 and its derivative 1 - t**2 is 0, but math.cosh(x) overflows beyond |x| ≈ 710 "
+    "(its square beyond 355), as does math.exp(2 * x): take the value from math.tanh and the rule from the output, "
+    "1 - t**2.")
 RELU = Misconception("relu gradient on the wrong side",
                "relu lets the gradient through where its input was positive and blocks it where it was negative: "
                "self.grad += (1.0 if self.data > 0 else 0.0) * out.grad.")
@@ -474,9 +527,15 @@ def check_arithmetic(Value, seed: int | None = None) -> None:
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
-    for case in _arithmetic_cases(seed):
-        with trial():
-            _check_one_step(Value, case)
+    with _without_part_b(Value):
+        for case in _arithmetic_cases(seed):
+            with trial():
+                try:
+                    _check_one_step(Value, case)
+                except GradingFailure as failure:
+                    if failure.proven is None and _uses_part_b(failure.message):
+                        raise proven_failure(failure.message, PART_B_IN_A) from None
+                    raise
 
 
 def _function_program(op: str, exponent=None) -> Program:
@@ -487,9 +546,11 @@ def _function_program(op: str, exponent=None) -> Program:
 VISIBLE_FUNCTIONS = [("relu", None, 0.75), ("relu", None, -1.5), ("tanh", None, 0.5), ("tanh", None, -1.2),
                      ("exp", None, 0.5), ("log", None, 2.0), ("**", 3, -1.5), ("**", -1, 2.0), ("**", 0.5, 4.0)]
 #: Corners of Part B's domain, visible and (with other gradients) at every seed: relu a second time on the negative
-#: side (the text never uses x = 0), an integer power at x = 0 (where k * out / x raises), and a negative base under
-#: an even power, 2 and -2 (where |x| ** (k - 1) has the wrong sign).
-FUNCTION_CORNERS = [("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25), ("**", -2, -0.8)]
+#: side (the text never uses x = 0), an integer power at x = 0 (where k * out / x raises), a negative base under
+#: an even power, 2 and -2 (where |x| ** (k - 1) has the wrong sign), and tanh saturated at x = 800 and -750 (where
+#: a rule through cosh or exp overflows).
+FUNCTION_CORNERS = [("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25), ("**", -2, -0.8),
+                    ("tanh", None, 800.0), ("tanh", None, -750.0)]
 
 
 def _function_cases(seed: int | None) -> list[Case]:
@@ -528,7 +589,15 @@ def check_functions(Value, seed: int | None = None) -> None:
     Value = _value_class(Value)
     for case in _function_cases(seed):
         with trial():
-            _check_one_step(Value, case)
+            try:
+                _check_one_step(Value, case)
+            except GradingFailure as failure:
+                step = case.program.steps[0]
+                if failure.proven is None and step.op == "tanh" and "raised OverflowError" in failure.message:
+                    x = case.values[0]
+                    raise proven_failure(f"{failure.message}\n  tanh({fmt(x)}) is {math.tanh(x):g} and its derivative "
+                                         "0.", TANH_OVERFLOW) from None
+                raise
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -715,19 +784,20 @@ def _check_engine_case(Value, program: Program, values: Sequence[float]) -> None
 
 
 def _branches() -> Program:
-    """Reflected - and /, the same node twice, relu on both sides of 0, reuse, an integer power of a negative number.
+    """Reflected -, / and * (a number on the left), the same node twice, relu on both sides of 0, reuse, an integer
+    power of a negative number.
 
     Safe for x in [-1.5, -1], y in [0.5, 1]: u5 <= -3 (dead relu), u7 >= 0.5 (live relu), u2 >= 2, u14 = x**3 < 0.
     """
     return Program(("x", "y"), (
-        Step("*", (0, 1)), Step("-", (1.5, 2)), Step("*", (3, 3)), Step("/", (4, 4.0)),  # u1..u4
+        Step("*", (0, 1)), Step("-", (1.5, 2)), Step("*", (3, 3)), Step("*", (0.25, 4)),  # u1..u4
         Step("-", (0, 3)), Step("relu", (6,)), Step("+", (3, 0)), Step("relu", (8,)),  # u5..u8
         Step("*", (9, 1)), Step("/", (2.0, 3)), Step("+", (5, 7)), Step("+", (12, 10)), Step("+", (13, 11)),  # ..u13
         Step("**", (0,), 3), Step("+", (14, 15))))
 
 
 def _updates() -> Program:
-    """In-place forms whose old node is used again, **, tanh, exp, log.
+    """In-place forms whose old node is used again, a number on the left of +, **, tanh, exp, log.
 
     Safe for x in [0.6, 1], y in [-2, -1.2]: the tanh input u9 stays in [-1.2, -0.4] (so 1 - t and 1 - t² differ),
     the log input u14 >= 1.36, and out >= 0.7.
@@ -736,7 +806,7 @@ def _updates() -> Program:
         Step("*", (0, 1)), Step("**", (0,), 3), Step("+=", (2, 3)), Step("*=", (4, 0.5)),  # u1..u4
         Step("/", (2, 3.0)), Step("-", (5, 6)), Step("/", (1.0, 1)), Step("-=", (7, 8)),  # u5..u8
         Step("neg", (9,)), Step("tanh", (10,)), Step("neg", (2,)), Step("exp", (12,)),  # u9..u12
-        Step("*", (0, 0)), Step("+", (14, 1.0)), Step("log", (15,)),  # u13..u15
+        Step("*", (0, 0)), Step("+", (1.0, 14)), Step("log", (15,)),  # u13..u15
         Step("+", (11, 13)), Step("+", (17, 16)), Step("/=", (18, 2.0)), Step("**", (19,), 2)))
 
 
