@@ -150,7 +150,7 @@ class Assignment:
                 try:  # (a notebook that is a link was hashed as a link: read through it, as nbgrader does)
                     raw = _notebook(path.read_bytes() if data is None else data)
                     notebook, warnings = self.sanitize(path, raw)
-                except Exception as exc:  # noqa: BLE001 - invalid JSON, not a notebook, corrupted metadata...
+                except Exception as exc:  # invalid JSON, not a notebook, corrupted metadata...
                     message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                     problem = f"{notebook_id}.ipynb is not a gradable notebook: {message}"
             if problem:

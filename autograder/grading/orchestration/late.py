@@ -249,7 +249,7 @@ def regenerate_feedback(app, assignment: str, students) -> tuple[list[str], list
             converter.force = True
             converter.start()
             done.append(student)
-        except Exception as error:  # noqa: BLE001 - reported; the others go on
+        except Exception as error:  # reported; the others go on
             problems.append(f"{student}: feedback not regenerated ({type(error).__name__}: {error})")
         finally:
             coursedir.assignment_id, coursedir.student_id = previous

@@ -320,7 +320,7 @@ class Nbgrader:
             error = None
         except NbGraderException as exc:
             error = "\n".join(self.collector.take(logging.ERROR)) or str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported as this submission's failure; the others go on
+        except Exception as exc:  # reported as this submission's failure; the others go on
             error = f"{type(exc).__name__}: {exc}"
         finally:
             self.coursedir.student_id = "*"
@@ -335,7 +335,7 @@ class Nbgrader:
         try:
             converter.start()
             return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return "\n".join(self.collector.take(logging.ERROR)) or f"{type(exc).__name__}: {exc}"
         finally:
             self.coursedir.student_id = "*"

@@ -76,7 +76,7 @@ def _stream(part: Assignment, pool: Pool, on_graded: Callable[[str], None]) -> N
             for done in pool.execute(queued_jobs()):
                 results.put(done)
             results.put(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to this thread
+        except BaseException as exc:  # handed to this thread
             results.put(exc)
 
     part.extra = part.nbgrader.extra_files_folder()

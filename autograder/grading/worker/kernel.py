@@ -322,7 +322,7 @@ class Kernel:
                 try:
                     own_result = {"output_type": "execute_result", "data": self._format(value), "metadata": {},
                                   "execution_count": self.count}
-                except BaseException as exc:  # noqa: BLE001 - a broken __repr__ fails the cell, as in IPython
+                except BaseException as exc:  # a broken __repr__ fails the cell, as in IPython
                     error = self._error_output(exc)
         sys.stdout.flush()
         self.fds.drain(outputs)
@@ -346,14 +346,14 @@ class Kernel:
             transformed = shell.transform_cell(source)
             filename = shell.compile.cache(transformed, self.count)
             tree = ast.parse(transformed, filename=filename)
-        except BaseException as exc:  # noqa: BLE001 - SyntaxError and friends, shown like IPython does
+        except BaseException as exc:  # SyntaxError and friends, shown like IPython does
             return (exc, True), None, False
         last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
         try:
             code = compile(body, filename, "exec")
             expression = compile(ast.Expression(last.value), filename, "eval") if last else None
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             return (exc, True), None, False
         value = None
         self.timed_out = False
@@ -364,7 +364,7 @@ class Kernel:
             if expression is not None:
                 value = eval(expression, self.namespace)
             self.armed = False
-        except BaseException as exc:  # noqa: BLE001 - everything the cell raised, timeouts included
+        except BaseException as exc:  # everything the cell raised, timeouts included
             self.armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             return (exc, False), None, False
@@ -380,7 +380,7 @@ class Kernel:
         name = type(exc).__name__ if type(type(exc).__name__) is str else "Error"
         try:
             text = str(exc)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             text = "<exception text unavailable>"
         try:
             if isinstance(exc, LEARNER_FACING):  # the course's own failures: the message, wrapped, no frames
@@ -391,7 +391,7 @@ class Kernel:
                 tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
                 trace = self.shell.InteractiveTB.structured_traceback(type(exc), exc, tb)
             trace = [line for line in trace if type(line) is str]
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             trace = [f"{name}: {text}"]
         if isinstance(exc, CellTimeoutError):
             name = "CellTimeoutError"

@@ -150,7 +150,7 @@ def _child(world: World, start: protocol.Start, fd: int, control: int) -> None:
         kernel = Kernel(world.shell, world.restore, timeout=start.timeout, output_limit=world.config.output_limit,
                         capture_folder=start.workdir)
         confine.install_audit_hook(kernel.after_learner, LEARNER_RETURNED, world.restore.functions)
-    except BaseException as exc:  # noqa: BLE001 - say why the process could not be prepared
+    except BaseException as exc:  # say why the process could not be prepared
         tell(protocol.SetupFailed(f"{type(exc).__name__}: {exc}"))
         exit_now(3)
     for cell in start.cells:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()  # everything loaded so far is permanent: a child's collector need not walk it (or copy its pages)
         _non_dumpable()
-    except BaseException as exc:  # noqa: BLE001 - the parent reports it and stops
+    except BaseException as exc:  # the parent reports it and stops
         send(channel, protocol.Failed(f"{type(exc).__name__}: {exc}"))
         return 1
     send(channel, protocol.Ready(round(time.perf_counter() - started, 3)))
