@@ -522,8 +522,10 @@ def check_arithmetic(Value, seed: int | None = None) -> None:
     object whose .data is right and whose _prev reaches every input (NOT_RECORDED), operands unchanged (INPLACE);
     "_backward adds local derivative × out.grad to the .grad of each operand" -> preset .grad and upstream other
     than 1 (OVERWRITE, NO_UPSTREAM, SIGN, NO_RULE, DIVIDES_BY_OPERAND); "a plain Python number on either side" ->
-    reflected forms (RSUB, RDIV); "do not write __iadd__" -> +=, -=, *=, /= leave the old node as it was; no
-    autograd (Route.AUTOGRAD).
+    reflected forms (RSUB, RDIV; a reflected method that recurses is REFLECTED_LOOP); "do not write __iadd__" -> +=,
+    -=, *=, /= leave the old node as it was; "a new Value" -> the result is never an operand (RETURNED_SELF); "use
+    only Part A's operations here, not ** or exp" -> Part B's methods are hidden while this check runs
+    (_without_part_b), and a failure for their absence is PART_B_IN_A; no autograd (Route.AUTOGRAD).
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
@@ -575,15 +577,17 @@ def _function_cases(seed: int | None) -> list[Case]:
 def check_functions(Value, seed: int | None = None) -> None:
     """Part B: relu, tanh, exp, log and ** by a constant (int or float), with their local rules.
 
-    Domain: relu at any x but 0 (the text: "the tests never use x = 0"), tanh and exp at moderate x of either sign,
-    log at x > 0, x ** k for an int or float constant k wherever the power is real and differentiable (x > 0 for a
-    fractional k, x != 0 for a negative k, any x for k = 2 or 3). Pinned at every seed: relu once on the positive side
-    and twice on the negative side (RELU is named only where its value differs from "no gradient at all"), x ** 2
-    and x ** 3 at x = 0, a negative base under k = 2 and k = -2 (FUNCTION_CORNERS), an int and a float exponent, an
-    int power of a negative base. Contracts and their checks: "a new Value (one input: (self,)) with its local rule"
-    -> as Part A (NOT_RECORDED, INPLACE, OVERWRITE, NO_UPSTREAM); each function's derivative -> RELU, TANH,
-    TANH_INPUT, POW, POW_ABS, DIVIDES_BY_OPERAND; "an int or a float" exponent -> both kinds every time; no autograd
-    (Route.AUTOGRAD).
+    Domain (as the part's text states it): relu at any x but 0 (the tests never use x = 0), tanh at any x, saturated
+    ones included, exp where the result is finite (x below about 709; the tests stay at moderate x), log at x > 0, x
+    ** k for a constant k != 0, int or float, wherever the power and its derivative are real (any x for a positive
+    int k, 0 included; x != 0 for a negative int k; x > 0 for a fractional k; never 0 ** 0). Pinned at every seed:
+    relu once on the positive side and twice on the negative side (RELU is named only where its value differs from
+    "no gradient at all"), x ** 2 and x ** 3 at x = 0, a negative base under k = 2 and k = -2, tanh at x = 800 and
+    -750 (FUNCTION_CORNERS: a formula through cosh or exp overflows there, TANH_OVERFLOW), an int and a float
+    exponent, an int power of a negative base. Contracts and their checks: "a new Value (one input: (self,)) with
+    its local rule" -> as Part A (NOT_RECORDED, RETURNED_SELF, OVERWRITE, NO_UPSTREAM); each function's derivative
+    -> RELU, TANH, TANH_INPUT, POW, POW_ABS, DIVIDES_BY_OPERAND; "an int or a float" exponent -> both kinds every
+    time; no autograd (Route.AUTOGRAD).
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
@@ -747,15 +751,17 @@ def check_backward(Value, seed: int | None = None) -> None:
     """Part C: Value.backward() seeds 1.0 and runs every node's _backward once, in reversed topological order.
 
     Domain: the output of a DAG of Values (nodes reused by several consumers, the same node twice in one operation),
-    every node starting at .grad = 0.0 (the text: "you do not need to reset them"); a Value made from nothing is an
-    output too. Pinned at every seed (the program's numbers drawn): a diamond (u1 used by two nodes that meet again),
-    a node used by the output directly and through a longer path, a leaf output, and a node made from an input that
-    the output does not use and that holds gradient from before. Contracts and their checks: "a topological order of
-    every node reachable from self ... each node appears once" -> the course's rules log each run (NO_VISITED,
-    NOT_ALL, UNREACHABLE_RAN); "seed self.grad = 1.0" -> the output's rule sees 1.0 (NOT_SEEDED); "call
-    node._backward() for every node in the reversed order" -> every node runs after all its consumers, and a wrong
-    order is named by the walk that makes it (WRONG_ORDER for a topological order not reversed, BREADTH_FIRST,
-    PREORDER, INPUT_BEFORE_CONSUMER); the inputs' .grad against autograd and finite differences; no autograd.
+    every node starting at .grad = 0.0 (the text: "you need not reset them"; adding to or resetting what is there
+    are both right, since backward() runs once), fewer than 40 nodes (the text's bound: a recursive DFS is fine); a
+    Value made from nothing is an output too. Pinned at every seed (the program's numbers drawn): a diamond (u1 used
+    by two nodes that meet again), a node used by the output directly and through a longer path, a leaf output, and
+    a node made from an input that the output does not use and that holds gradient from before. Contracts and their
+    checks: "a topological order of every node reachable from self ... each node appears once" -> the course's rules
+    log each run (NO_VISITED, NOT_ALL, UNREACHABLE_RAN); "seed self.grad = 1.0" -> the output's rule sees 1.0
+    (NOT_SEEDED); "call node._backward() for every node in the reversed order" -> every node runs after all its
+    consumers, and a wrong order is named by the walk that makes it (WRONG_ORDER for a topological order not
+    reversed, BREADTH_FIRST, PREORDER, INPUT_BEFORE_CONSUMER); the inputs' .grad against autograd and finite
+    differences; no autograd.
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
@@ -841,9 +847,10 @@ def _point(gen: torch.Generator, *ranges: tuple[float, float]) -> tuple[float, .
 def check_engine(Value, seed: int | None = None) -> None:
     """Part D: the whole engine (operators, functions, backward) against autograd and finite differences.
 
-    Domain: the union of Parts A-C's, in one graph: expressions with numbers on either side, reused nodes, in-place
-    forms whose old node is still used, relu on both sides of 0, and random DAGs over three inputs. Pinned at every
-    seed: _branches, _updates and _zeros (an exact 0 as a factor, a base and a numerator; a negative base under even
+    Domain: the union of Parts A-C's, in one graph: expressions with numbers on either side (a number on the left of
+    +, -, * and / in the pinned programs), reused nodes, in-place forms whose old node is still used, relu on both
+    sides of 0, and random DAGs over three inputs (fewer than 40 nodes). Pinned at every seed: _branches, _updates
+    and _zeros (an exact 0 as a factor, a base and a numerator; a negative base under even
     powers), with drawn inputs. Contract: "your whole engine against PyTorch" -> out.data and every input's .grad
     against float64 autograd and central differences; a failure names the first of Parts A-C that fails too.
     """
