@@ -7,6 +7,10 @@ with the seed, and every answer whose score differs from what its catalogue entr
 seed is a grader defect: a learner's mark must not depend on which draw the instructor's seed made. Exit status 1
 when it finds any.
 
+``python -m tools.sweep --answers FILE.yaml 05-zero-grad`` grades answers that are not in the catalogue (entries in
+its format; ``scores`` and ``feedback`` optional) at the default seed and two sweep seeds, and prints what each loses
+and why: the first look at a batch of answers written by someone else (a blind review).
+
 ``python -m tools.sweep --quick 05-zero-grad`` runs every cell of the notebook (visible and hidden tests) once at the
 default seed for the reference, the blank release and every catalogued answer, and checks each answer's failing cells
 and the phrases its entry expects in the feedback: the loop to run while writing an exercise or its catalogue (the
@@ -85,8 +89,11 @@ def _run(job: tuple[Answer, int | None, bool]) -> tuple[Answer, int | None, dict
 
 
 def _pool(jobs: int):
-    import torch  # noqa: F401  (imported once, before the workers fork)
+    import torch  # imported once, before the workers fork
 
+    # One math thread per worker, as in a grading worker: on 2 cores, threads fighting over them made a 0.2 s hidden
+    # test take 10 s.
+    torch.set_num_threads(1)
     return multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=50)
 
 
@@ -114,6 +121,34 @@ def quick(assignments: list[str], jobs: int) -> int:
                     print("   " + f"[{cell}] " + results[cell][1].replace("\n", "\n      ")[:1500])
     print(f"{len(work)} answers of {', '.join(assignments)}: {problems} not as catalogued")
     return 1 if problems else 0
+
+
+def grade_answers(path: str, assignment: str, jobs: int) -> int:
+    """Each answer of ``path`` at the default seed (all cells) and two sweep seeds (hidden cells): what it loses."""
+    import yaml
+
+    reference = synthetic.reference_answers(course.ROOT, assignment)
+    entries = yaml.safe_load(open(path)) or []
+    batch = [Answer(assignment, e["name"], {**reference, **e["replace"]}, frozenset()) for e in entries]
+    work = [(answer, seed, seed is not None) for answer in batch for seed in (None, *SEEDS[:2])]
+    found: dict[str, dict] = defaultdict(dict)
+    with _pool(jobs) as pool:
+        for answer, seed, results in pool.imap_unordered(_run, work):
+            found[answer.name][seed] = results
+    for entry in entries:
+        runs = found[entry["name"]]
+        print(f"\n## {entry['name']}" + (f"  (intent: {entry['intent']})" if entry.get("intent") else ""))
+        for seed in (None, *SEEDS[:2]):
+            results = runs[seed]
+            if isinstance(results, str):
+                print(f"   seed {seed or 'default'}: CRASH\n{results}")
+                continue
+            failed = sorted(cell for cell, (passed, _) in results.items() if not passed)
+            print(f"   seed {seed or 'default'}: fails {failed or 'nothing'}")
+            if seed is None:
+                for cell in failed:
+                    print(f"      [{cell}] " + results[cell][1].replace("\n", "\n         ")[:1200])
+    return 0
 
 
 def sweep(assignments: list[str], seeds: list[int], jobs: int) -> int:
@@ -165,12 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment")
     parser.add_argument("--seeds", type=int, default=20, help=f"how many seeds (at most {len(SEEDS)})")
     parser.add_argument("--quick", action="store_true", help="all cells once at the default seed, with feedback")
+    parser.add_argument("--answers", metavar="FILE", help="grade the answers of this YAML file (one assignment)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
     assignments = args.assignments or course.assignments()
     unknown = sorted(set(assignments) - set(course.assignments()))
     if unknown:
         parser.error(f"no such assignment: {', '.join(unknown)}")
+    if args.answers:
+        if len(args.assignments) != 1:
+            parser.error("--answers grades answers to one assignment: name it")
+        return grade_answers(args.answers, assignments[0], args.jobs)
     if args.quick:
         return quick(assignments, args.jobs)
     return sweep(assignments, SEEDS[:args.seeds], args.jobs)
