@@ -748,10 +748,12 @@ def _replica_cases(seed: int | None):
     one), so a hook that waits for the last replica by index fires too early."""
     if seed is None:
         gen = generator("03/allreduce/public", 0)
-        # buckets [2.bias, 2.weight] (10, closed exactly at bucket_size) and [0.bias, 0.weight] (16)
-        yield _replica_case(gen, (3, 4, 2), 2, 3, 10, [[1, 0], [0, 1]])
-        # buckets [2.bias, 2.weight, 0.bias] (7: across layers) and [0.weight] (6)
-        yield _replica_case(gen, (2, 3, 1), 3, 2, 5, [[2, 0, 1], [1, 2, 0]])
+        # buckets [2.bias, 2.weight, 0.bias] (14: across layers; a count that started from 1 would close after
+        # 2.weight) and [0.weight] (12)
+        yield _replica_case(gen, (3, 4, 2), 2, 3, 11, [[1, 0], [0, 1]])
+        # buckets [2.bias, 2.weight] (4, closed exactly) and [0.bias, 0.weight] (9: a bucket that counts its own
+        # elements from 0 again; one that went on from 1 would close after 0.bias)
+        yield _replica_case(gen, (2, 3, 1), 3, 2, 4, [[2, 0, 1], [1, 2, 0]])
         yield from _corner_cases()
         return
     yield from _corner_cases()
