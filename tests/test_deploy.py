@@ -161,7 +161,7 @@ def test_hub_settings_give_every_hub_user_the_assignment_list_back():
     """Only a hub has nbgrader's exchange: the assignment list is off in the image (and on Binder, and with `make
     lab`) and on for a hub's users."""
     plugins, modules = post_build_disables("exchange")
-    assert plugins == {"@jupyter/nbgrader:assignment-list"}
+    assert plugins == {"@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"}
     page = json.loads((HUB_SETTINGS / "labconfig" / "page_config.json").read_text())
     assert page == {"disabledExtensions": dict.fromkeys(plugins, False)}
     server = json.loads(next((HUB_SETTINGS / "jupyter_server_config.d").glob("*.json")).read_text())

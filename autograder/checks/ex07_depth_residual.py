@@ -304,16 +304,20 @@ def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = No
     """Part A2: residual_chain_gradient(x, weights) = d h_n / d x for blocks h <- h + tanh(w_k h), as a Python float,
     without autograd, leaving ``weights`` unchanged.
 
-    Domain (the part's text): ``x`` a Python float of any sign, 0 included; ``weights`` a non-empty list of Python
-    floats of any sign, 0 included (up to 10 blocks). Corners pinned at every seed: one block, x = 0, a zero weight
-    between weights of both signs, saturated blocks (|w·h| large, branch derivative near 0). Contracts checked: a
-    Python float, no autograd (Route), the caller's list unchanged, within 1e-6 relative of autograd and central
+    Domain (the part's text): ``x`` a Python float in [-10, 10], 0 included; ``weights`` a list of 1 to 10 Python
+    floats in [-5, 5], 0 included. So |w·h| stays below 5 · (10 + 10) = 100: math.cosh (finite up to about 710)
+    and math.exp(2·w·h) (up to about 355) are safe there, and a formula written with them is right. Corners pinned
+    at every seed: one block, x = 0, a zero weight between weights of both signs, saturated blocks (|w·h| large,
+    branch derivative near 0), and the domain's edge (x = ±10, |w| = 5, 10 blocks). Contracts checked: a Python
+    float, no autograd (Route), the caller's list unchanged, within 1e-6 relative of autograd and central
     differences.
     """
     __tracebackhide__ = True
     # Corners, at every seed: one block (the lesson's), x = 0 (h stays 0: "taken at the chain's input" is then right
-    # and must not be named), a weight of 0 (an identity block) between weights of both signs, saturated blocks.
-    cases = [(0.5, [0.8]), (0.0, [0.7, -1.2, 0.4]), (-1.3, [0.9, 0.0, -0.6, 1.1]), (2.0, [4.0, -3.0, 5.0])]
+    # and must not be named), a weight of 0 (an identity block) between weights of both signs, saturated blocks, and
+    # the edge of the domain, where |w·h| reaches about 100.
+    cases = [(0.5, [0.8]), (0.0, [0.7, -1.2, 0.4]), (-1.3, [0.9, 0.0, -0.6, 1.1]), (2.0, [4.0, -3.0, 5.0]),
+             (-10.0, [5.0, -5.0] * 5), (10.0, [-0.3, 5.0])]
     if seed is None:
         cases += [(0.5, [0.8, -0.5, 1.2, 0.3]), (-1.0, [1.5, 1.5, 1.5])]
     else:
@@ -583,9 +587,18 @@ KEPT_BETWEEN_CALLS = Misconception(
     "the previous call's norms, or changes under the caller's feet the list an earlier call returned.")
 BACKWARD_CONTRACT = Misconception(
     "not exactly one backward pass",
-    "Run loss_fn(model(x)).backward() once: afterwards every parameter's .grad holds what it held before plus this "
-    "loss's gradient, as after any backward. Do not zero or replace the caller's gradients, and do not run "
-    "backward (or torch.autograd.grad) again.")
+    "Run loss_fn(model(x)).backward() exactly once: it adds this loss's gradient into every .grad, as the part's "
+    "contract asks. torch.autograd.grad returns gradients without touching .grad, and a second backward adds them "
+    "twice (or fails on a graph already freed).")
+TOP_LEVEL_ONLY = Misconception(
+    "only the model's top-level layers",
+    "model.children() lists only the modules directly inside the model, not the Linear layers nested in its blocks "
+    "(a ModuleList, a residual block). model.modules() walks the whole tree: use it to find every nn.Linear.")
+GRADS_WIPED = Misconception(
+    "the caller's gradients wiped",
+    "The caller may be accumulating gradients (several batches before one step): backward adds into .grad, and "
+    "your function must leave each .grad as what it held before plus this loss's gradient. Do not call "
+    "model.zero_grad() or set .grad to None inside it.")
 
 
 class ResidualMLP(nn.Module):
@@ -706,7 +719,7 @@ def _hooks_left(model: nn.Module, globals_before: dict[str, int]) -> list[str]:
     return left
 
 
-def _as_norms(value: Any, *, what: str, count: int, first: list | None) -> torch.Tensor:
+def _as_norms(value: Any, *, what: str, count: int, first: list | None, top_level: int | None = None) -> torch.Tensor:
     """The learner's list of Python floats as a tensor, or a failure saying why it is not one. ``first`` is what the
     first call on the same model returned (a copy, and the object itself), None on the first call."""
     __tracebackhide__ = True
@@ -720,8 +733,12 @@ def _as_norms(value: Any, *, what: str, count: int, first: list | None) -> torch
     for item in value:
         expect_python_float(item, what=f"{what}: an entry of the list")
     if len(value) != count:
-        raise GradingFailure(f"{what} returned {len(value)} values; the model has {count} nn.Linear layers, "
-                             "expected one norm per layer.")
+        message = (f"{what} returned {len(value)} values; the model has {count} nn.Linear layers, expected one norm "
+                   "per layer.")
+        if top_level is not None and len(value) == top_level < count:  # observed: the nested layers are missing
+            raise proven_failure(f"{message} {top_level} of them are direct children of the model; the others sit "
+                                 "inside its sub-modules.", TOP_LEVEL_ONLY)
+        raise GradingFailure(message)
     return torch.tensor([float(v) for v in value], dtype=torch.float64)
 
 
@@ -736,13 +753,25 @@ def _expect_one_backward(model: nn.Module, grads_before: list, gradient: list, r
         if param.grad is None or param.grad.shape != expected.shape or not torch.allclose(
                 param.grad, expected, rtol=1e-9, atol=1e-12):
             state = "None" if param.grad is None else f"off by up to {fmt(float((param.grad - expected).abs().max()))}"
-            raise proven_failure(f"{what}: afterwards {name}.grad is not what it held before plus this loss's "
-                                 f"gradient ({state}).", BACKWARD_CONTRACT)
+            message = f"{what}: afterwards {name}.grad is not what it held before plus this loss's gradient ({state})."
+            # Observed (one backward ran): the old gradient is gone, and .grad holds this loss's gradient alone.
+            wiped = before is not None and bool(before.abs().max() > 0) and (param.grad is None or (
+                param.grad.shape == grad.shape and torch.allclose(param.grad, grad, rtol=1e-9, atol=1e-12)))
+            if wiped:
+                now = "is None" if param.grad is None else "holds this loss's gradient alone"
+                raise proven_failure(f"{message} It {now}: what it held before was cleared.", GRADS_WIPED)
+            untouched = (param.grad is None) if before is None else (
+                param.grad is not None and torch.equal(param.grad, before))
+            if untouched and bool(grad.abs().max() > 0):  # observed: no backward pass added into .grad
+                raise proven_failure(f"{message} It is exactly what it was before the call: no backward pass added "
+                                     "this loss's gradient.", BACKWARD_CONTRACT)
+            raise GradingFailure(message)
 
 
 def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) -> None:
     __tracebackhide__ = True
     count = len(_linears(model))
+    top_level = sum(isinstance(m, nn.Linear) for m in model.children())
     by_autograd, by_fd = _output_gradients(model, loss_fn, x)
     expected = torch.stack([g.norm() for g in by_autograd])
     fd = torch.stack([g.norm() for g in by_fd])
@@ -773,9 +802,9 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
                                          "requires_grad).", CHANGED_INPUT)
             if first is None and isinstance(answer, (list, tuple)):
                 first = (list(answer), answer)
-                norms = _as_norms(answer, what=what, count=count, first=None)
+                norms = _as_norms(answer, what=what, count=count, first=None, top_level=top_level)
             else:
-                norms = _as_norms(answer, what=what, count=count, first=first)
+                norms = _as_norms(answer, what=what, count=count, first=first, top_level=top_level)
             expect_close(norms, expected, what=f"{what}: ‖∂loss/∂(output of each Linear)‖, first to last", fd=fd,
                          rtol=1e-6, atol=1e-10, symptoms=symptoms)
             _expect_one_backward(model, before, gradient, routes, what)
