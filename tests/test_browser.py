@@ -580,8 +580,19 @@ def test_a_learners_first_hour(lesson_runs, page, lab):
             menu(page, "Nbgrader", entry)
             page.wait_for_timeout(3000)
             assert page.get_by_text(re.compile("Error|could not be created")).count() == 0, entry
-    assert "Traceback" not in lab.log.read_text(), lab.log.read_text()[-3000:]
+    log = lab.log.read_text()
+    assert server_tracebacks(log) == [], log[-3000:]
     screenshot(page, "hour-6-done")
+
+
+def server_tracebacks(log: str) -> list[str]:
+    """The tracebacks in the server's log, less those a kernel printed as it exited ("Exception ignored in ...":
+    Python's note on an error in a finalizer at shutdown; torch._dynamo's weak dictionaries leave some behind when
+    a kernel that created a torch.optim optimizer exits). The learner sees neither in the browser; the first kind
+    came from the server answering the learner's page."""
+    lines = log.splitlines()
+    return [lines[k - 1] if k else line for k, line in enumerate(lines)
+            if line.startswith("Traceback") and not (k and lines[k - 1].startswith("Exception ignored in"))]
 
 
 @pytest.fixture(scope="module")
