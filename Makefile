@@ -55,7 +55,7 @@ release: $(STAMP)
 
 # Execute every lesson in a fresh kernel and print how long each took (a report, not a test).
 bench-lessons: $(STAMP)
-	$(BIN)/python -m autograder bench-lessons
+	$(BIN)/python -m tools.lessons bench
 
 .PHONY: grade-demo bench
 

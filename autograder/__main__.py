@@ -1,8 +1,6 @@
 """Command line for course maintainers: ``python -m autograder COMMAND``.
 
 * ``release``        regenerate ``exercises/`` from ``solutions/`` with ``nbgrader generate_assignment``;
-* ``bench-lessons``  execute every lesson in a fresh kernel and print the time each takes (a report, not a test);
-* ``reading-time``   minutes to read each lesson (prose words / 200 + visible code lines / 10);
 * ``grade``          grade every submission of one or more assignments in parallel, safely, with feedback and a
                      class report (see autograder/grading/);
 * ``collect``, ``export``, ``late``, ``extend``: LMS downloads in, grades out to an LMS, late penalties,
@@ -16,7 +14,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from . import course
@@ -35,26 +32,6 @@ def release(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_lessons(_: argparse.Namespace) -> int:
-    from .notebooks import execute
-
-    total = 0.0
-    for path in course.lessons():
-        start = time.perf_counter()
-        execute(path)
-        seconds = time.perf_counter() - start
-        total += seconds
-        print(f"{path.name:32s} {seconds:6.1f} s")
-    print(f"{'all lessons':32s} {total:6.1f} s")
-    return 0
-
-
-def reading_time(_: argparse.Namespace) -> int:
-    for path in course.lessons():
-        print(f"{path.name:32s} {course.reading_minutes(path):5.1f} min")
-    return 0
-
-
 def grade(args: argparse.Namespace) -> int:
     from .grading.orchestration.cli import main as grade_main
 
@@ -67,9 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     release_parser = commands.add_parser("release", help="regenerate exercises/ from solutions/")
     release_parser.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     release_parser.set_defaults(run=release)
-    commands.add_parser("bench-lessons", help="time every lesson in a fresh kernel").set_defaults(run=bench_lessons)
-    commands.add_parser("reading-time", help="minutes to read every lesson (words / 200 + code lines / 10)") \
-        .set_defaults(run=reading_time)
     grade_parser = commands.add_parser("grade", help="grade every submission of one or more assignments (parallel, "
                                                      "sandboxed)")
     grade_parser.set_defaults(run=grade)

@@ -620,7 +620,7 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
                 open_from_file_browser(window, lesson.name)
             results[lesson.name]["validate_offered"] = validate_visible(window)
             start_run_all(window)
-        except Exception as error:  # noqa: BLE001 - reported by the lesson's own test
+        except Exception as error:
             results[lesson.name]["failure"] = f"{type(error).__name__}: {error}"
             results[lesson.name]["screenshot"] = screenshot(window, f"{lesson.stem}-FAILED")
 
@@ -640,14 +640,14 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
                 saved = lab.root / path
                 result.update(saved_errors=saved_errors(saved), stray=stray_outputs(saved),
                               unfolded=unfolded_claims(saved))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             result["failure"] = f"{type(error).__name__}: {error}"
             result["screenshot"] = screenshot(window, f"{lesson.stem}-FAILED")
         finally:
             result["seconds"] = time.monotonic() - result["started"]
             try:
                 close_current_tab(window, lab, path)
-            except Exception:  # noqa: BLE001 - the next lesson in this window will show the problem
+            except Exception:
                 pass
 
     running: list[tuple[Path, object]] = []

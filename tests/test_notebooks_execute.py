@@ -13,7 +13,7 @@ import pytest
 from test_browser import CHROMIUM
 
 from autograder import course
-from autograder.notebooks import execute
+from tools.notebooks import execute
 
 NOTEBOOKS = course.lessons()
 

@@ -9,7 +9,7 @@ import tomllib
 from autograder import course
 
 sys.path.insert(0, str(course.ROOT / "binder"))
-import environments  # noqa: E402  (binder/environments.py)
+import environments
 
 
 def test_every_dependency_is_pinned_exactly():

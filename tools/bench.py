@@ -46,7 +46,7 @@ def _make_class(root: Path, assignment: str, size: int) -> list[str]:
 
 def _floor(root: Path, assignment: str, students: list[str], cores: int) -> float:
     """Execute every autograded (sanitized) notebook once in a fresh kernel; total seconds / cores."""
-    from autograder.notebooks import execute
+    from tools.notebooks import execute
 
     total = 0.0
     for student in students:

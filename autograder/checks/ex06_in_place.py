@@ -782,7 +782,7 @@ def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
         x = inputs.x.clone().requires_grad_(True)
         try:
             _run_source(snippet.source, {"torch": torch, "x": x})["loss"].backward()
-        except Exception as error:  # noqa: BLE001 - any exception is the verdict "raises"
+        except Exception as error:
             return RAISES, _first_line(error)
         (fd,) = central_difference(lambda v: _run_source(snippet.source, {"torch": torch, "x": v.clone()})["loss"],
                                    inputs.x)
@@ -797,7 +797,7 @@ def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
         try:
             _run_source(snippet.source, {"torch": torch, "w": w, "loss_of": loss_of, "lr": inputs.lr,
                                          "steps": inputs.steps})
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return RAISES, _first_line(error)
         truth = inputs.w.clone()
         for _ in range(inputs.steps if "range(steps)" in snippet.source else 1):

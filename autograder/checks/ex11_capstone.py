@@ -47,6 +47,7 @@ from ..checking import (
     trial,
 )
 from ..checking import proven_failure as _proven
+from ..graph import topological
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import generator, uniform
 from .cases import randint
@@ -1508,19 +1509,13 @@ class ReferenceValue:
         return _as_value(other) / self
 
     def backward(self):
-        order, seen = [], {self}
-        stack = [(self, iter(self._prev))]  # iterative depth-first post-order: deep graphs are fine
-        while stack:
-            children = stack[-1][1]
-            child = next(children, None)
-            if child is None:
-                order.append(stack.pop()[0])
-            elif child not in seen:
-                seen.add(child)
-                stack.append((child, iter(child._prev)))
         self.grad = 1.0
-        for node in reversed(order):
+        for node in topological(self, _inputs_of):  # every consumer before its inputs
             node._backward()
+
+
+def _inputs_of(node: ReferenceValue):
+    return node._prev
 
 
 def _leaf_backward():

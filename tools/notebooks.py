@@ -9,7 +9,7 @@ import nbformat
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
-from .course import tool_environment
+from autograder.course import tool_environment
 
 
 def execute(path: Path, timeout: int = 120, allow_errors: bool = False) -> nbformat.NotebookNode:
