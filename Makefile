@@ -17,6 +17,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 11) else "Python 3.11+ is needed; $(PYTHON) is %d.%d. Run: make PYTHON=python3.11 ..." % v[:2])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# pip, not uv, even where uv is installed: uv does not read pip's configuration (index, find-links, constraints),
+	@# which is where a machine's CPU build of torch comes from; a faster install of another torch is not worth it.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --editable '.[test]'
 	@# rfc3987-syntax (pulled in through jsonschema[format-nongpl]) builds a parser when imported: 3 s in every Jupyter
 	@# and nbgrader process (python-jsonschema/jsonschema#1392). jsonschema works without it (it only checks "iri").
