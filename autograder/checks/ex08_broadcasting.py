@@ -73,6 +73,16 @@ NOT_A_TENSOR = Misconception(
     "a Python number where a tensor is asked for",
     "A 0-d tensor is still a tensor: grad.sum() is one, grad.sum().item() or float(...) is a Python number, which "
     "the caller cannot use as a gradient (no shape, no dtype, no device). Return the tensor.")
+EMPTY_NOT_SUMMED = Misconception(
+    "a size-1 dimension stretched to size 0 left unsummed",
+    "A 1 in shape broadcasts to ANY size in grad, 0 included: then each element was used zero times and its gradient "
+    "is 0, a sum over nothing kept as size 1. A test such as grad.shape[i] > 1 skips it; what tells a stretched "
+    "dimension is shape[i] == 1 and grad.shape[i] != 1.")
+LEADING_SHIFTED = Misconception(
+    "leading dimensions summed with a shifting index",
+    "grad.sum(dim=i) without keepdim removes dimension i, so every later dimension moves one place left: a loop "
+    "grad = grad.sum(dim=i) for i in range(lead) sums dimensions 0, 2, 4... of the original grad (or runs out of "
+    "dimensions). Sum at position 0 each time, or all leading dimensions in one call.")
 SUM_TO_SIZE = Misconception(
     "Tensor.sum_to_size where the part asks you to write it",
     "sum_to_size is this exercise in one call. Write it yourself: sum over the leading dimensions, then over the "
@@ -152,6 +162,9 @@ CORNER_PAIRS: list[tuple[Shape, Shape]] = [
     ((), ()),                # a 0-d grad for a 0-d shape: nothing to do
     ((4, 2), ()),            # down to a scalar: a 0-d tensor, not a Python number
     ((0, 3), (3,)),          # an empty leading dimension: the sum over nothing is 0
+    ((0, 3), (1, 3)),        # a size-1 dimension stretched to size 0: zeros of shape (1, 3), not an empty tensor
+    ((2, 0), (2, 1)),        # the same on the last dimension
+    ((2, 3, 4), (4,)),       # two leading dimensions to remove (numbered again after each sum without keepdim)
 ]
 
 
@@ -193,11 +206,47 @@ def _stretched_kept(got: Shape, shape: Shape, grad_shape: Shape) -> bool:
         o == s for o, s, g in zip(got, shape, trailing) if not (s == 1 and g != 1))
 
 
+def _empty_kept(got: Shape, shape: Shape, grad_shape: Shape) -> bool:
+    """The result differs from shape only where shape has a 1 that grad stretched to 0, and keeps that 0."""
+    trailing = grad_shape[len(grad_shape) - len(shape):] if shape else ()
+    if len(got) != len(shape) or len(trailing) != len(shape) or tuple(got) == tuple(shape):
+        return False
+    return all(o == s or (s == 1 and g == 0 and o == 0) for o, s, g in zip(got, shape, trailing))
+
+
+def _shifted_leading(grad: Tensor, shape: Shape) -> Tensor | None:
+    """The mistake of summing the leading dimensions with ``grad.sum(dim=i)`` for ``i`` in ``range(lead)`` (the
+    dimensions renumber after each sum), then the size-1 dimensions correctly; None when that raises, or when there
+    are fewer than two leading dimensions (one is summed right)."""
+    lead = grad.dim() - len(shape)
+    if lead < 2:
+        return None
+    for i in range(lead):
+        if i >= grad.dim():
+            return None
+        grad = grad.sum(dim=i)
+    for dim, size in enumerate(shape):
+        if size == 1 and grad.shape[dim] != 1:
+            grad = grad.sum(dim=dim, keepdim=True)
+    return grad
+
+
+def _shifted_raises(grad_shape: Shape, shape: Shape) -> bool:
+    """Whether the shifting-index loop over the leading dimensions runs out of dimensions (an IndexError)."""
+    lead = len(grad_shape) - len(shape)
+    return any(i >= len(grad_shape) - i for i in range(lead))
+
+
 def _shape_mistake(got: Shape, shape: Shape, grad_shape: Shape) -> Misconception:
     if math.prod(got) == 1 and math.prod(shape) > 1:
         return SUMMED_ALL
     if len(got) > len(shape):
         return LEADING_KEPT
+    if _empty_kept(got, shape, grad_shape):
+        return EMPTY_NOT_SUMMED
+    shifted = _shifted_leading(torch.zeros(grad_shape), shape)
+    if shifted is not None and tuple(shifted.shape) == tuple(got):
+        return LEADING_SHIFTED
     if _stretched_kept(got, shape, grad_shape):
         return STRETCHED_NOT_SUMMED
     if len(got) < len(shape) or [s for s in got if s != 1] == [s for s in shape if s != 1]:
@@ -217,13 +266,32 @@ def _wrong_axis(grad: Tensor, shape: Shape) -> Tensor | None:
     return grad
 
 
+def _attempt(fn: Callable) -> Callable:
+    """``fn`` returning (value, None), or (None, (exception class, message)) when it raises; NotImplementedError stays
+    loud. The message is read inside call_learner: a learner's exception class may define its own __str__."""
+    def attempt(grad, shape):
+        try:
+            return fn(grad, shape), None
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            return None, (type(error), str(error))
+    return attempt
+
+
 def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor) -> None:
     __tracebackhide__ = True
     what = f"unbroadcast(grad of shape {grad_shape}, shape={shape})"
     with _watching_sum_to_size() as watch:  # the caller's own grad: call_learner fails an answer that changes it
-        received = call_learner(unbroadcast, grad, shape, what=what, forbid=[Route.AUTOGRAD])
+        received, error = call_learner(_attempt(unbroadcast), grad, shape, what=what, forbid=[Route.AUTOGRAD])
     if watch.used:
         raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
+    if error is not None:
+        kind, message = error
+        # A loop that sums the leading dimensions at a shifting index runs out of dimensions exactly here.
+        shifted = issubclass(kind, IndexError) and _shifted_raises(grad_shape, tuple(shape))
+        raise GradingFailure(f"{what} raised {kind.__name__}: {message}",
+                             suspects=(LEADING_SHIFTED,) if shifted else ())
     if isinstance(received, (bool, int, float)):
         raise proven_failure(f"{what} returned the Python {type(received).__name__} {received!r:.40}; expected a "
                              f"tensor of shape {tuple(shape)}.", NOT_A_TENSOR)
@@ -243,6 +311,9 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
     symptoms = [MEAN_NOT_SUM.looks_like(expected / count)] if count else []
     if wrong_axis is not None:
         symptoms.append(WRONG_AXIS.looks_like(wrong_axis))
+    shifted = _shifted_leading(grad, tuple(shape))
+    if shifted is not None and shifted.shape == expected.shape:
+        symptoms.append(LEADING_SHIFTED.looks_like(shifted))
     expect_close(got, expected, what=what, fd=fd, symptoms=symptoms, extra=f"  grad: {fmt(grad)}")
 
 
@@ -257,8 +328,9 @@ def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
 
     Domain: grad a float64 tensor of any shape (0-d and size-0 dimensions included); shape a tuple of ints or a
     torch.Size (``()`` a scalar) that broadcasts to grad's shape. Corners at every seed (:data:`CORNER_PAIRS`): a
-    torch.Size, a size-1 dimension to sum and keep, a 0-d grad and shape, a scalar shape, an empty leading dimension;
-    then the visible pairs and 12 random ones (public), or structured and random pairs (hidden)."""
+    torch.Size, a size-1 dimension to sum and keep, a 0-d grad and shape, a scalar shape, an empty leading dimension,
+    a size-1 dimension stretched to size 0 (twice: zeros of size 1 come back), two leading dimensions; then the
+    visible pairs and 12 random ones (public), or structured and random pairs (hidden)."""
     __tracebackhide__ = True
     for grad_shape, shape, grad in _unbroadcast_cases(seed):
         with trial():
@@ -272,6 +344,14 @@ PER_FEATURE = Misconception(
     "per-feature broadcasting (missing or wrong-side unsqueeze)", "(n, d) - (n,) and (n, d) - (1, n) line the means "
     "up with the LAST axis, the features: that runs only when n == d, and then subtracts the wrong numbers. Each "
     "example's mean must become a column: means.reshape(-1, 1) or means.unsqueeze(1), not unsqueeze(0).")
+COLUMN_UNSQUEEZED = Misconception(
+    "an (n, 1) means unsqueezed again", "unsqueeze adds a dimension every time: an (n,) means becomes the (n, 1) "
+    "column you want, but a means that is already (n, 1) becomes (n, 1, 1), and (n, d) minus (n, 1, 1) broadcasts "
+    "to an (n, n, d) block. Bring both valid shapes to (n, 1) with one operation that sets the shape, or unsqueeze "
+    "only the (n,) one.")
+EMPTY_RESHAPE = Misconception(
+    "reshape with -1 on an empty batch", "An empty batch (n = 0) is valid. With no elements PyTorch cannot work out "
+    "the size a -1 stands for, so means.reshape(n, -1) (or view) raises there; give that size yourself, it is 1.")
 NO_CHECK = Misconception(
     "no shape check", "PyTorch complains only when the sizes happen to clash, and its message names neither "
     "argument; otherwise (means of shape (1, n), x of shape (n,)...) it broadcasts without a word. Check "
@@ -312,7 +392,7 @@ def _drawn_centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], 
     if seed is None:
         valid = [((4, 3), (4,)), ((4, 3), (4, 1)), ((3, 3), (3,)), ((2, 5), (2, 1))]
         invalid = [((4, 3), (3,)), ((3, 3), (1, 3)), ((4, 3), (4, 3)), ((4, 3), (2,)), ((5,), (5,)),
-                   ((4, 3), (4, 1, 1))]
+                   ((4, 3, 2), (4,)), ((4, 3), (4, 1, 1))]
         return valid, invalid
     gen = generator("08/center_per_example", seed)
     n, d = choice(gen, [(2, 5), (3, 4), (4, 3), (5, 2), (6, 3), (3, 6)])
@@ -354,6 +434,9 @@ def _check_valid(center_per_example, x: Tensor, means: Tensor) -> None:
     value, error = _outcome(center_per_example, x, means, what=what)
     if error is not None:
         kind, message = error
+        if x.shape[0] == 0 and issubclass(kind, RuntimeError) and "unspecified dimension size -1" in message:
+            raise proven_failure(f"{what} raised {kind.__name__}: {message}\nAn empty batch is valid: means of shape "
+                                 "(n,) or (n, 1) for x of shape (n, d), n = 0 included.", EMPTY_RESHAPE)
         sizes = issubclass(kind, RuntimeError) and any(text in message for text in TORCH_BROADCAST_ERRORS)
         raise GradingFailure(f"{what} raised {kind.__name__}: {message}\nThese shapes are valid: means of "
                              f"shape (n,) or (n, 1) for x of shape (n, d).", suspects=(PER_FEATURE,) if sizes else ())
@@ -361,8 +444,10 @@ def _check_valid(center_per_example, x: Tensor, means: Tensor) -> None:
     got = as_answer(value, what=what)
     expected = x - means.reshape(-1, 1)
     if got.shape != expected.shape:
+        n, d = x.shape
+        column_unsqueezed = means.dim() == 2 and tuple(got.shape) == (n, n, d)
         raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected {tuple(expected.shape)}, the shape "
-                             "of x.", suspects=(PER_FEATURE,))
+                             "of x.", suspects=(COLUMN_UNSQUEEZED if column_unsqueezed else PER_FEATURE,))
     symptoms = [PER_FEATURE.looks_like(x - means.reshape(1, -1))] if x.shape[0] == x.shape[1] else []
     expect_close(got, expected, what=what, source="expected", rtol=1e-12, atol=1e-12, symptoms=symptoms,
                  extra=f"  x: {fmt(x)}\n  means: {fmt(means)}")
@@ -460,9 +545,20 @@ def buggy_weighted_mse(x: Tensor, y: Tensor, sample_weight: Tensor, w: Tensor, b
     return (sample_weight * err).mean() / sample_weight.mean()
 
 
+def _pairwise_losses(x: Tensor, y: Tensor, s: Tensor, w: Tensor, b: Tensor) -> list[Tensor]:
+    """The (n, n) table's losses: (n, 1) predictions minus (n,) targets, the weights lined up with the targets (as
+    (n,)) or with the predictions (as a column), divided by the sum or by the mean of the weights."""
+    table = (x @ w + b - y) ** 2  # [i, j]: prediction i minus target j
+    losses = []
+    for weights in (s, s.unsqueeze(1)):
+        weighted = weights * table
+        losses += [weighted.sum() / s.sum(), weighted.mean() / s.mean()]
+    return losses
+
+
 def _mse_symptoms(x: Tensor, y: Tensor, s: Tensor, w: Tensor, b: Tensor) -> list:
     errors = ((x @ w).squeeze(1) + b - y) ** 2
-    return [PAIRWISE.looks_like(buggy_weighted_mse(x, y, s, w, b)),
+    return [*(PAIRWISE.looks_like(loss) for loss in _pairwise_losses(x, y, s, w, b)),
             WEIGHTS_WITHOUT_EFFECT.looks_like(errors.mean()),
             DIVIDED_BY_COUNT.looks_like((s * errors).sum() / len(y))]
 
@@ -515,6 +611,11 @@ def check_weighted_mse(weighted_mse, seed: int | None = None) -> None:
                     f"w {tuple(w.shape)}, b {tuple(b.shape)})")
             inputs = (x.clone(), y.clone(), s.clone(), w.clone().requires_grad_(True), b.clone().requires_grad_(True))
             value = call_learner(weighted_mse, *inputs, what=what)  # the caller's own tensors, checked unchanged
-            expect_close(as_answer(value, what=what, shape=()), intended_weighted_mse(*case), what=what,
+            got = as_answer(value, what=what)
+            if got.dim() != 0:
+                raise GradingFailure(f"{what} returned a tensor of shape {tuple(got.shape)}; expected a 0-d tensor "
+                                     "(shape ()), the single number of the loss, as .sum() or .mean() over all "
+                                     "elements gives it.")
+            expect_close(got, intended_weighted_mse(*case), what=what,
                          source="expected", rtol=1e-10, atol=1e-12, symptoms=_mse_symptoms(*case))
             _expect_mse_gradients(value, case, inputs[3:], what)
