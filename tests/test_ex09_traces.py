@@ -49,6 +49,8 @@ def _value(margin, trace):
         return _depth_ratio(trace)
     if margin.quantity == "climb":
         return _climb(trace)
+    if margin.quantity == "grad_norm growth":
+        return trace["grad_norm"][-1] / trace["grad_norm"][0]
     return _held_out(trace)[1 if margin.at_most else 0]
 
 
@@ -141,7 +143,8 @@ def test_the_visible_runs_sit_at_the_edges():
         else:
             assert margin.stated <= value <= margin.edge, (margin, value)
         assert abs(value - margin.edge) <= 5e-4 * abs(value), (margin, value)
-    assert [run[:2] for run in checks.VISIBLE_RUNS] == list(checks.KINDS)
+    assert {run[:2] for run in checks.VISIBLE_RUNS} == set(checks.KINDS)
+    assert all(run in checks.VISIBLE_RUNS for run in checks.EDGE_RUNS)
 
 
 def test_the_visible_runs_keep_the_stated_margins():
@@ -259,3 +262,39 @@ def test_graph_bytes_matches_the_architecture(activation, dtype):
     assert checks.graph_bytes_reference(model, batch[:n]) == batch.untyped_storage().nbytes() + hidden
     with torch.no_grad():
         assert checks.graph_bytes_reference(model, batch) == batch.untyped_storage().nbytes() + 2 * hidden
+
+
+def _climb_first(trace):
+    """The blind review's order: nan, then the climb, before the depth ratio."""
+    if trace["raised"] is not None:
+        return "in-place on a leaf"
+    if not all(math.isfinite(v) for v in trace["loss"]):
+        return "exploding gradients"
+    if _climb(trace) >= 3.0:
+        return "missing zero_grad"
+    return _rule(1e3, 1e-3, 3.0, 0.5)(trace)
+
+
+def _grad_norm_trend(trace):
+    """The blind review's rule on a quantity the table does not bound: zero_grad when grad_norm ends 1.5x higher."""
+    if trace["raised"] is None and _depth_ratio(trace) < 1e3 and trace["grad_norm"][-1] > 1.5 * trace["grad_norm"][0] \
+            and all(math.isfinite(v) for v in trace["loss"]):
+        return "missing zero_grad"
+    rule = _rule(1e3, 1e-3, math.inf, 0.5)
+    return rule(trace)
+
+
+@pytest.mark.parametrize("rule", [_climb_first, _grad_norm_trend])
+def test_a_hard_run_fails_a_wrong_order_at_every_seed(rule):
+    """The hard runs are pinned in the visible test and again at the start of the hidden one: a climb read before the
+    depth ratio, or a rule on grad_norm's trend, fails both (it used to pass the visible test and fail the hidden one
+    at some seeds only)."""
+    with pytest.raises(GradingFailure):
+        checks.check_diagnose(rule)
+    for mode, variant, seed in checks.EDGE_RUNS:
+        if (mode, variant) in (("exploding gradients", "clipped"), ("missing zero_grad", "")):
+            trace = checks.training_trace(mode, seed, variant)
+            if rule(trace) != mode:
+                break
+    else:
+        pytest.fail("no pinned run catches the rule")

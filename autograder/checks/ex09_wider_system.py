@@ -294,12 +294,14 @@ STUCK = (("vanishing gradients", ""), ("broadcasting bug", ""))  # learned no mo
 class Margin:
     """A bound that every trace of ``kinds`` keeps on one quantity, visible or hidden.
 
-    ``stated`` is the round bound the part's text states. ``run`` is the visible test's run of these kinds nearest to
+    ``stated`` is the round bound the part's text states (infinite or zero for a hard run: an extreme the text leaves
+    unbounded, pinned so that a rule in a wrong order, or on a quantity the table does not bound, fails at every seed
+    rather than at some). ``run`` is the visible test's run of these kinds nearest to
     it, and ``edge`` that run's value rounded toward the kinds' side: the runs drawn for the hidden tests keep
     ``edge`` too, so a threshold that separates the visible runs separates every hidden run on this quantity.
     """
 
-    quantity: str  # "depth ratio", "climb" or "held-out ratio"
+    quantity: str  # "depth ratio", "climb", "held-out ratio" or "grad_norm growth"
     kinds: tuple[tuple[str, str], ...]
     at_most: bool
     stated: float
@@ -311,6 +313,8 @@ class Margin:
             return depth_ratio(trace)
         if self.quantity == "climb":
             return climb(trace)
+        if self.quantity == "grad_norm growth":
+            return trace["grad_norm"][-1] / trace["grad_norm"][0]
         low, high = held_out(trace)
         return high if self.at_most else low
 
@@ -333,7 +337,18 @@ MARGINS = (
     Margin("climb", (("missing zero_grad", ""),), False, 4.5, 4.508, ("missing zero_grad", "", 1269)),
     Margin("held-out ratio", HEALTHY, True, 0.25, 0.2277, ("healthy", "", 1148)),
     Margin("held-out ratio", STUCK, False, 0.8, 0.8422, ("broadcasting bug", "", 1107)),
+    # hard runs (found among 300 seeds of the kind): extremes the text leaves unbounded, pinned at every seed. The
+    # clipped exploding run that climbs most (a climb read before the depth ratio calls it "missing zero_grad"), the
+    # missing zero_grad whose grad_norm grows least (a rule on the trend of grad_norm misses it) and the one whose
+    # held-out ratio ends lowest (a held-out check placed before the climb calls it "healthy").
+    Margin("climb", (("exploding gradients", "clipped"),), True, math.inf, 389.0,
+           ("exploding gradients", "clipped", 1109)),
+    Margin("grad_norm growth", (("missing zero_grad", ""),), False, 0.0, 1.2102, ("missing zero_grad", "", 1072)),
+    Margin("held-out ratio", (("missing zero_grad", ""),), False, 0.0, 0.18994, ("missing zero_grad", "", 1039)),
 )
+#: Pinned runs besides the margins' (a second clipped run that climbs far, so that a climb read before the depth
+#: ratio shows in two cases at every seed).
+HARD_RUNS = (("exploding gradients", "clipped", 1100),)
 
 
 def shows_fingerprint(mode: str, variant: str, trace: dict, *, drawn: bool) -> bool:
@@ -391,17 +406,19 @@ def _seeded_trace(mode: str, seed: int, variant: str) -> dict:
 
 #: The runs a learner derives the rules from (per label).
 EXAMPLE_SEEDS = (1, 2, 3, 4)
-#: The visible test's runs, one per entry of KINDS: the runs at the margins' edges (:data:`MARGINS`, found among 300
-#: seeds of every kind) and a few ordinary ones. The hidden test runs the edge runs again, then draws a run of every
-#: kind.
-VISIBLE_RUNS = (("missing zero_grad", "", 1269), ("missing zero_grad", "", 1237), ("vanishing gradients", "", 1154),
+#: The visible test's runs, every entry of KINDS at least once: the runs at the margins' edges (:data:`MARGINS`, found
+#: among 300 seeds of every kind), the hard runs and a few ordinary ones. The hidden test runs the edge runs again,
+#: then draws a run of every kind.
+VISIBLE_RUNS = (("missing zero_grad", "", 1269), ("missing zero_grad", "", 1237), ("missing zero_grad", "", 1072),
+                ("missing zero_grad", "", 1039), ("vanishing gradients", "", 1154),
                 ("vanishing gradients", "", 1157), ("exploding gradients", "diverges", 1252),
-                ("exploding gradients", "clipped", 1164), ("exploding gradients", "shallow", 1032),
+                ("exploding gradients", "clipped", 1109), ("exploding gradients", "clipped", 1100),
+                ("exploding gradients", "shallow", 1032),
                 ("broadcasting bug", "", 1107), ("broadcasting bug", "", 1105),
                 ("in-place on a leaf", "clamps the weights", 1000),
                 ("in-place on a leaf", "updates outside no_grad", 1000),
                 ("healthy", "", 1148), ("healthy", "noisy", 1006), ("healthy", "summed", 1149))
-EDGE_RUNS = tuple(dict.fromkeys(margin.run for margin in MARGINS))
+EDGE_RUNS = tuple(dict.fromkeys([*(margin.run for margin in MARGINS), *HARD_RUNS]))
 
 
 def example_traces() -> dict[str, list[dict]]:
@@ -456,6 +473,22 @@ GRADIENT_SIZE = Misconception(
     "A gradient's size depends on how the loss is written: a loss summed over the mini-batch instead of averaged "
     "makes every loss and gradient 256 times larger, and trains exactly the same. Exploding is growth through depth: "
     "compare the first layer's gradient with the last one's (a ratio has no units).")
+CLIMB_BEFORE_PROFILE = Misconception(
+    "read the climb before the per-layer profile",
+    "An exploding run that clips its gradients keeps a finite loss, and that loss can climb far above its best, as "
+    "a missing zero_grad does: the climb alone does not tell the two apart. Its per-layer profile does (a depth ratio "
+    "of 10^4 or more, never reached by a missing zero_grad): check it before the climb.")
+THRESHOLD_PAST_BOUND = Misconception(
+    "threshold past the table's bound",
+    "This run's value of the quantity lies inside the band the table states for its kind, and your diagnose names the "
+    "same trace right once that value is pushed far beyond: the quantity is read, but the threshold sits past the "
+    "stated bound. Put it inside the gap between the kinds' bounds (in its middle, on a log scale for ratios), not "
+    "just past the examples.")
+TRAINING_LOSS_AS_HELD_OUT = Misconception(
+    "compared the training loss with the baseline",
+    "loss is the training code's own number: a run that sums its loss over the mini-batch logs 256 times the mean, "
+    "so its training loss says nothing about how far the model got. val_loss is computed the same way in every run "
+    "(a mean squared error on held-out data): compare that with baseline_loss.")
 CHANGED_TRACE = Misconception(
     "changed the trace it reads",
     "diagnose only reads the trace: the caller keeps plotting and logging it. Clean or sort into new lists "
@@ -468,10 +501,12 @@ def _misread(mode: str, variant: str, got: str) -> Misconception | None:
         return IGNORED_EXCEPTION
     if variant == "summed" and got == "exploding gradients":
         return GRADIENT_SIZE
+    if variant == "summed" and got == "broadcasting bug":  # its val_loss is the plain run's: the loss's size misled
+        return TRAINING_LOSS_AS_HELD_OUT
     if {mode, got} == {"vanishing gradients", "exploding gradients"}:
         return SWAPPED
     if mode == "exploding gradients" and variant in ("clipped", "shallow"):
-        return WAITED_FOR_NAN
+        return CLIMB_BEFORE_PROFILE if got == "missing zero_grad" else WAITED_FOR_NAN
     if mode == "missing zero_grad":
         return ACCUMULATION_AS_EXPLOSION if got == "exploding gradients" else MISSED_BOUNCE
     if got == "missing zero_grad":
@@ -512,6 +547,49 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def _pushed(trace: dict, mode: str) -> tuple[str, float, str, dict] | None:
+    """For a run of ``mode`` whose table quantity lies inside its stated band: (the quantity, its value, the stated
+    band, a copy of the trace with only that quantity pushed far beyond the band). None for the other kinds."""
+    probe = copy.deepcopy(trace)
+    if mode in ("vanishing gradients", "exploding gradients") and _finite(trace):
+        ratio = depth_ratio(trace)
+        far = 1e-12 if mode == "vanishing gradients" else 1e12
+        band = "at most 1e-4" if mode == "vanishing gradients" else "at least 1e4"
+        if not (ratio <= 1e-4 if mode == "vanishing gradients" else ratio >= 1e4):
+            return None
+        probe["layer_grad_norms"][0] *= far / ratio
+        return "depth ratio", ratio, band, probe
+    if mode == "missing zero_grad":
+        loss = trace["loss"]
+        value, t = max((loss[t] / min(loss[:t]), t) for t in range(1, len(loss)))
+        probe["loss"][t] = 1e3 * min(loss[:t])
+        return "climb", value, "at least 4.5", probe
+    if mode in ("healthy", "broadcasting bug"):
+        low, high = held_out(trace)
+        factor = 0.01 / high if mode == "healthy" else 5.0 / low
+        probe["val_loss"] = [v * factor for v in trace["val_loss"]]
+        return "held-out ratio", high if mode == "healthy" else low, \
+            "at most 0.25" if mode == "healthy" else "at least 0.8", probe
+    return None
+
+
+def _past_bound(diagnose, trace: dict, mode: str, what: str) -> str | None:
+    """Whether ``diagnose`` names this run right once its own table quantity is pushed far beyond the stated band:
+    then the threshold, not the choice of quantity, is what failed (a sentence saying so), else None."""
+    pushed = _pushed(trace, mode)
+    if pushed is None:
+        return None
+    quantity, value, band, probe = pushed
+    try:
+        label = call_learner(diagnose, probe, what=what)
+    except GradingFailure:
+        return None
+    if not (isinstance(label, str) and label.strip() == mode):
+        return None
+    return (f"  This run's {quantity} is {fmt(value)}, inside the table's band for {mode!r} ({band}); the same "
+            f"trace with only its {quantity} pushed far beyond that band is named {mode!r} by your diagnose.")
+
+
 def _judge_label(diagnose, trace: dict, mode: str, variant: str, what: str) -> None:
     __tracebackhide__ = True
     before = copy.deepcopy(trace)
@@ -525,16 +603,22 @@ def _judge_label(diagnose, trace: dict, mode: str, variant: str, what: str) -> N
     got = label.strip()
     if got != mode:
         kind = f" ({variant})" if variant else ""
+        message = f"{what} returned {got!r}, but this run was trained with: {mode!r}{kind}.\n{_summary(before)}"
+        proof = _past_bound(diagnose, before, mode, what)
+        if proof:  # the quantity is read, its threshold is what failed
+            raise proven_failure(f"{message}\n{proof}", THRESHOLD_PAST_BOUND)
         mistake = _misread(mode, variant, got)
-        raise GradingFailure(f"{what} returned {got!r}, but this run was trained with: {mode!r}{kind}.\n"
-                             f"{_summary(before)}", suspects=(mistake,) if mistake else ())
+        raise GradingFailure(message, suspects=(mistake,) if mistake else ())
 
 
 @check
 def check_diagnose(diagnose, seed: int | None = None) -> None:
     """Part A: diagnose(trace) names the failure mode of a real training trace (one of LABELS), leaving the trace
-    unchanged. Visible: one fixed run of every kind in KINDS (:data:`VISIBLE_RUNS`, the margins' edge runs among
-    them). Hidden: the edge runs again, then a fresh run of every kind in a random order.
+    unchanged. Visible: fixed runs of every kind in KINDS (:data:`VISIBLE_RUNS`, the margins' edge runs and the hard
+    runs among them). Hidden: the edge and hard runs again (:data:`EDGE_RUNS`), then a fresh run of every kind in a
+    random order; the fresh runs keep every margin's edge, so the grade of a rule on the margins' quantities does not
+    depend on the seed. A failed run whose own table quantity lies inside its stated band is tried once more with
+    only that quantity pushed far beyond it: a right label then proves a threshold past the bound.
 
     Domain: traces of :func:`training_trace` (40 steps, or fewer when ``raised`` is set: 1 step for an update
     outside no_grad); ``loss`` and ``grad_norm`` finite except in a diverging exploding run (inf and nan); ``loss``
@@ -573,6 +657,16 @@ SUM_NOT_MEAN = Misconception(
     "summed the squared errors",
     "The mean squared error divides the sum of squared errors by the number of examples, so that it does not grow "
     "with the size of the held-out set.")
+SQUEEZED_AGAINST_COLUMN = Misconception(
+    "(n,) predictions against (n, 1) targets",
+    "Your predictions were flattened to (n,) but the targets here are (n, 1): the subtraction broadcasts to an (n, n) "
+    "matrix of every prediction minus every target again, whose mean is not the mean squared error (it can even lie "
+    "close to it). Bring BOTH to one shape (reshape one to the other's shape, or flatten both).")
+EVAL_MODE_LEFT = Misconception(
+    "switched the model to eval mode",
+    "held_out_loss runs in the middle of training: model.eval() without putting the flag back leaves dropout and "
+    "batch norm in evaluation mode for every later training step. eval() is not what stops the recording (no_grad "
+    "does); leave model.training as you found it, or restore it before returning.")
 ROOT_MEAN = Misconception(
     "root of the mean squared error",
     "The traces log the mean squared error itself, without a square root, so that it compares with the training "
@@ -620,14 +714,20 @@ def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
     grad; ``inputs`` float64 of shape (n, d), 1 <= d <= 4, values in [-2, 2); ``targets`` float64 of shape (n,) or
     (n, 1), values in [-2, 2); n = 1 (pinned, both target shapes) or 6 to 12. Called with recording on.
     Contracts checked: a Python float (a tensor, even 0-d, is named); no tensor saved for backward while it runs
-    (saved-tensor hooks); the arguments unchanged (values, requires_grad, .grad, versions: call_learner)."""
+    (saved-tensor hooks); the arguments unchanged (values, requires_grad, .grad, versions: call_learner; the model's
+    training flag: checked here, the models come in training mode). Both broadcasts are named where they differ from
+    the answer: (n, 1) predictions against (n,) targets and (n,) predictions against (n, 1) targets (n >= 6)."""
     __tracebackhide__ = True
     for model, inputs, targets in _loss_cases(seed):
         with trial():
             n, d = inputs.shape
             what = f"held_out_loss(model, inputs of shape {(n, d)}, targets of shape {tuple(targets.shape)})"
             saved: list = []
+            training = model.training
             answer = call_learner(_count_saved(held_out_loss, saved), model, inputs, targets, what=what)
+            if model.training != training:
+                raise proven_failure(f"{what} left model.training {model.training} (it was {training}): the caller's "
+                                     "model is no longer in the mode it was in.", EVAL_MODE_LEFT)
             if saved:
                 raise proven_failure(f"{what} recorded a graph: autograd saved {len(saved)} tensor(s) for backward "
                                      "while it ran.", RECORDED_GRAPH)
@@ -638,8 +738,10 @@ def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
                 predictions = model(inputs)
             errors = (predictions.reshape(-1) - targets.reshape(-1)) ** 2
             symptoms = [SUM_NOT_MEAN.looks_like(errors.sum()), ROOT_MEAN.looks_like(errors.mean().sqrt())]
-            if targets.dim() == 1:
-                symptoms.append(BROADCAST_LOSS.looks_like(((predictions - targets) ** 2).mean()))
+            pairwise = ((predictions - targets.reshape(1, -1)) ** 2).mean()  # every prediction minus every target
+            # the pairwise mean can lie within 1e-4 of the answer: told apart at the check's own tolerance
+            symptoms.append((BROADCAST_LOSS if targets.dim() == 1 else SQUEEZED_AGAINST_COLUMN).looks_like(
+                pairwise, rtol=1e-8, atol=1e-12))
             expect_close(answer, errors.mean(), what=what, source="expected", rtol=1e-9, atol=1e-12,
                          symptoms=symptoms)
 
@@ -845,18 +947,33 @@ class Question:
         return next((m for option, m in self.distractors if option == text), None)
 
 
-FINITE_DIFFERENCES = Misconception(
-    "autograd taken for finite differences",
-    "Nudging and re-running is a finite difference: our oracle, not autograd. It costs two forward passes per "
-    "parameter and is only approximate.")
-SYMBOLIC = Misconception(
-    "autograd taken for symbolic differentiation",
-    "Autograd never builds a formula for the whole model; it only needs each primitive operation's local rule, "
-    "applied along the recorded graph.")
-LAST_LAYER_ONLY = Misconception(
-    "gradients only for the last layer",
-    "The chain rule carries the gradient through every layer back to every parameter: exercise 07 measured it "
-    "layer by layer.")
+INFERENCE_AS_NO_GRAD = Misconception(
+    "inference_mode taken for no_grad",
+    "Both switch recording off, but inference_mode also marks its outputs as inference tensors, which autograd may "
+    "never save for backward: t * a needs a to compute t's gradient, so it raises at once, in the forward pass. A "
+    "result of no_grad is an ordinary constant. Compute cached values under no_grad, or .clone() an inference tensor "
+    "before it enters a recorded computation.")
+RECORDING_OFF_FORBIDDEN = Misconception(
+    "a result of no_grad taken for one autograd refuses",
+    "A tensor computed under no_grad is an ordinary tensor that does not require grad: a constant to autograd. It may "
+    "enter a recorded computation like any other constant; only inference tensors (inference_mode) may not be saved "
+    "for backward.")
+CONSTANT_BLOCKS_GRADIENT = Misconception(
+    "a constant factor taken for a blocked gradient",
+    "b is a constant to autograd, but t requires grad: t * b is recorded, and t's gradient is b's sum, 6. The "
+    "stop-gradient only means nothing flows back into whatever computed b.")
+CLIPPED_PER_TENSOR = Misconception(
+    "clipping taken per tensor",
+    "clip_grad_norm_ clips the GLOBAL norm of all the gradients together: one factor, max_norm / total norm, "
+    "multiplies every one of them, so a small gradient shrinks with the large one.")
+CLIPPING_EQUALISES = Misconception(
+    "clipping taken to even out the layers",
+    "Clipping multiplies every gradient by the same factor, so every ratio between layers stays exactly what it was: "
+    "it tames the size, never the profile.")
+CLIP_ONLY_MEASURES = Misconception(
+    "clip_grad_norm_ taken to only measure",
+    "The trailing underscore means in place: clip_grad_norm_ rescales every .grad and also returns the total norm it "
+    "measured before clipping.")
 INTERMEDIATE_GRAD = Misconception(
     "intermediate tensors keep .grad",
     "Only leaves keep a .grad (an intermediate one only after retain_grad()), and backward frees the graph unless "
@@ -880,16 +997,6 @@ GRAPH_REUSED = Misconception(
     "one graph assumed for every pass of the loop",
     "The forward line runs again on every pass of the loop and records a new graph, so every backward has a fresh "
     "graph to walk; only .grad carries over from one pass to the next.")
-FD_EXACT = Misconception(
-    "finite differences are exact",
-    "Finite differences are approximate (truncation and round-off, exercise 01), and reverse mode needs MORE "
-    "memory: it keeps the graph.")
-AUTODIFF_APPROXIMATE = Misconception(
-    "autodiff is approximate",
-    "Reverse mode is exact up to floating-point round-off: it applies exact local derivatives.")
-FD_ONE_INPUT = Misconception(
-    "finite differences need a single input",
-    "They work for any number of inputs, with one or two evaluations per input: that cost is the problem.")
 IDENTITY_SCALED = Misconception(
     "identity path scaled by F′",
     "The identity y = x has derivative 1: it passes the upstream gradient on unchanged, and the branch adds F′(x) "
@@ -902,16 +1009,21 @@ ONE_NOT_UPSTREAM = Misconception(
 
 QUESTIONS = (
     Question(
-        "autograd_mechanism", "How does PyTorch's autograd compute the gradient of a loss?",
-        "It records each operation of the forward pass in a graph, then applies their local backward rules from the "
-        "loss back.",
-        (("It computes the gradient of the loss by nudging each parameter a little, running the model again and "
-          "dividing the change.", FINITE_DIFFERENCES),
-         ("It derives one symbolic formula for the derivative of the whole model, simplifies that formula, and then "
-          "evaluates it.", SYMBOLIC),
-         ("It computes the exact gradient of the last layer only and adjusts the earlier layers in proportion to "
-          "that gradient.", LAST_LAYER_ONLY)),
-        position=1),
+        "inference_or_no_grad",
+        "Two cached results, computed with recording off in two ways, each multiplied by a tensor that requires "
+        "grad. What does this print?\n\n```python\nx = torch.ones(3)\nwith torch.inference_mode():\n    a = 2 * x\n"
+        "with torch.no_grad():\n    b = 2 * x\nt = torch.tensor(1.0, requires_grad=True)\nfor cached in (b, a):\n"
+        "    try:\n        (t * cached).sum().backward()\n        print(t.grad)\n    except RuntimeError:\n"
+        "        print(\"RuntimeError\")\n```",
+        "It prints tensor(6.), then RuntimeError: t * a must save a for backward, and an inference tensor cannot be.",
+        (("It prints tensor(6.), then tensor(12.): outputs of inference_mode and of no_grad are the very same "
+          "constants.",
+          INFERENCE_AS_NO_GRAD),
+         ("It prints RuntimeError twice: a tensor computed with recording off can never meet one that requires grad.",
+          RECORDING_OFF_FORBIDDEN),
+         ("It prints None, then RuntimeError: b was computed without a graph, so no gradient can reach t through it.",
+          CONSTANT_BLOCKS_GRADIENT)),
+        position=2),
     Question(
         "what_backward_populates",
         "What does this print?\n\n```python\nw = torch.tensor([1.0, 2.0], requires_grad=True)\nh = 3 * w\n"
@@ -937,17 +1049,19 @@ QUESTIONS = (
           GRAPH_REUSED)),
         position=3),
     Question(
-        "autodiff_vs_finite_differences",
-        "Why is a large network trained with reverse-mode autodiff rather than with finite differences?",
-        "One backward pass gives the exact gradient of every parameter; central differences need two forward passes "
-        "for each.",
-        (("Both give the exact gradient, but reverse mode needs less memory because it never stores a nudged copy of "
-          "the network.", FD_EXACT),
-         ("Reverse mode also approximates the gradient, but its approximation takes less compute than a finite "
-          "difference does.", AUTODIFF_APPROXIMATE),
-         ("Finite differences only work for functions of a single input, and a large network has millions of inputs "
-          "to adjust.", FD_ONE_INPUT)),
-        position=2),
+        "clipping_keeps_the_profile",
+        "An exploding profile: the first layer's gradient has norm 1000, the last one's 0.1. What does this print?"
+        "\n\n```python\nfirst = torch.zeros(4, requires_grad=True)\nlast = torch.zeros(4, requires_grad=True)\n"
+        "first.grad = torch.full((4,), 500.0)\nlast.grad = torch.full((4,), 0.05)\n"
+        "torch.nn.utils.clip_grad_norm_([first, last], max_norm=1.0)\nprint(first.grad.norm(), last.grad.norm())\n```",
+        "It prints tensor(1.) tensor(0.0001): one factor, about 1/1000, scales both, so their ratio stays 10000.",
+        (("It prints tensor(1.) tensor(0.1000): each tensor is clipped to norm 1 alone; the last was already below.",
+          CLIPPED_PER_TENSOR),
+         ("It prints tensor(1.) tensor(1.): clipping brings every gradient to norm 1 and evens out the profile.",
+          CLIPPING_EQUALISES),
+         ("It prints tensor(1000.) tensor(0.1000): clip_grad_norm_ returns the total norm, the gradients stay.",
+          CLIP_ONLY_MEASURES)),
+        position=1),
     Question(
         "residual_identity_path",
         "A residual block y = x + F(x) with F(x) = 0.01·x², under an upstream gradient of 3. What does this print?"
