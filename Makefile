@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab lab-instructor test release bench-lessons clean
+.PHONY: setup lab lab-instructor test test-all release bench-lessons clean
 
 setup: $(STAMP)
 
@@ -50,6 +50,11 @@ lab-instructor: $(LEARNER_VIEW)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Nightly, not in CI (about 40 minutes on two cores): make test, plus plain nbgrader grading the whole catalogue
+# beside the class grader (COURSE_AGREEMENT=all) and every hidden cell of every wrong answer at a fresh seed.
+test-all: $(STAMP)
+	COURSE_TEST_ALL=1 COURSE_AGREEMENT=all $(BIN)/python -m pytest
 
 # Regenerate the student release (exercises/) from the nbgrader sources (solutions/).
 release: $(STAMP)

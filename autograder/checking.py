@@ -296,8 +296,8 @@ def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> T
         raise GradingFailure(f"{what} returned a tensor of dtype {tensor.dtype}; expected real numbers.")
     tensor = tensor.to(torch.float64)
     if shape is not None and tuple(tensor.shape) != tuple(shape):
-        raise GradingFailure(f"{what} returned shape {tuple(tensor.shape)}; expected shape {tuple(shape)} "
-                             "(one value per element of the input).")
+        kind = "a single number" if tuple(shape) == () else "one value per element of the input"
+        raise GradingFailure(f"{what} returned shape {tuple(tensor.shape)}; expected shape {tuple(shape)} ({kind}).")
     return tensor
 
 

@@ -1,8 +1,10 @@
 """The grading pipeline, end to end, on a scratch copy of the course, for every assignment.
 
 One run of ``python -m autograder grade`` per assignment grades a whole class: the reference solution, the untouched
-release, and every catalogued wrong answer. It is nbgrader's own pipeline (sanitizing, Autograde's grading rules, the
-gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that has imported torch.
+release, and :data:`PIPELINE_SAMPLE` catalogued wrong answers (every one with ``make test-all``; tests/test_catalogue.py
+proves every answer's verdict in-process in ``make test``). It is nbgrader's own pipeline (sanitizing, Autograde's
+grading rules, the gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that
+has imported torch.
 The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer exactly the
 scores its catalogue entry states, with its diagnosis in the feedback.
 
@@ -12,7 +14,7 @@ this package's grader) on its own course copy and gradebook: the reference, the 
 cell of the reference may raise in a kernel. The sample takes the answers that reach most what a sandbox or a forked
 worker could treat differently from a kernel (torch.func and other modules torch imports lazily, imports, torch.optim,
 torch.nn.utils, warnings, printing, sys or os), then answers spread over the catalogue. A kernel per notebook costs
-seconds: the whole catalogue (over 350 answers) would take most of the suite's 15 minutes on two cores, so
+seconds: the whole catalogue (over 600 answers) would take far more than the suite's 10 minutes on two cores, so
 ``COURSE_AGREEMENT=all`` compares every answer (about 25 minutes on two cores; worth it after a change to the grader's
 executor, sandbox or replay).
 """
@@ -35,6 +37,11 @@ from autograder import course
 ASSIGNMENTS = course.assignments()
 #: Catalogued wrong answers per assignment that plain nbgrader grades too (all of them with COURSE_AGREEMENT=all).
 AGREEMENT_SAMPLE = 2
+#: Catalogued wrong answers per assignment the class grader grades in `make test` (the agreement sample among them);
+#: `make test-all` (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's
+#: verdict and diagnosis in-process: the test cells are the same code, and this sample shows the pipeline (sandbox,
+#: replay, nbgrader's rules, feedback) changes no verdict.
+PIPELINE_SAMPLE = 6
 #: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
 #: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
 REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
@@ -63,12 +70,27 @@ def agreement_sample(assignment: str) -> list[str]:
     return ["reference", "blank", *sorted(chosen)]
 
 
+def pipeline_sample(assignment: str) -> list[str]:
+    """The students the class grader grades: reference, blank, the :func:`agreement_sample` and answers spread over
+    the catalogue, PIPELINE_SAMPLE wrong answers in all (everyone with COURSE_TEST_ALL=1)."""
+    everyone = [f"wrong{n:02d}" for n in range(len(catalogue(assignment)))]
+    if os.environ.get("COURSE_TEST_ALL") == "1" or len(everyone) <= PIPELINE_SAMPLE:
+        return ["reference", "blank", *everyone]
+    chosen = [s for s in agreement_sample(assignment) if s.startswith("wrong")]
+    rest = [s for s in everyone if s not in chosen]
+    count = PIPELINE_SAMPLE - len(chosen)
+    chosen += [rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)]
+    return ["reference", "blank", *sorted(set(chosen))]
+
+
 def write_class(root, assignment: str) -> None:
     reference = solution_sources(assignment)
+    sample = pipeline_sample(assignment)
     write_submission(root, "reference", assignment, reference)
     write_submission(root, "blank", assignment, {})
     for number, wrong in enumerate(catalogue(assignment)):
-        write_submission(root, f"wrong{number:02d}", assignment, {**reference, **wrong.replace})
+        if f"wrong{number:02d}" in sample:
+            write_submission(root, f"wrong{number:02d}", assignment, {**reference, **wrong.replace})
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +184,8 @@ def test_catalogue_is_large_enough(assignment):
 
 
 @pytest.mark.parametrize("assignment, number, wrong", [
-    by_assignment(a, n, w, id=f"{a}:{w.name}") for a in ASSIGNMENTS for n, w in enumerate(catalogue(a))])
+    by_assignment(a, n, w, id=f"{a}:{w.name}") for a in ASSIGNMENTS for n, w in enumerate(catalogue(a))
+    if f"wrong{n:02d}" in pipeline_sample(a)])
 def test_wrong_answer_loses_exactly_its_points(graded_class, assignment, number, wrong):
     root, student = graded_class(assignment), f"wrong{number:02d}"
     unknown = set(wrong.scores) - set(graded_cells(assignment))

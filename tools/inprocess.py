@@ -33,12 +33,15 @@ def is_hidden_test(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade")) and "### BEGIN HIDDEN TESTS" in cell.source
 
 
-def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = False) -> dict[str, CellResult]:
+def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = False,
+              tests: set[str] | None = None, scratch: bool = True) -> dict[str, CellResult]:
     """Every graded test cell's result, by grade id, with ``answers`` (grade id -> code) in the solution cells.
 
     ``only_hidden``: run what the hidden tests depend on and nothing else, the part of a notebook that changes with
     the seed: the nbgrader cells (imports, given code, solutions) and the hidden test cells; the visible tests and
-    the learner's scratch and demo cells (no nbgrader metadata) draw nothing from the seed.
+    the learner's scratch and demo cells (no nbgrader metadata) draw nothing from the seed. ``tests``: of the graded
+    test cells, run these only (the others are left out of the result). ``scratch=False``: leave out the learner's
+    scratch and demo cells (no nbgrader metadata; nothing graded depends on them).
     """
     from autograder.checking import GradingFailure
 
@@ -51,6 +54,10 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
                 continue
             meta = cell.metadata.get("nbgrader", {})
             if only_hidden and (not meta or (meta.get("grade") and not is_hidden_test(cell))):
+                continue
+            if tests is not None and meta.get("grade") and grade_id(cell) not in tests:
+                continue
+            if not scratch and not meta:
                 continue
             source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
             result = CellResult(True)
@@ -68,6 +75,23 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
     return results
 
 
-def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: bool = False) -> dict[str, bool]:
+def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: bool = False,
+                   tests: set[str] | None = None) -> dict[str, bool]:
     """Pass (True) or fail per graded test cell (see :func:`run_cells`)."""
-    return {cell: result.passed for cell, result in run_cells(assignment, answers, only_hidden=only_hidden).items()}
+    results = run_cells(assignment, answers, only_hidden=only_hidden, tests=tests)
+    return {cell: result.passed for cell, result in results.items()}
+
+
+def tests_after_first_answer(assignment: str, answers: dict[str, str]) -> set[str]:
+    """The graded test cells below the first solution cell ``answers`` changes: every cell above it runs exactly the
+    reference's code in the reference's order from the same seeds, so it gives the reference's result."""
+    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    reference = {grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    changed, after = False, set()
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and answers.get(grade_id(cell), cell.source) != reference[grade_id(cell)]:
+            changed = True
+        elif changed and meta.get("grade"):
+            after.add(grade_id(cell))
+    return after
