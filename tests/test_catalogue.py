@@ -14,7 +14,7 @@ import pytest
 from submissions import catalogue, graded_cells, solution_sources
 
 from autograder import course
-from tools.inprocess import run_cells, tests_after_first_answer
+from tools.inprocess import cells_below_first_answer, run_cells
 
 
 @pytest.mark.parametrize("assignment, wrong", [
@@ -25,7 +25,7 @@ def test_wrong_answer_loses_exactly_its_points(assignment, wrong):
     assert not unknown, f"catalogue entry {wrong.name!r} names unknown test cells {unknown}"
     answers = {**solution_sources(assignment), **wrong.replace}
     lost = {cell for cell, score in wrong.scores.items() if float(score) != points[cell]}
-    run = tests_after_first_answer(assignment, answers) | lost
+    run = cells_below_first_answer(assignment, answers) | lost
     results = run_cells(assignment, answers, tests=run, scratch=False)
     assert {cell: r.passed for cell, r in results.items()} == {cell: cell not in lost for cell in run}, wrong.name
     text = " ".join(" ".join(r.message.split()) for r in results.values() if not r.passed)

@@ -82,7 +82,7 @@ def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: boo
     return {cell: result.passed for cell, result in results.items()}
 
 
-def tests_after_first_answer(assignment: str, answers: dict[str, str]) -> set[str]:
+def cells_below_first_answer(assignment: str, answers: dict[str, str]) -> set[str]:
     """The graded test cells below the first solution cell ``answers`` changes: every cell above it runs exactly the
     reference's code in the reference's order from the same seeds, so it gives the reference's result."""
     notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
