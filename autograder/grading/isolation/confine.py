@@ -60,7 +60,7 @@ def install_audit_hook(restore: Callable[[], int], learner_returned: str, functi
     def hook(event: str, args: tuple, _forbidden=FORBIDDEN_EVENTS, _frozen=FROZEN_FUNCTION_ATTRIBUTES,
              _restore=restore, _returned=learner_returned, _functions=functions, _len=len, _id=id) -> None:
         if event == _returned:
-            _restore()
+            _restore(*args)
         elif event.startswith(_forbidden):
             raise PermissionError(f"not allowed while grading: {event}")
         elif (event == "object.__setattr__" and _len(args) > 1 and args[1] in _frozen

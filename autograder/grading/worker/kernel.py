@@ -39,6 +39,12 @@ LEARNER_FACING = (GradingFailure, CourseBug, ClaimFailed)
 DISPLAY_LIMIT = 2_000_000
 
 
+def _learner_fills(value) -> bool:
+    """A name an instructor cell binds only until the learner binds it (None, or a placeholder whose class says
+    ``learner_fills = True``, as exercise 11's "not pasted yet" engine): not restored before instructor cells."""
+    return value is None or getattr(type(value), "learner_fills", False) is True
+
+
 class CellTimeoutError(BaseException):
     """A cell ran longer than the per-cell time limit (BaseException, so ``except Exception`` does not hide it)."""
 
@@ -202,11 +208,15 @@ def _after_learner(restore, torch_c):
 
     A closure with everything bound at creation: it keeps working whatever the submission rebinds meanwhile.
     """
-    def after_learner(_restore=restore, _len=torch_c._len_torch_function_stack, _pop=torch_c._pop_torch_function_stack,
-                      _dlen=torch_c._len_torch_dispatch_stack, _dpop=torch_c._pop_torch_dispatch_stack) -> int:
-        while _len():
+    def after_learner(*keep, _restore=restore, _len=torch_c._len_torch_function_stack,
+                      _pop=torch_c._pop_torch_function_stack, _dlen=torch_c._len_torch_dispatch_stack,
+                      _dpop=torch_c._pop_torch_dispatch_stack, _int=int, _max=max) -> int:
+        # keep: the mode stacks' depths when the check called the learner (the check's own modes), else none kept
+        function_depth, dispatch_depth = ((_max(0, _int(keep[0])), _max(0, _int(keep[1]))) if len(keep) == 2
+                                          else (0, 0))
+        while _len() > function_depth:
             _pop()
-        while _dlen():
+        while _dlen() > dispatch_depth:
             _dpop()
         return _restore(False)
 
@@ -328,7 +338,8 @@ class Kernel:
         self.fds.drain(outputs)
         if instructor and error is None and len(before):
             self.instructor_names.update({k: v for k, v in list(self.namespace.items())
-                                          if type(k) is str and not k.startswith("_") and before.get(k) is not v})
+                                          if type(k) is str and not k.startswith("_") and before.get(k) is not v
+                                          and not _learner_fills(v)})
         truncated = bool(outputs.dropped) or outputs.truncated
         items = _plain_outputs(outputs.finish(), instructor, own_result)
         records = [output["data"].get(MIME) for output in items if output["output_type"] == "display_data"]
