@@ -86,11 +86,10 @@ def cells_below_first_answer(assignment: str, answers: dict[str, str]) -> set[st
     """The graded test cells below the first solution cell ``answers`` changes: every cell above it runs exactly the
     reference's code in the reference's order from the same seeds, so it gives the reference's result."""
     notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
-    reference = {grade_id(c): c.source for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")}
     changed, after = False, set()
-    for cell in notebook.cells:
+    for cell in notebook.cells:  # the source notebook: each solution cell holds the reference's code
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and answers.get(grade_id(cell), cell.source) != reference[grade_id(cell)]:
+        if meta.get("solution") and answers.get(grade_id(cell), cell.source) != cell.source:
             changed = True
         elif changed and meta.get("grade"):
             after.add(grade_id(cell))
