@@ -36,6 +36,10 @@ class WrongAnswer:
         if self.source not in ("authors", "blind"):
             raise ValueError(f"catalogue entry {self.name!r}: source is 'authors' or 'blind', not {self.source!r}")
 
+    def lost(self, points: dict[str, float]) -> set[str]:
+        """The test cells among ``points`` (grade id -> points) that this answer does not get full marks for."""
+        return {cell for cell in points if float(self.scores.get(cell, points[cell])) != points[cell]}
+
 
 def catalogue(assignment: str) -> list[WrongAnswer]:
     return [WrongAnswer(**entry) for entry in synthetic.catalogue(assignment)]

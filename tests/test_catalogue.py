@@ -24,7 +24,7 @@ def test_wrong_answer_loses_exactly_its_points(assignment, wrong):
     unknown = set(wrong.scores) - set(points)
     assert not unknown, f"catalogue entry {wrong.name!r} names unknown test cells {unknown}"
     answers = {**solution_sources(assignment), **wrong.replace}
-    lost = {cell for cell, score in wrong.scores.items() if float(score) != points[cell]}
+    lost = wrong.lost(points)
     run = cells_below_first_answer(assignment, answers) | lost
     results = run_cells(assignment, answers, tests=run, scratch=False)
     assert {cell: r.passed for cell, r in results.items()} == {cell: cell not in lost for cell in run}, wrong.name
