@@ -83,3 +83,17 @@ def _proven(statement: str) -> None:
     if _current is None or _current.cell != cell:
         _current = _CellClaims(cell)
     _current.add(statement)
+
+
+def best_times(*runs, repeats: int = 5) -> list[float]:
+    """For each function of ``runs``, the fastest of ``repeats`` calls in milliseconds. The functions take turns, so
+    load on a shared machine slows them alike; a claim about the result should still be an order or a wide range."""
+    import time
+
+    times: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeats):
+        for run, bucket in zip(runs, times):
+            start = time.perf_counter()
+            run()
+            bucket.append(time.perf_counter() - start)
+    return [1000 * min(bucket) for bucket in times]
