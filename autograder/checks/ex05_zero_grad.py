@@ -21,7 +21,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import contracts
 from ..checking import (
     CourseBug,
     GradingFailure,
@@ -156,6 +155,11 @@ NO_RESET_AFTER_STEP = Misconception(
     "no reset after the update",
     "Without a reset after each step(), the next group's gradients are added to the last group's: every update "
     "after the first uses the sum of all gradients so far. Reset after every step().")
+CHANGED_MICRO_BATCHES = Misconception(
+    "changed the list of micro-batches",
+    "The caller may reuse micro_batches (the next epoch runs over the same list): read it, never pop from it, "
+    "append to it or reorder it. A for loop over the list, or over a copy (list(micro_batches)), leaves it as it "
+    "was.")
 LOSS_SUMMED = Misconception(
     "update loss summed over the group instead of averaged",
     "The loss of an update is the mean of its k micro-batch losses (the loss its gradient belongs to): add "
@@ -251,8 +255,9 @@ def _run_loop(train_fn, case: LoopCase) -> None:
         losses = call_learner(train_fn, model, batches, case.lr, case.k, what=what, routes=routes,
                               may_change=["model"])
     if len(batches) != len(case.micro_batches) or any(a is not b for a, b in zip(batches, case.micro_batches)):
-        raise _proven(f"{what} changed the list micro_batches (it now holds {len(batches)} pairs).",
-                      contracts.CHANGED_INPUT)
+        raise _proven(f"{what} changed the list micro_batches: it held {len(case.micro_batches)} pairs, it now "
+                      f"holds {len(batches)}" + ("." if len(batches) != len(case.micro_batches) else
+                                                  ", not the same ones in the same order."), CHANGED_MICRO_BATCHES)
     _expect_in_place(model, before, what)
     _expect_backward_runs(routes, len(case.micro_batches), case.updates, what)
     if not _same_pieces(seen, [inputs for inputs, _ in case.micro_batches]):
@@ -315,6 +320,11 @@ NOT_IN_GRAD = Misconception(
     "The part asks for the full-batch gradient accumulated in .grad (the caller may step with it next) and for "
     "copies of it in the dict: let backward() on each scaled micro-batch loss add into .grad (torch.autograd.grad "
     "never writes .grad), and do not reset it after taking the copies.")
+SUMMED_OVER_OUTPUTS = Misconception(
+    "summed the loss, then divided by the number of examples only",
+    "loss_fn's mean divides by every element it averages: for F.mse_loss that is examples x outputs. A sum divided "
+    "by n alone is as many times too large as the model has outputs. Call loss_fn as given and weight its mean by "
+    "the micro-batch's share n_j / n of the examples.")
 IGNORED_SIZES = Misconception(
     "micro-batches not of the given sizes",
     "The sizes are what fits in memory: cut the batch, in order, into pieces of exactly those sizes "
@@ -386,6 +396,12 @@ def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
     return answer
 
 
+def _elements_per_example(case: AccumulationCase) -> int:
+    """How many elements loss_fn averages over per example: the outputs for MSE, 1 for cross-entropy (one target
+    class per example)."""
+    return case.targets[0].numel()
+
+
 def _micro_batch_gradients(case: AccumulationCase) -> list[dict[str, torch.Tensor]]:
     pieces = zip(case.inputs.split(case.sizes), case.targets.split(case.sizes))
     return [mean_loss_gradients(case.model, case.loss_fn, x, y, fd=False)[0] for x, y in pieces]
@@ -418,6 +434,7 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
                                 (DIVIDED_BY_N, sum(parts) / n),
                                 (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
                                 (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),
+                                (SUMMED_OVER_OUTPUTS, right * _elements_per_example(case)),
                                 (STALE, (0 if case.stale is None else case.stale[index]) + right)])
         expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), right,
                      what=f"{what}: the gradient of {name}", fd=fd[name], symptoms=symptoms)
@@ -464,6 +481,21 @@ EXACT_COMPARISON = Misconception(
     "compared gradients with == instead of a tolerance",
     "Logged gradients carry round-off: the same sum computed in another order differs in the last bits. Compare "
     "with torch.allclose, never with == or torch.equal.")
+NOTHING_TO_ADD_ONTO = Misconception(
+    "'accumulated' with nothing before it to add onto",
+    "At step 0, or right after an empty step, .grad held nothing before this step's backward(), so it equals the "
+    "fresh gradient whether or not anyone reset it: the part labels such a step 'fresh'. 'accumulated' needs a "
+    "previous .grad that is not empty (and step 0 has no previous step: grad_history[-1] is the LAST one).")
+ADDED_TO_NONE = Misconception(
+    "added to a None .grad",
+    "The step before this one was empty with .grad None, and None + tensor raises a TypeError. Nothing was left in "
+    ".grad to add onto, so a step after an empty one can only be 'fresh': look at the previous .grad (is it empty?) "
+    "before you compute anything with it.")
+NON_ZERO_CALLED_EMPTY = Misconception(
+    "a non-zero .grad labelled empty",
+    "'empty' means the step had nothing to apply: .grad is None or every element is exactly 0. A gradient whose "
+    "entries cancel (they sum to 0) or that is tiny (near a minimum: allclose to zeros) still moves the weights. "
+    "Ask whether any element is non-zero, not whether the sum or the size is about zero.")
 BY_SIZE = Misconception(
     "judged by the size of the gradient",
     "A fresh gradient can be larger than the last one (a diverging run) and an accumulated one smaller (the new "
@@ -561,9 +593,25 @@ def _random_labels(gen, length: int) -> list[str]:
     return labels
 
 
+def _exact_history(fresh_values: list[list[float]], labels: list[str]) -> History:
+    """A history without round-off, from literal fresh gradients (so that sums come out exactly as written)."""
+    fresh = [torch.tensor(values, dtype=torch.float64) for values in fresh_values]
+    grads, previous = [], None
+    for label, new in zip(labels, fresh):
+        grad = {FRESH: new.clone(), ACCUMULATED: None if previous is None else previous + new,
+                EMPTY: torch.zeros_like(new)}[label]
+        grads.append(grad)
+        previous = grad
+    if reference_labels(grads, fresh) != labels:
+        raise CourseBug("a corner .grad history does not follow its labels.")
+    return History(grads, fresh, grads)
+
+
 def _history_corners():
     """Part C's corners, the same at every seed: the lesson's 0-d history (x.grad = 6, 12, 18), an empty history (no
-    steps), one step, and a history that starts with an empty .grad."""
+    steps), one step, a history that starts with an empty .grad (None), an all-zero step followed by a fresh one
+    (which 0 + fresh also matches: 'fresh' by the part's rule), gradients whose entries cancel (sum exactly 0, not
+    empty) and a tiny gradient (1e-10, allclose to zeros, not empty)."""
     six = torch.tensor(6.0, dtype=torch.float64)
     lesson = [six * 1, six * 2, six * 3]
     yield History(lesson, [six, six, six], lesson)
@@ -571,6 +619,9 @@ def _history_corners():
     gen = generator("05/grad_history/corners", 0)
     yield _history(gen, [FRESH], (3,))
     yield _history(gen, [EMPTY, FRESH, ACCUMULATED], (2,))
+    yield _history(gen, [FRESH, EMPTY, FRESH, ACCUMULATED], (3,), empty_as_zeros=True)
+    yield _exact_history([[0.75, -0.75], [0.5, -0.5], [-1.5, 1.5]], [FRESH, ACCUMULATED, FRESH])
+    yield _exact_history([[0.5, -1.0, 1.5], [0.25, 0.5, -0.5], [3e-10, -2e-10, 1e-10]], [FRESH, ACCUMULATED, FRESH])
 
 
 def _history_cases(seed: int | None):
@@ -681,6 +732,44 @@ def _isolated(diagnose_fn, history: History, answer: list[str] | None, what: str
     return None
 
 
+def _raises_after_none(diagnose_fn, history: History, what: str) -> str | None:
+    """Where the learner raised on a history: the shortest start of it (itself a history) on which it raises. If its
+    last step follows a None .grad, is not None itself, and the same start with zeros for None runs, what that shows
+    (the step after a None, not the None, is the trouble); otherwise None. Observed, so named at once."""
+    for length in range(1, len(history.grads) + 1):
+        start = History(history.grads[:length], history.fresh[:length], history.exact[:length])
+        if _behaviour(diagnose_fn, start, what) != "raised":
+            continue
+        t = length - 1
+        if t == 0 or history.grads[t - 1] is not None or history.grads[t] is None:
+            return None
+        as_zeros = start.with_empties(as_zeros=True)
+        if as_zeros is None or _behaviour(diagnose_fn, as_zeros, what) == "raised":
+            return None
+        return (f"  Your function runs on steps 0 to {t - 1} of this history (step {t - 1} is None) and raises "
+                f"once step {t} is added, the step after the None; with zeros in place of the None it runs.")
+    return None
+
+
+def _something_before(diagnose_fn, history: History, t: int, what: str) -> str | None:
+    """The learner called step t 'accumulated' where nothing came before it (t = 0, or an empty step t - 1). Proof
+    that this is why: on steps 0..t alone (t = 0), or with a non-empty fresh .grad at step t - 1 that is half the
+    size of step t's and points the other way (so that judging by size would still say 'accumulated'), the learner
+    calls step t 'fresh'. The hint, if so; else None."""
+    if t == 0:
+        variant, shown = History(history.grads[:1], history.fresh[:1], history.exact[:1]), \
+            "  On step 0 alone your function says 'fresh': it added what grad_history[-1], the LAST step, held."
+    else:
+        before = -0.5 * history.fresh[t]
+        variant = History(history.grads[:t - 1] + [before, history.grads[t]],
+                          history.fresh[:t - 1] + [before, history.fresh[t]],
+                          history.exact[:t - 1] + [before, history.exact[t]])
+        shown = (f"  The same steps with a non-empty .grad at step {t - 1} (half of step {t}'s, pointing the other "
+                 f"way): your function calls step {t} 'fresh'. So the empty .grad before it is what made it say "
+                 "'accumulated'.")
+    return shown if _behaviour(diagnose_fn, variant, what) == "right" else None
+
+
 def _run_history(diagnose_fn, number: int, history: History) -> None:
     __tracebackhide__ = True
     grads, fresh = history.grads, history.fresh
@@ -691,6 +780,9 @@ def _run_history(diagnose_fn, number: int, history: History) -> None:
     except GradingFailure as failure:
         if failure.proven is not None:
             raise
+        after_none = _raises_after_none(diagnose_fn, history, what)
+        if after_none is not None:
+            raise _proven(f"{failure.message}\n{after_none}", ADDED_TO_NONE) from None
         isolated = _isolated(diagnose_fn, history, None, what)
         if isolated is None:
             raise
@@ -703,6 +795,12 @@ def _run_history(diagnose_fn, number: int, history: History) -> None:
     isolated = _isolated(diagnose_fn, history, answer, what)
     if isolated is not None:
         raise _proven(f"{message}\n{isolated[1]}", isolated[0])
+    if answer[t] == EMPTY:  # observed: a step with a non-zero element called empty
+        raise _proven(f"{message}\n  Step {t}'s .grad has a non-zero element: it is not empty.", NON_ZERO_CALLED_EMPTY)
+    if (answer[t], expected[t]) == (ACCUMULATED, FRESH) and (t == 0 or _is_empty(grads[t - 1])):
+        shown = _something_before(diagnose_fn, history, t, what)
+        if shown is not None:
+            raise _proven(f"{message}\n{shown}", NOTHING_TO_ADD_ONTO)
     raise GradingFailure(message, suspects=(BY_SIZE,) if _by_size(grads, t, answer[t], expected[t]) else ())
 
 
@@ -712,10 +810,13 @@ def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
     fresh/accumulated/empty, comparing with a tolerance and leaving the histories unchanged.
 
     Domain: two lists of equal length T >= 0; fresh_history[t] a float64 tensor (any shape, 0-d included, one shape
-    per history), grad_history[t] None or a tensor of that shape; every step fits exactly one label, the log carries
-    round-off of relative size 1e-10. Corners at every seed (:func:`_history_corners`): the lesson's 0-d history, T = 0,
-    T = 1, a history starting with an empty step; then histories that defeat judging by size, with None and with
-    zeros for empty steps (public: fixed; hidden: drawn)."""
+    per history), grad_history[t] None or a tensor of that shape; "empty" is None or every element exactly 0 (a sum
+    of 0 or a tiny gradient is not empty); "accumulated" needs t > 0 and a non-empty grad_history[t - 1], so a step
+    after an empty one that equals its fresh gradient is "fresh" (the part's rule: then every step fits exactly one
+    label); the log carries round-off of relative size 1e-10. Corners at every seed (:func:`_history_corners`): the
+    lesson's 0-d history, T = 0, T = 1, a history starting with None, zeros followed by a fresh step, entries that
+    cancel, a 1e-10 gradient; then histories that defeat judging by size, with None and with zeros for empty steps
+    (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
     for number, history in enumerate(_history_cases(seed), start=1):
         with trial():
