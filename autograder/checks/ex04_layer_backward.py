@@ -614,6 +614,7 @@ def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor) -> _Case:
     variants = [(MISSING_SCALE, dict(forward_scale=tau, backward_scale=1.0)),
                 (MISSING_SCALE, dict(forward_scale=1.0, backward_scale=1.0)),
                 (SCALE_BY_D, dict(forward_scale=1 / d, backward_scale=1 / d)),
+                (SCALE_BY_D, dict(forward_scale=tau, backward_scale=1 / d)),
                 (SOFTMAX_ELEMENTWISE, dict(forward_scale=tau, backward_scale=tau, softmax="elementwise")),
                 (NO_SOFTMAX_BACKWARD, dict(forward_scale=tau, backward_scale=tau, softmax="none"))]
     wrong = [(mistake, _attention_gradients(Q, K, V, dO, **knobs)) for mistake, knobs in variants]
