@@ -7,10 +7,9 @@ import torch
 
 from ..checking import GradingFailure, Misconception, proven_failure
 
-CE_RULE = "dlogits = (softmax(logits) - onehot(targets)) / N"
 CE_NOT_DIVIDED = Misconception(
-    "cross-entropy gradient missing the 1/batch", f"F.cross_entropy averages over the N rows, so each row's p − y is "
-    f"divided by N: {CE_RULE}.")
+    "cross-entropy gradient missing the 1/batch", "F.cross_entropy averages the loss over the N rows, so each row's "
+    "share of the gradient, p − y, is divided by N as well.")
 SQUARED_NORMS = Misconception(
     "squared norms", "A norm is the square root of the sum of squares (grad.norm()), not the sum of squares itself.")
 LOSSES_AS_TENSORS = Misconception(
