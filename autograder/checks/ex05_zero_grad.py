@@ -46,6 +46,13 @@ def _flat(model: nn.Module) -> torch.Tensor:
     return torch.cat([param.detach().reshape(-1) for param in model.parameters()])
 
 
+def _model_words(sizes: tuple[int, ...]) -> str:
+    """What random_mlp(gen, sizes) builds, in words: one Linear layer, or Linear layers with tanh between them."""
+    if len(sizes) == 2:
+        return f"nn.Sequential(nn.Linear({sizes[0]}, {sizes[1]})) (one linear layer)"
+    return f"an MLP of widths {sizes} (nn.Linear layers with tanh between them)"
+
+
 def _layout(model: nn.Module) -> str:
     return ", ".join(f"{name} {tuple(param.shape)}" for name, param in model.named_parameters())
 
@@ -185,7 +192,7 @@ def _loop_case(gen, sizes: tuple[int, ...], k: int, updates: int, size: int, lr:
     model = random_mlp(gen, sizes)
     micro_batches = [(uniform(gen, (size, sizes[0])), uniform(gen, (size, sizes[-1]))) for _ in range(k * updates)]
     grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
-    description = (f"an MLP with layer sizes {sizes}, {k * updates} micro-batch(es) of {size} example(s)"
+    description = (f"{_model_words(sizes)}, {k * updates} micro-batch(es) of {size} example(s)"
                    + ("" if stale else ", arriving with .grad None (no gradients yet)"))
     return LoopCase(description, model, micro_batches, lr, k, grads)
 
@@ -350,7 +357,7 @@ def _accumulation_case(gen, layers: tuple[int, ...], sizes: list[int], classify:
     else:
         loss_fn, targets = F.mse_loss, uniform(gen, (examples, layers[-1]))
     grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
-    description = (f"an MLP with layer sizes {layers}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
+    description = (f"{_model_words(layers)}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
                    + ("" if stale else ", arriving with .grad None (no gradients yet)"))
     return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, layers[0])), targets, sizes, grads)
 
