@@ -51,8 +51,8 @@ lab-instructor: $(LEARNER_VIEW)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Nightly, not in CI (about 40 minutes on two cores): make test, plus plain nbgrader grading the whole catalogue
-# beside the class grader (COURSE_AGREEMENT=all) and every hidden cell of every wrong answer at a fresh seed.
+# Nightly, not in CI (about 40 minutes on two cores): make test, plus the class grader and plain nbgrader grading the
+# whole catalogue side by side (COURSE_AGREEMENT=all) and every wrong answer at three grading seeds in-process.
 test-all: $(STAMP)
 	COURSE_TEST_ALL=1 COURSE_AGREEMENT=all $(BIN)/python -m pytest
 

@@ -1,6 +1,6 @@
 """Run a source notebook in this process with some answers in its solution cells: a quick stand-in for nbgrader (no
 kernel, no gradebook), used by the seed sweep (``make sweep``), ``tools.sweep --quick`` while an exercise is being
-written, and tests/test_hidden_tests_over_seeds.py.
+written, tests/test_catalogue.py and tests/test_hidden_tests_over_seeds.py.
 
 A test cell fails only when a check raised its GradingFailure; any other exception out of a test cell (a CourseBug,
 a TypeError inside a check...) raises :class:`CheckCrashed`, since a crashing check is a bug, not a verdict.
