@@ -41,7 +41,7 @@ AGREEMENT_SAMPLE = 2
 #: `make test-all` (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's
 #: verdict and diagnosis in-process: the test cells are the same code, and this sample shows the pipeline (sandbox,
 #: replay, nbgrader's rules, feedback) changes no verdict.
-PIPELINE_SAMPLE = 6
+PIPELINE_SAMPLE = 4
 #: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
 #: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
 REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
