@@ -24,7 +24,7 @@ def release(args: argparse.Namespace) -> int:
     chosen = args.assignments or course.assignments()
     with tempfile.TemporaryDirectory() as scratch:
         copy = course.copy_course(Path(scratch) / "course")
-        course.generate_release(copy, chosen)
+        course.generate_release(copy, args.assignments or None)
         for assignment in chosen:
             shutil.rmtree(course.EXERCISES / assignment, ignore_errors=True)
             shutil.copytree(copy / "exercises" / assignment, course.EXERCISES / assignment)

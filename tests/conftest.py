@@ -1,4 +1,4 @@
-"""Shared fixtures: scratch copies of the course, one per assignment, so assignments can be graded in parallel.
+"""Shared fixtures: a scratch copy of the course with every assignment released, the sandbox probe, private folders.
 
 Every scratch course lives in a private folder (mode 0700, as a course in root's home or a `mktemp -d` CI checkout
 would): a grader that only works when the course is world-readable fails here too.
@@ -10,6 +10,12 @@ import functools
 import os
 import sys
 from pathlib import Path
+
+# One torch thread per test process, as the grader's workers and the lab's kernels run: pytest-xdist already runs two
+# processes on two cores, and torch's default of a thread per core makes each in-process check (the catalogue, the
+# reference at many seeds) spin for the other's core, which made them 2.5 times slower. Set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest
 from hypothesis import settings
@@ -75,23 +81,11 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture(scope="session")
-def released_course(tmp_path_factory: pytest.TempPathFactory):
-    """released_course(assignment) -> a scratch course directory where that assignment has been released.
+def released_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A scratch course directory where every assignment has been released (one gradebook), made once per session.
 
-    Each assignment gets its own directory (and gradebook), made once per test session on first use.
-    """
-    made: dict[str, Path] = {}
-
-    def release(assignment: str) -> Path:
-        if assignment not in made:
-            root = course.copy_course(private_folder(tmp_path_factory.mktemp(assignment)) / "course")
-            course.generate_release(root, [assignment])
-            made[assignment] = root
-        return made[assignment]
-
-    return release
-
-
-def by_assignment(assignment: str, *values, id: str | None = None):
-    """A pytest param grouped with the other tests of its assignment on one xdist worker (shares its fixtures)."""
-    return pytest.param(assignment, *values, id=id or assignment, marks=pytest.mark.xdist_group(assignment))
+    Its users (tests/test_grading_pipeline.py, tests/test_release.py) share the xdist group ``pipeline``, so one
+    worker makes it and grades every assignment's class in it with one pool of workers."""
+    root = course.copy_course(private_folder(tmp_path_factory.mktemp("class")) / "course")
+    course.generate_release(root)
+    return root

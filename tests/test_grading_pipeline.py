@@ -1,22 +1,22 @@
 """The grading pipeline, end to end, on a scratch copy of the course, for every assignment.
 
-One run of ``python -m autograder grade`` per assignment grades a whole class: the reference solution, the untouched
-release, and :data:`PIPELINE_SAMPLE` catalogued wrong answers (every one with ``make test-all``; tests/test_catalogue.py
-proves every answer's verdict in-process in ``make test``). It is nbgrader's own pipeline (sanitizing, Autograde's
-grading rules, the gradebook, feedback), with each notebook executed in a sandboxed process forked from a server that
-has imported torch.
+One run of ``python -m autograder grade`` grades a class for every assignment, with one pool of workers: the
+reference solution, the untouched release, and :data:`PIPELINE_SAMPLE` catalogued wrong answers (every one with
+``make test-all``; tests/test_catalogue.py proves every answer's verdict in-process in ``make test``). It is
+nbgrader's own pipeline (sanitizing, Autograde's grading rules, the gradebook, feedback), with each notebook executed
+in a sandboxed process forked from a server that has imported torch.
 The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer exactly the
 scores its catalogue entry states, with its diagnosis in the feedback.
 
 Part of the class is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook, nothing of
-this package's grader) on its own course copy and gradebook: the reference, the blank release and
-:data:`AGREEMENT_SAMPLE` catalogue answers per assignment, and each must get identical scores from both graders; no
-cell of the reference may raise in a kernel. The sample takes the answers that reach most what a sandbox or a forked
-worker could treat differently from a kernel (torch.func and other modules torch imports lazily, imports, torch.optim,
-torch.nn.utils, warnings, printing, sys or os), then answers spread over the catalogue. A kernel per notebook costs
-seconds: the whole catalogue (over 600 answers) would take far more than the suite's 10 minutes on two cores, so
-``COURSE_AGREEMENT=all`` compares every answer (about 25 minutes on two cores; worth it after a change to the grader's
-executor, sandbox or replay).
+this package's grader) on its own course copy and gradebook: the reference and :data:`AGREEMENT_SAMPLE` catalogue
+answers per assignment (the blank release too with ``COURSE_AGREEMENT=all``), and each must get identical scores from
+both graders; no cell of the reference may raise in a kernel. The sample takes the answers that reach most what a
+sandbox or a forked worker could treat differently from a kernel (torch.func and other modules torch imports lazily,
+imports, torch.optim, torch.nn.utils, warnings, printing, sys or os), then answers spread over the catalogue. A kernel
+per notebook costs seconds: the whole catalogue (over 600 answers) would take far more than the suite's 10 minutes on
+two cores, so ``COURSE_AGREEMENT=all`` compares every answer (about 25 minutes on two cores; worth it after a change
+to the grader's executor, sandbox or replay).
 """
 
 from __future__ import annotations
@@ -26,17 +26,19 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import by_assignment, grader_sandbox_flags, private_folder
+from conftest import grader_sandbox_flags, private_folder
 from submissions import catalogue, feedback_text, graded_cells, scores, solution_sources, write_submission
 
 from autograder import course
 
 ASSIGNMENTS = course.assignments()
+pytestmark = pytest.mark.xdist_group("pipeline")  # one course, one grade run, one worker
 #: Catalogued wrong answers per assignment that plain nbgrader grades too (all of them with COURSE_AGREEMENT=all).
-AGREEMENT_SAMPLE = 2
+AGREEMENT_SAMPLE = 1
 #: Catalogued wrong answers per assignment the class grader grades in `make test` (the agreement sample among them);
 #: `make test-all` (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's
 #: verdict and diagnosis in-process: the test cells are the same code, and this sample shows the pipeline (sandbox,
@@ -50,7 +52,7 @@ REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
 
 
 def agreement_sample(assignment: str) -> list[str]:
-    """The students plain nbgrader grades: reference, blank, then the catalogue answers that reach out the most
+    """The students plain nbgrader grades: the reference, then the catalogue answers that reach out the most
     (:data:`REACHES_OUT`, rarest first), AGREEMENT_SAMPLE in all (answers spread over the catalogue where fewer
     reach out)."""
     entries = catalogue(assignment)
@@ -67,7 +69,7 @@ def agreement_sample(assignment: str) -> list[str]:
     rest = [name for name in everyone if name not in chosen]
     count = AGREEMENT_SAMPLE - len(chosen)
     chosen += list(dict.fromkeys(rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)))
-    return ["reference", "blank", *sorted(chosen)]
+    return ["reference", *sorted(chosen)]
 
 
 def pipeline_sample(assignment: str) -> list[str]:
@@ -94,44 +96,39 @@ def write_class(root, assignment: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def graded_class(released_course):
-    """graded_class(assignment) -> course directory where the whole class has been graded, with feedback.
-
-    The released gradebook (the assignment, no submissions) is kept as ``gradebook-released.db`` for the plain
-    nbgrader shards."""
-    done = {}
-
-    def grade(assignment: str):
-        if assignment not in done:
-            root = released_course(assignment)
-            shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
-            write_class(root, assignment)
-            # one worker: pytest-xdist already grades two assignments at once on two cores (a worker costs a boot)
-            command = [sys.executable, "-m", "autograder", "grade", assignment, "--jobs", "1", "--quiet",
-                       "--course", str(root), *grader_sandbox_flags()]
-            run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
-            assert run.returncode == 0, f"grading {assignment} failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
-            done[assignment] = root
-        return done[assignment]
-
-    return grade
+def graded_class(released_course) -> Path:
+    """The course where every assignment's class has been graded, with feedback, by one run of the grade command
+    (one pool of workers for all of them). The released gradebook (the assignments, no submissions) is kept as
+    ``gradebook-released.db`` for plain nbgrader."""
+    root = released_course
+    shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
+    for assignment in ASSIGNMENTS:
+        write_class(root, assignment)
+    # one worker: the other pytest-xdist worker has the other core
+    command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", "1", "--quiet",
+               "--course", str(root), *grader_sandbox_flags()]
+    run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
+    assert run.returncode == 0, f"grading the classes failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+    ready = set(re.findall(r"workers ready after ([\d.]+) s", run.stdout))
+    assert len(ready) == 1, f"one pool of workers for every assignment:\n{run.stdout[-4000:]}"
+    return root
 
 
 @pytest.fixture(scope="session")
 def plain_nbgrader_class(graded_class, tmp_path_factory):
     """plain_nbgrader_class(assignment) -> (course copy where plain `nbgrader autograde` graded the
     :func:`agreement_sample` of the very submissions graded_class graded, what nbgrader printed)."""
+    root = private_folder(tmp_path_factory.mktemp("plain")) / "course"
+    shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
+        "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
+    shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
     done = {}
 
     def grade(assignment: str):
         if assignment not in done:
-            source = graded_class(assignment)
-            root = private_folder(tmp_path_factory.mktemp(f"plain-{assignment}-")) / "course"
-            shutil.copytree(source, root, ignore=shutil.ignore_patterns(
-                "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
-            shutil.copy2(source / "gradebook-released.db", root / "gradebook.db")
             for student in agreement_sample(assignment):
-                shutil.copytree(source / "submitted" / student, root / "submitted" / student)
+                shutil.copytree(graded_class / "submitted" / student / assignment,
+                                root / "submitted" / student / assignment)
             command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"]
             run = subprocess.run(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, timeout=3600)
@@ -147,19 +144,19 @@ def class_members(assignment: str) -> list[tuple[str, str]]:
         (f"wrong{n:02d}", w.name) for n, w in enumerate(catalogue(assignment))]
 
 
-@pytest.mark.parametrize("assignment", [by_assignment(a) for a in ASSIGNMENTS])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_reference_solution_gets_full_marks(graded_class, assignment):
-    assert scores(graded_class(assignment), "reference", assignment) == graded_cells(assignment)
+    assert scores(graded_class, "reference", assignment) == graded_cells(assignment)
 
 
-@pytest.mark.parametrize("assignment", [by_assignment(a) for a in ASSIGNMENTS])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_blank_release_gets_zero_and_the_batch_goes_on(graded_class, assignment):
-    root = graded_class(assignment)
+    root = graded_class
     assert scores(root, "blank", assignment) == {cell: 0.0 for cell in graded_cells(assignment)}
     assert "NotImplementedError" in feedback_text(root, "blank", assignment)
 
 
-@pytest.mark.parametrize("assignment", [by_assignment(a) for a in ASSIGNMENTS])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, assignment):
     root, _ = plain_nbgrader_class(assignment)
     graded = nbformat.read(root / "autograded" / "reference" / assignment / f"{assignment}.ipynb", as_version=4)
@@ -170,12 +167,12 @@ def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, ass
 
 
 @pytest.mark.parametrize("assignment, student", [
-    by_assignment(a, s, id=f"{a}:{what}") for a in ASSIGNMENTS for s, what in class_members(a)
+    pytest.param(a, s, id=f"{a}:{what}") for a in ASSIGNMENTS for s, what in class_members(a)
     if s in agreement_sample(a)])
 def test_class_grader_and_plain_nbgrader_agree(graded_class, plain_nbgrader_class, assignment, student):
     plain, printed = plain_nbgrader_class(assignment)
     assert (plain / "autograded" / student / assignment).is_dir(), f"nbgrader could not grade it:\n{printed[-3000:]}"
-    assert scores(graded_class(assignment), student, assignment) == scores(plain, student, assignment)
+    assert scores(graded_class, student, assignment) == scores(plain, student, assignment)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -184,10 +181,10 @@ def test_catalogue_is_large_enough(assignment):
 
 
 @pytest.mark.parametrize("assignment, number, wrong", [
-    by_assignment(a, n, w, id=f"{a}:{w.name}") for a in ASSIGNMENTS for n, w in enumerate(catalogue(a))
+    pytest.param(a, n, w, id=f"{a}:{w.name}") for a in ASSIGNMENTS for n, w in enumerate(catalogue(a))
     if f"wrong{n:02d}" in pipeline_sample(a)])
 def test_wrong_answer_loses_exactly_its_points(graded_class, assignment, number, wrong):
-    root, student = graded_class(assignment), f"wrong{number:02d}"
+    root, student = graded_class, f"wrong{number:02d}"
     unknown = set(wrong.scores) - set(graded_cells(assignment))
     assert not unknown, f"catalogue entry {wrong.name!r} names unknown test cells {unknown}"
     expected = {**graded_cells(assignment), **{cell: float(score) for cell, score in wrong.scores.items()}}
