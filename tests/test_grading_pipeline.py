@@ -43,7 +43,7 @@ AGREEMENT_SAMPLE = 1
 #: `make test-all` (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's
 #: verdict and diagnosis in-process: the test cells are the same code, and this sample shows the pipeline (sandbox,
 #: replay, nbgrader's rules, feedback) changes no verdict.
-PIPELINE_SAMPLE = 4
+PIPELINE_SAMPLE = 2
 #: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
 #: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
 REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
@@ -115,27 +115,22 @@ def graded_class(released_course) -> Path:
 
 
 @pytest.fixture(scope="session")
-def plain_nbgrader_class(graded_class, tmp_path_factory):
-    """plain_nbgrader_class(assignment) -> (course copy where plain `nbgrader autograde` graded the
-    :func:`agreement_sample` of the very submissions graded_class graded, what nbgrader printed)."""
+def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[Path, str]:
+    """(course copy where plain `nbgrader autograde` graded the :func:`agreement_sample` of every assignment, of the
+    very submissions graded_class graded, what nbgrader printed). One nbgrader run grades them all (assignment id
+    ``*``: nbgrader globs the submitted folders), a fresh kernel per notebook as always."""
     root = private_folder(tmp_path_factory.mktemp("plain")) / "course"
     shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
         "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
     shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
-    done = {}
-
-    def grade(assignment: str):
-        if assignment not in done:
-            for student in agreement_sample(assignment):
-                shutil.copytree(graded_class / "submitted" / student / assignment,
-                                root / "submitted" / student / assignment)
-            command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", "--log-level=ERROR"]
-            run = subprocess.run(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, timeout=3600)
-            done[assignment] = (root, run.stdout)
-        return done[assignment]
-
-    return grade
+    for assignment in ASSIGNMENTS:
+        for student in agreement_sample(assignment):
+            shutil.copytree(graded_class / "submitted" / student / assignment,
+                            root / "submitted" / student / assignment)
+    command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
+    run = subprocess.run(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=3600)
+    return root, run.stdout
 
 
 def class_members(assignment: str) -> list[tuple[str, str]]:
@@ -158,7 +153,7 @@ def test_blank_release_gets_zero_and_the_batch_goes_on(graded_class, assignment)
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, assignment):
-    root, _ = plain_nbgrader_class(assignment)
+    root, _ = plain_nbgrader_class
     graded = nbformat.read(root / "autograded" / "reference" / assignment / f"{assignment}.ipynb", as_version=4)
     errors = [(number, output.ename, output.evalue) for number, cell in enumerate(graded.cells)
               if cell.cell_type == "code" for output in cell.outputs if output.output_type == "error"]
@@ -170,7 +165,7 @@ def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, ass
     pytest.param(a, s, id=f"{a}:{what}") for a in ASSIGNMENTS for s, what in class_members(a)
     if s in agreement_sample(a)])
 def test_class_grader_and_plain_nbgrader_agree(graded_class, plain_nbgrader_class, assignment, student):
-    plain, printed = plain_nbgrader_class(assignment)
+    plain, printed = plain_nbgrader_class
     assert (plain / "autograded" / student / assignment).is_dir(), f"nbgrader could not grade it:\n{printed[-3000:]}"
     assert scores(graded_class, student, assignment) == scores(plain, student, assignment)
 
