@@ -11,7 +11,9 @@ The same verdicts through nbgrader's pipeline (sandbox, gradebook, feedback HTML
 tests/test_grading_pipeline.py on a sample of each catalogue, and on all of it by ``make test-all``: the test cells are
 the same code, so a sample shows the pipeline changes no verdict. Cells above an answer's first changed solution cell
 run the reference's code in the reference's order from the same seeds, so they are the reference's (full marks, proven
-there) and are not run again; the learner's scratch cells carry no grade and are left out.
+there) and are not run again; nor are the cells below it whose names never lead to a changed cell
+(:func:`tools.inprocess.cells_reaching_answers` states the rule; ``make test-all`` runs every cell below, proving the
+shortcut changes no verdict). The learner's scratch cells carry no grade and are left out.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from submissions import catalogue, graded_cells, solution_sources
 
 from autograder import course
 from autograder.seeding import SEED_VARIABLE
-from tools.inprocess import cells_below_first_answer, run_cells
+from tools.inprocess import cells_below_first_answer, cells_reaching_answers, run_cells
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: One grading seed an answer (over 600 answers; the capstone's train two models each); three with `make test-all`.
-SETTINGS = settings(max_examples=3 if os.environ.get("COURSE_TEST_ALL") == "1" else 1, deadline=None,
+NIGHTLY = os.environ.get("COURSE_TEST_ALL") == "1"
+SETTINGS = settings(max_examples=3 if NIGHTLY else 1, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -44,10 +47,28 @@ def test_wrong_answer_loses_exactly_its_points(monkeypatch, assignment, wrong, s
     assert not unknown, f"catalogue entry {wrong.name!r} names unknown test cells {unknown}"
     answers = {**solution_sources(assignment), **wrong.replace}
     lost = wrong.lost(points)
-    run = cells_below_first_answer(assignment, answers) | lost
+    below = cells_below_first_answer if NIGHTLY else cells_reaching_answers
+    run = below(assignment, answers) | lost
     results = run_cells(assignment, answers, tests=run, scratch=False)
     verdicts = {cell: r.passed for cell, r in results.items()}
     assert verdicts == {cell: cell not in lost for cell in run}, f"seed {seed}: {wrong.name}"
     text = " ".join(" ".join(r.message.split()) for r in results.values() if not r.passed)
     for phrase in wrong.feedback:
         assert " ".join(phrase.split()) in text, f"seed {seed}: feedback for {wrong.name!r} lacks {phrase!r}"
+
+
+def test_only_cells_whose_names_reach_a_changed_answer_are_skipped():
+    """The shortcut of :func:`cells_reaching_answers`, on exercise 11: a changed layer rule reaches the tests of what
+    calls it and no others; an answer that runs code when its cell runs, or reads names through ``globals()``,
+    reaches every cell below it."""
+    assignment = "11-capstone"
+    reference = solution_sources(assignment)
+    assert cells_reaching_answers(assignment, reference) == set()
+    silu = {**reference, "silu_backward": reference["silu_backward"].replace("return dy", "return 2 * dy")}
+    assert cells_reaching_answers(assignment, silu) == {
+        "test_silu_backward", "test_silu_backward_hidden", "test_mlp_gradients", "test_mlp_gradients_hidden"}
+    below = cells_below_first_answer(assignment, silu)
+    assert {"test_train_digits", "test_batchnorm_forward"} <= below
+    for runs_code in ("torch.set_default_dtype(torch.float32)\n", "g = globals()\n"):
+        changed = {**silu, "silu_backward": runs_code + silu["silu_backward"]}
+        assert cells_reaching_answers(assignment, changed) == below
