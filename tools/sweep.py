@@ -5,7 +5,9 @@ answer at the default seed, with its feedback), a report, not a test.
 at ``--seeds`` grading seeds (20 by default, the same 20 every time) and reports every answer whose score changes
 with the seed, and every answer whose score differs from what its catalogue entry states. A grade that depends on the
 seed is a grader defect: a learner's mark must not depend on which draw the instructor's seed made. Exit status 1
-when it finds any.
+when it finds any. An answer's hidden cells that no changed solution cell reaches through the names they read
+(:func:`tools.inprocess.cells_reaching_answers`) are not run: they give the reference's result at that seed, which
+the sweep proves.
 
 ``python -m tools.sweep --answers FILE.yaml 05-zero-grad`` grades answers that are not in the catalogue (entries in
 its format; ``scores`` and ``feedback`` optional) at the default seed and two sweep seeds, and prints what each loses
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from autograder import course
 from autograder.seeding import SEED_VARIABLE
 from tools import synthetic
-from tools.inprocess import run_cells
+from tools.inprocess import cells_reaching_answers, run_cells
 
 #: The sweep's seeds: fixed, so two runs report the same thing; far from the default seed and from each other.
 SEEDS = [1_000_003 * k + 7919 for k in range(1, 101)]
@@ -81,8 +83,12 @@ def _run(job: tuple[Answer, int | None, bool]) -> tuple[Answer, int | None, dict
         os.environ.pop(SEED_VARIABLE, None)
     else:
         os.environ[SEED_VARIABLE] = str(seed)
+    # Hidden cells the answer cannot reach give the reference's result at this seed, which the sweep proves too.
+    tests = None if answer.name == "reference" or not only_hidden else (
+        cells_reaching_answers(answer.assignment, answer.replace) | answer.failing)
     try:
-        results = run_cells(answer.assignment, answer.replace, only_hidden=only_hidden)
+        results = run_cells(answer.assignment, answer.replace, only_hidden=only_hidden, tests=tests,
+                            scratch=not only_hidden)
     except Exception:  # a crashing check: reported, never counted as a verdict
         return answer, seed, traceback.format_exc(limit=3)
     return answer, seed, {cell: (r.passed, r.message) for cell, r in results.items()}
