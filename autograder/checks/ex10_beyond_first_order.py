@@ -79,9 +79,9 @@ RETURNED_GRADIENT = Misconception(
     "returned the first derivative", "That is ∇f(x); the part asks for H·v, the derivative of ⟨∇f(x), v⟩.")
 ZERO_BLOCKS = Misconception(
     "no zeros where f is linear (None or an autograd error instead)",
-    "Where f is linear in a tensor, with no cross terms, ⟨∇f, v⟩ does not depend on it and its part of H·v is "
-    "zero; where f is linear in all of them, ∇f is a constant with no grad_fn and H·v is all zeros. autograd "
-    "reports both as errors unless you ask otherwise: read what allow_unused and materialize_grads of "
+    "Where f is linear in a tensor, with no cross terms, or does not use it, ⟨∇f, v⟩ does not depend on it and its "
+    "part of H·v is zero; where f is linear in all of them, ∇f is a constant with no grad_fn and H·v is all zeros. "
+    "autograd reports both as errors unless you ask otherwise: read what allow_unused and materialize_grads of "
     "torch.autograd.grad do, and look at requires_grad before you differentiate a second time.")
 OWN_BLOCKS_ONLY = Misconception(
     "left out the cross terms between the tensors",
@@ -265,6 +265,7 @@ SCALE = "s**3 + s * sum(a**2) + sum(cos(a))"
 BILINEAR = "sum(u * w)"
 PARTLY_LINEAR = "sum(u**4)/4 + sum(u[:-1] * u[1:]) + 2 * sum(w)"
 ALL_LINEAR = "3 * sum(u) - sum(W)"
+IGNORES_W = "sum(u**4)/4 + sum(u[:-1] * u[1:])"  # of (u, w): w unused, its gradient None unless materialized
 MULTI: dict[str, tuple[tuple[str, ...], Callable[..., Tensor]]] = {
     **{name: (("x",), f) for name, f in FUNCTIONS.items() if name in DRAWN},
     LAYER: (("W", "u"), lambda W, u: (torch.tanh(W @ u) ** 2).sum() + (u**2).sum() / 2),
@@ -272,9 +273,10 @@ MULTI: dict[str, tuple[tuple[str, ...], Callable[..., Tensor]]] = {
     BILINEAR: (("u", "w"), lambda u, w: (u * w).sum()),
     PARTLY_LINEAR: (("u", "w"), lambda u, w: _quartic(u) + 2 * w.sum()),
     ALL_LINEAR: (("u", "W"), lambda u, W: 3 * u.sum() - W.sum()),
+    IGNORES_W: (("u", "w"), lambda u, w: _quartic(u)),
 }
 #: For each function, the arguments its gradient does not depend on (their part of H·v is zero).
-CONSTANT_GRADIENT = {PARTLY_LINEAR: {1}, ALL_LINEAR: {0, 1}}
+CONSTANT_GRADIENT = {PARTLY_LINEAR: {1}, ALL_LINEAR: {0, 1}, IGNORES_W: {1}}
 
 
 def _is_transformed(t) -> bool:
@@ -400,7 +402,8 @@ def _hvp_cases(seed: int | None) -> list[tuple[str, list[Tensor], list[Tensor]]]
     """The corners (every seed), in this order: one tensor of one element; a matrix and a vector (a layer); a 0-d
     scalar beside a vector; x = 0, where the gradient vanishes; v = 0; a bilinear f (zero diagonal blocks, only cross
     terms); an f linear in one tensor with no cross terms (that part of H·v is zero); an f linear in every tensor (all
-    zero). Then one case of every function at drawn shapes, values and v (public: from a fixed stream)."""
+    zero); an f that does not use one of its tensors (a matrix: zeros, though autograd gives no gradient at all).
+    Then one case of every function at drawn shapes, values and v (public: from a fixed stream)."""
     fixed = torch.Generator().manual_seed(1010)
     W, u = uniform(fixed, (2, 3), -1.0, 1.0), uniform(fixed, (3,), -1.0, 1.0)
     corners = [
@@ -415,6 +418,8 @@ def _hvp_cases(seed: int | None) -> list[tuple[str, list[Tensor], list[Tensor]]]
                   [_vector([1.0, 0.0, -1.0, 0.5]), _vector([2.0, -1.0])]),
         _hvp_case(ALL_LINEAR, [_vector([0.1, -0.2, 0.3]), uniform(fixed, (2, 2), -1.0, 1.0)],
                   [_vector([1.0, 1.0, -1.0]), uniform(fixed, (2, 2), -1.0, 1.0)]),
+        _hvp_case(IGNORES_W, [_vector([0.8, -0.4, 1.1]), uniform(fixed, (2, 2), -1.0, 1.0)],
+                  [_vector([1.0, -1.0, 0.5]), uniform(fixed, (2, 2), -1.0, 1.0)]),
     ]
     gen = generator("10/hvp/public", 0) if seed is None else generator("10/hvp", seed)
     drawn = []
@@ -485,7 +490,7 @@ def check_hvp(hvp, seed: int | None = None) -> None:
     any signs, zero included), possibly linear in some or all of them; ``xs`` a list of those tensors (requires_grad
     False); ``vs`` a list of float64 tensors shaped like xs (zero included). Corners at every seed: one tensor of one
     element, a matrix with a vector, a 0-d scalar, x = 0, v = 0, a bilinear f (only cross terms), an f linear in one
-    tensor (a zero entry), an f linear in all (all zeros).
+    tensor (a zero entry), an f linear in all (all zeros), an f that ignores one tensor (a zero entry).
     Contract (the part's text): at most two reverse passes (the full Hessian is named when the count shows it); f
     evaluated at xs only; no torch.func; xs and vs unchanged; a list (or tuple) of m float64 tensors shaped like xs,
     without a graph; zeros, not None, where f's gradient does not depend on a tensor; entry i is Σ_j H_ij v_j (cross
