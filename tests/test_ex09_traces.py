@@ -51,6 +51,8 @@ def _value(margin, trace):
         return _climb(trace)
     if margin.quantity == "grad_norm growth":
         return trace["grad_norm"][-1] / trace["grad_norm"][0]
+    if margin.quantity == "largest held-out ratio":
+        return _held_out(trace)[1]
     return _held_out(trace)[1 if margin.at_most else 0]
 
 

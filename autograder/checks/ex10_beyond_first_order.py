@@ -1241,14 +1241,15 @@ def check_checkpointed_forward(checkpointed_forward, seed: int | None = None) ->
     Domain: ``blocks`` an nn.ModuleList of count >= 1 float64 blocks Linear → Tanh → Dropout → Linear in training
     mode, all of one width; ``x`` a (B, width) float64 leaf that requires grad, B >= 1; ``k`` an int >= 1, possibly
     larger than count. Corners at every seed: k = 1 with a batch of one, two groups of two (a late-binding closure
-    runs and is silently wrong), five blocks by two (a short last group), k = count (one group), k > count. Contract:
+    runs and is silently wrong), five blocks by two (a short last group), k = count (one group), k > count, seven
+    blocks by three (3, 3, 1: groups balanced as 3, 2, 2 or the short group first show there). Contract:
     the output and, after backward, the gradients of x and every parameter of a plain forward from the same random
     state (dropout included), each named in a failure; every block runs once forward and once more in backward;
     the graph saves each group's input and nothing else (saved-tensor hooks), which shows the groups; the training
     mode, the parameters and x unchanged; no backward pass inside.
     """
     __tracebackhide__ = True
-    fixed = [(3, 1, 5, 10, 1), (4, 2, 3, 6, 4), (5, 2, 4, 6, 3), (3, 3, 4, 8, 3), (2, 5, 3, 6, 2)]
+    fixed = [(3, 1, 5, 10, 1), (4, 2, 3, 6, 4), (5, 2, 4, 6, 3), (3, 3, 4, 8, 3), (2, 5, 3, 6, 2), (7, 3, 3, 6, 2)]
     gen = generator("10/checkpoint/public", 0) if seed is None else generator("10/checkpoint", seed)
     drawn = []
     for _ in range(1 if seed is None else 2):
