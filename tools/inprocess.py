@@ -46,13 +46,17 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
     scratch and demo cells (no nbgrader metadata; nothing graded depends on them) and the given cells that only show
     something (they bind no name any other cell reads, such as exercise 09's plot of example traces).
     """
+    import torch
+
     from autograder.checking import GradingFailure
 
     namespace: dict = {"__name__": "__main__"}
     results: dict[str, CellResult] = {}
     notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
     shows_only = set() if scratch else _display_cells(notebook, answers)
-    with contextlib.redirect_stdout(io.StringIO()):
+    # Each notebook starts as a fresh kernel does, recording on, whatever an earlier answer in this process left
+    # behind (an answer may switch autograd off for good: the checks name that, it must not reach the next answer).
+    with contextlib.redirect_stdout(io.StringIO()), torch.enable_grad():
         for index, cell in enumerate(notebook.cells):
             if cell.cell_type != "code" or index in shows_only:
                 continue

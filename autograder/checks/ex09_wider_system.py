@@ -667,11 +667,20 @@ SQUEEZED_AGAINST_COLUMN = Misconception(
     "Your predictions were flattened to (n,) but the targets here are (n, 1): the subtraction broadcasts to an (n, n) "
     "matrix of every prediction minus every target again, whose mean is not the mean squared error (it can even lie "
     "close to it). Bring BOTH to one shape (reshape one to the other's shape, or flatten both).")
+GRAD_MODE_LEFT = Misconception(
+    "switched recording off for the rest of training",
+    "torch.set_grad_enabled(False) (or torch.autograd.set_grad_enabled) called on its own switches autograd off for "
+    "everything that runs after it, the next training steps included: their backward finds no graph. Use it as a "
+    "context manager, `with torch.no_grad():`, so that recording comes back when the evaluation ends.")
 EVAL_MODE_LEFT = Misconception(
     "switched the model to eval mode",
     "held_out_loss runs in the middle of training: model.eval() without putting the flag back leaves dropout and "
     "batch norm in evaluation mode for every later training step. eval() is not what stops the recording (no_grad "
     "does); leave model.training as you found it, or restore it before returning.")
+TRAIN_MODE_FORCED = Misconception(
+    "put the model in training mode whatever its mode was",
+    "model.train() at the end switches a model that came in evaluation mode to training mode. Remember the flag "
+    "before you change it and put that value back: model.train(was_training).")
 ROOT_MEAN = Misconception(
     "root of the mean squared error",
     "The traces log the mean squared error itself, without a square root, so that it compares with the training "
@@ -720,19 +729,31 @@ def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
     (n, 1), values in [-2, 2); n = 1 (pinned, both target shapes) or 6 to 12. Called with recording on.
     Contracts checked: a Python float (a tensor, even 0-d, is named); no tensor saved for backward while it runs
     (saved-tensor hooks); the arguments unchanged (values, requires_grad, .grad, versions: call_learner; the model's
-    training flag: checked here, the models come in training mode). Both broadcasts are named where they differ from
+    training flag: checked here, the models come in training mode, one pinned case in evaluation mode); recording on
+    again when it returns. Both broadcasts are named where they differ from
     the answer: (n, 1) predictions against (n,) targets and (n,) predictions against (n, 1) targets (n >= 6)."""
     __tracebackhide__ = True
-    for model, inputs, targets in _loss_cases(seed):
+    for number, (model, inputs, targets) in enumerate(_loss_cases(seed)):
         with trial():
             n, d = inputs.shape
-            what = f"held_out_loss(model, inputs of shape {(n, d)}, targets of shape {tuple(targets.shape)})"
+            if number == 1:  # a model the caller had put in evaluation mode (no dropout: the same predictions)
+                model.eval()
+            mode = "" if model.training else ", model in evaluation mode"
+            what = f"held_out_loss(model, inputs of shape {(n, d)}, targets of shape {tuple(targets.shape)}{mode})"
             saved: list = []
             training = model.training
-            answer = call_learner(_count_saved(held_out_loss, saved), model, inputs, targets, what=what)
+            try:
+                answer = call_learner(_count_saved(held_out_loss, saved), model, inputs, targets, what=what)
+            finally:
+                recording = torch.is_grad_enabled()
+                torch.set_grad_enabled(True)
+            if not recording:
+                raise proven_failure(f"{what} returned with autograd's recording switched off (it was on when "
+                                     "called).", GRAD_MODE_LEFT)
             if model.training != training:
                 raise proven_failure(f"{what} left model.training {model.training} (it was {training}): the caller's "
-                                     "model is no longer in the mode it was in.", EVAL_MODE_LEFT)
+                                     "model is no longer in the mode it was in.",
+                                     EVAL_MODE_LEFT if training else TRAIN_MODE_FORCED)
             if saved:
                 raise proven_failure(f"{what} recorded a graph: autograd saved {len(saved)} tensor(s) for backward "
                                      "while it ran.", RECORDED_GRAPH)
