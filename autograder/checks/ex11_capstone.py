@@ -1179,6 +1179,7 @@ class WatchedGradients:
         self.wrong_key, self.error, self.wrong_from, self.stop_at = wrong_key, error, wrong_from, stop_at
         self.states: list[dict[str, Tensor]] = []
         self.calls: list[list[dict[str, Tensor]]] = []
+        self.losses: list[list[float]] = []  # losses[t]: the training loss of each call's batch at state t
         self.first_inputs: list[tuple[Tensor, Tensor]] = []  # (X, targets) of every call on state 0
         self.problem: str | None = None
 
@@ -1198,11 +1199,14 @@ class WatchedGradients:
         if not self.states or not _same(state, self.states[-1]):
             self.states.append(state)
             self.calls.append([])
+            self.losses.append([])
             if self.stop_at is not None and len(self.states) - 1 >= self.stop_at:
                 raise _Stop()
         if len(self.states) == 1:
             self.first_inputs.append((X.detach().clone(), targets.detach().clone()))
         grads = network_gradients(state, X.detach().to(torch.float64), targets)
+        with torch.no_grad():
+            self.losses[-1].append(float(mlp_loss(state, X.detach().to(torch.float64), targets)))
         if self.wrong_key is not None and len(self.states) - 1 >= self.wrong_from:
             grads[self.wrong_key] = grads[self.wrong_key] * (1 + self.error)
         self.calls[-1].append(grads)
@@ -1286,6 +1290,11 @@ def _expect_trained(answer: Any, what: str, hidden: int | None = None) -> tuple[
                              "running statistics).")
     for key in ("mean", "var"):
         _expect_tensor(running[key], f"{what}: running[{key!r}]", width)
+        if running[key].grad_fn is not None:  # updated from batch statistics that autograd recorded, every step
+            raise GradingFailure(
+                f"{what}: running[{key!r}] carries a graph (grad_fn {type(running[key].grad_fn).__name__}): the "
+                "training steps ran with autograd recording, through every step back to the first. The part keeps "
+                "autograd to the gate: train on tensors that do not require grad (or under torch.no_grad()).")
     if type(history) is not dict or set(history) != {"loss", "grad_norms"}:
         raise GradingFailure(f"{what}: history must be a dict with the keys 'loss' and 'grad_norms'; got "
                              f"{history!r:.80}.")
@@ -1303,9 +1312,15 @@ def _expect_trained(answer: Any, what: str, hidden: int | None = None) -> tuple[
 
 
 def _expect_truthful_norms(history: dict, gradients: WatchedGradients, max_norm: float, what: str) -> None:
-    """Each recorded norm is the norm of the gradients one call returned on that step's parameters."""
+    """Each recorded norm is the norm of the gradients one call returned on that step's parameters, and each recorded
+    loss the loss of one such call's batch at those parameters (before the update, as the part states)."""
     __tracebackhide__ = True
     for t in range(len(history["loss"])):
+        recorded, actual = history["loss"][t], gradients.losses[t]
+        if actual and not any(math.isclose(recorded, a, rel_tol=1e-6, abs_tol=1e-12) for a in actual):
+            raise GradingFailure(
+                f"{what}: history['loss'][{t}] is {recorded:.6g}, but the loss of step {t}'s batch at the parameters "
+                f"gradients saw on that step (before the update) is {', '.join(f'{a:.6g}' for a in actual)}.")
         for key in DIGITS_KEYS:
             recorded = history["grad_norms"][key][t]
             actual = [float(call[key].norm()) for call in gradients.calls[t]]
@@ -1490,13 +1505,16 @@ def _gate_cases(train_digits, X: Tensor, y: Tensor, every: int, wrong_from: int)
 
 
 def _autograd_cases(train_digits, X: Tensor, y: Tensor) -> None:
-    """Autograd only in the gate: with gate_every = 10**9 (a gate on step 0 only), steps 2 to 4 run no backward."""
+    """Autograd only in the gate: with gate_every = 10**9 (a gate on step 0 only), steps 2 to 4 run no backward and
+    record no graph (no tensor saved for backward: parameters that require grad outside the gate record one)."""
     __tracebackhide__ = True
     what = "train_digits(X_train, y_train, gradients, max_norm=inf, gate_every=10**9)"
-    runs = {}
+    runs, saved = {}, {}
     for stop in (2, 5):
-        watched, routes = WatchedGradients(stop_at=stop), Routes()
-        outcome, message = _train_digits_run(train_digits, X, y, watched, math.inf, 10**9, routes)
+        watched, routes, saves = WatchedGradients(stop_at=stop), Routes(), []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t, saves=saves: saves.append(1) or t, lambda t: t):
+            outcome, message = _train_digits_run(train_digits, X, y, watched, math.inf, 10**9, routes)
+        saved[stop] = len(saves)
         if outcome == "raised":
             raise GradingFailure(f"{what} with right gradients raised: {message}")
         if outcome == "returned":
@@ -1509,6 +1527,11 @@ def _autograd_cases(train_digits, X: Tensor, y: Tensor) -> None:
             raise _proven(f"{message}, and called gradients twice on each: the gate ran on every step.",
                           GATE_OFF_SCHEDULE)
         raise _proven(message + ".", TRAINED_WITH_AUTOGRAD)
+    if saved[5] > saved[2]:
+        raise GradingFailure(f"{what}: steps 2 to 4 (no gate runs there) recorded a graph: autograd saved "
+                             f"{saved[5] - saved[2]} tensors for a backward pass that never comes. The part keeps "
+                             "autograd to the gate: outside it, train on tensors that do not require grad (or under "
+                             "torch.no_grad()); a recorded step costs memory and time for nothing.")
 
 
 def _expect_choices(max_norm: Any, gate_every: Any) -> None:
@@ -1535,16 +1558,18 @@ def check_train_digits(train_digits, max_norm, gate_every, seed: int | None = No
     the step at which a gradient function goes wrong.
     Behaviour checked: with the learner's MAX_NORM and GATE_EVERY and right gradients, held-out accuracy with the
     returned running statistics >= DIGITS_ACCURACY, every step calls gradients (the parameter states it sees), the
-    recorded gradient norms are those gradients returned; with max_norm = inf the first update is −lr·g, with a tiny
-    max_norm (TINY_CLIP and 10·TINY_CLIP of the first norm) exactly that fraction of it (and three steps move at most
-    TINY_CLIP_ROOM clipped steps), with a loose one (2 and 4 times the norm) unchanged; a gradient function
-    GATE_ERROR off on any one parameter (or 100 % off) stops the run on step 0; one that goes wrong later stops it
-    exactly on the next gate (a gate that lets one parameter's gradient 100 % off through is named as skipping it);
-    with a gate on step 0 only, steps 2-4 run no autograd. Unless the learner's own run clipped (so that its recorded
-    norms were checked where clipping acted), the run at 10·TINY_CLIP goes to its end and its recorded norms must be
-    the unclipped ones. Contracts: no torch.optim, no torch clipping (Routes); deterministic on its own generator
-    (the global torch, Python and numpy generators are seeded differently before every run, and every run must start
-    from the same parameters and call gradients on the same examples on step 0); X_train, y_train unchanged;
+    recorded gradient norms are those gradients returned and the recorded losses those of each step's batch at the
+    parameters gradients saw (before the update); the running statistics carry no graph; with max_norm = inf the
+    first update is −lr·g, with a tiny max_norm (TINY_CLIP and 10·TINY_CLIP of the first norm) exactly that fraction
+    of it (and three steps move at most TINY_CLIP_ROOM clipped steps), with a loose one (2 and 4 times the norm)
+    unchanged; a gradient function GATE_ERROR off on any one parameter (or 100 % off) stops the run on step 0; one
+    that goes wrong later stops it exactly on the next gate (a gate that lets one parameter's gradient 100 % off
+    through is named as skipping it); with a gate on step 0 only, steps 2-4 run no autograd (no backward, and no
+    tensor saved for one). Unless the learner's own run clipped (so that its recorded norms were checked where
+    clipping acted), the run at 10·TINY_CLIP goes to its end and its recorded norms must be the unclipped ones.
+    Contracts: no torch.optim, no torch clipping (Routes); deterministic on its own generator (the global torch,
+    Python and numpy generators are seeded differently before every run, and every run must start from the same
+    parameters and call gradients on the same examples on step 0); X_train, y_train unchanged;
     MAX_NORM finite and positive.
     """
     __tracebackhide__ = True
