@@ -9,8 +9,9 @@ an input or a live ``.grad``.
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,3 +130,19 @@ def aliases(result: Any, tensors: dict[str, torch.Tensor], what: str = "the resu
             if tensor.numel() and tensor.untyped_storage().data_ptr() == pointer:
                 found.append(f"{path} shares memory with {name}")
     return found
+
+
+def counting_saved(fn: Callable, saved: list) -> Callable:
+    """``fn``, appending to ``saved`` the shape of every tensor autograd saves for backward while it runs (the
+    lessons' saved-tensor hooks): "nothing is recorded" stated as a count."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        def pack(tensor):
+            saved.append(tuple(tensor.shape))
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            return fn(*args, **kwargs)
+
+    return run

@@ -87,22 +87,11 @@ def _display_cells(notebook, answers: dict[str, str]) -> set[int]:
     """Indices of the given cells (nbgrader cells, neither solution nor test) that bind no name another nbgrader
     cell reads, with ``answers`` in the solution cells, and import nothing: they show something and nothing graded
     depends on them."""
-    trees = {}
-    for index, cell in enumerate(notebook.cells):
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta:
-            source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
-            try:
-                trees[index] = ast.parse(source)
-            except SyntaxError:
-                return set()
-    if any(_used(tree) & _DYNAMIC for tree in trees.values()):
+    cells = _named_cells(notebook, answers)
+    if cells is None:
         return set()
-    given = {i for i in trees if not (notebook.cells[i].metadata["nbgrader"].get("solution")
-                                      or notebook.cells[i].metadata["nbgrader"].get("grade"))}
-    return {i for i in given
-            if not any(_bound(trees[i]) & _used(tree) for j, tree in trees.items() if j != i)
-            and not any(isinstance(n, ast.Import | ast.ImportFrom) for n in trees[i].body)}
+    return {cell.index for cell in cells if cell.given and not cell.imports
+            and not any(cell.binds & other.reads_when_run for other in cells if other is not cell)}
 
 
 def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: bool = False,
@@ -159,6 +148,52 @@ def _definitions_only(tree: ast.Module) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _NamedCell:
+    """An nbgrader code cell as names: what it binds and reads, over every version of it (the reference's and, for a
+    solution cell an answer changes, the answer's)."""
+
+    index: int  # in the notebook
+    grade_id: str | None
+    test: bool  # a graded test cell
+    given: bool  # neither a solution nor a test cell
+    changed: bool  # a solution cell the answers change
+    binds: frozenset[str]
+    reads: frozenset[str]
+    reads_when_run: frozenset[str]  # of the version that runs: the answer's, where it changes the cell
+    imports: bool
+    only_defines: bool  # the version that runs only binds names (:func:`_definitions_only`)
+
+
+def _named_cells(notebook, answers: dict[str, str]) -> list[_NamedCell] | None:
+    """Every nbgrader code cell as names, or None when a version does not parse or some cell reads names
+    dynamically (``globals()``, ``eval``...): then no cell can be left out."""
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta:
+            continue
+        versions = [cell.source]
+        changed = bool(meta.get("solution")) and answers.get(grade_id(cell), cell.source) != cell.source
+        if changed:
+            versions.append(answers[grade_id(cell)])
+        try:
+            trees = [ast.parse(source) for source in versions]
+        except SyntaxError:
+            return None
+        each_reads = [frozenset(_used(source)) for source in versions]
+        reads = frozenset().union(*each_reads)
+        if reads & _DYNAMIC:
+            return None
+        cells.append(_NamedCell(
+            index, grade_id(cell), test=bool(meta.get("grade")),
+            given=not (meta.get("solution") or meta.get("grade")), changed=changed,
+            binds=frozenset().union(*(_bound(tree) for tree in trees)), reads=reads, reads_when_run=each_reads[-1],
+            imports=any(isinstance(n, ast.Import | ast.ImportFrom) for tree in trees for n in tree.body),
+            only_defines=_definitions_only(trees[-1])))
+    return cells
+
+
 def _bound(tree: ast.Module) -> set[str]:
     """The names a cell binds at its top level."""
     names = set()
@@ -172,11 +207,11 @@ def _bound(tree: ast.Module) -> set[str]:
     return names
 
 
-def _used(tree: ast.Module) -> set[str]:
+def _used(source: str) -> set[str]:
     """Every notebook-level name a cell reads, also inside its functions' bodies (they read the notebook's names when
     called); a function's own locals are not the notebook's (Python's symbol tables tell them apart)."""
     names = set()
-    tables = [symtable.symtable(ast.unparse(tree), "<cell>", "exec")]
+    tables = [symtable.symtable(source, "<cell>", "exec")]
     while tables:
         table = tables.pop()
         top = table.get_type() == symtable.SymbolTableType.MODULE if hasattr(symtable, "SymbolTableType") \
@@ -201,36 +236,17 @@ def cells_reaching_answers(assignment: str, answers: dict[str, str]) -> set[str]
     first changed one instead, so the nightly run proves this shortcut changed no verdict.
     """
     below = cells_below_first_answer(assignment, answers)
-    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
-    cells = []  # (grade id or None, is a test cell, trees of every version: the reference's and the answer's)
-    changed: set[int] = set()
-    for cell in notebook.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta:
-            continue  # the learner's scratch and demo cells: not run by the catalogue (scratch=False)
-        versions = [cell.source]
-        if meta.get("solution") and answers.get(grade_id(cell), cell.source) != cell.source:
-            versions.append(answers[grade_id(cell)])
-            changed.add(len(cells))
-        try:
-            trees = [ast.parse(source) for source in versions]
-        except SyntaxError:
-            return below
-        cells.append((grade_id(cell), bool(meta.get("grade")), trees))
-    if not all(_definitions_only(cells[i][2][-1]) for i in changed):
+    cells = _named_cells(nbformat.read(course.source_notebook(assignment), as_version=4), answers)
+    if cells is None or not all(cell.only_defines for cell in cells if cell.changed):
         return below
-    if any(_used(tree) & _DYNAMIC for _, _, trees in cells for tree in trees):
-        return below
-    reached = set(changed)  # cells whose names lead to a changed cell, found until nothing new joins
-    names = set().union(*(_bound(tree) for i in changed for tree in cells[i][2]))
+    reached = [cell for cell in cells if cell.changed]  # cells whose names lead to a changed cell, until none joins
+    names = frozenset().union(*(cell.binds for cell in reached))
     grown = True
     while grown:
-        grown = False
-        for i, (_, _, trees) in enumerate(cells):
-            if i not in reached and any(_used(tree) & names for tree in trees):
-                reached.add(i)
-                names |= set().union(*(_bound(tree) for tree in trees))
-                grown = True
-    if not all(cells[i][1] or _definitions_only(cells[i][2][-1]) for i in reached):
+        joining = [cell for cell in cells if cell not in reached and cell.reads & names]
+        reached += joining
+        names = names.union(*(cell.binds for cell in joining))
+        grown = bool(joining)
+    if not all(cell.test or cell.only_defines for cell in reached):
         return below  # a given cell that runs code on what the answer defines: its effects are anyone's
-    return below & {cells[i][0] for i in reached if cells[i][1]}
+    return below & {cell.grade_id for cell in reached if cell.test}

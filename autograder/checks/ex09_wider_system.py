@@ -39,6 +39,7 @@ from ..checking import (
     proven_failure,
     trial,
 )
+from ..contracts import counting_saved
 from ..misconceptions import armed
 from ..seeding import choice, generator, uniform
 from .cases import randint, random_mlp
@@ -687,21 +688,6 @@ ROOT_MEAN = Misconception(
     "loss.")
 
 
-def _count_saved(fn: Callable, saved: list) -> Callable:
-    """``fn``, counting the tensors autograd saves for backward while it runs (the lesson's saved-tensor hooks)."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        def pack(tensor):
-            saved.append(tuple(tensor.shape))
-            return tensor
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            return fn(*args, **kwargs)
-
-    return run
-
-
 #: The fixed shapes of Part B1's cases, in order: (batch size or None to draw it, targets shaped (n,) rather than
 #: (n, 1)). The first two are corners that run at every seed: a batch of one, with (1,) targets (where the broadcast
 #: (1, 1) - (1,) happens to give the right answer) and with (1, 1) ones; sizes and values of the others are drawn.
@@ -743,7 +729,7 @@ def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
             saved: list = []
             training = model.training
             try:
-                answer = call_learner(_count_saved(held_out_loss, saved), model, inputs, targets, what=what)
+                answer = call_learner(counting_saved(held_out_loss, saved), model, inputs, targets, what=what)
             finally:
                 recording = torch.is_grad_enabled()
                 torch.set_grad_enabled(True)

@@ -47,6 +47,7 @@ from ..checking import (
     trial,
 )
 from ..checking import proven_failure as _proven
+from ..contracts import counting_saved
 from ..graph import topological
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import generator, uniform
@@ -1204,9 +1205,10 @@ class WatchedGradients:
                 raise _Stop()
         if len(self.states) == 1:
             self.first_inputs.append((X.detach().clone(), targets.detach().clone()))
-        grads = network_gradients(state, X.detach().to(torch.float64), targets)
+        X = X.detach().to(torch.float64)
+        grads = network_gradients(state, X, targets)
         with torch.no_grad():
-            self.losses[-1].append(float(mlp_loss(state, X.detach().to(torch.float64), targets)))
+            self.losses[-1].append(float(mlp_loss(state, X, targets)))
         if self.wrong_key is not None and len(self.states) - 1 >= self.wrong_from:
             grads[self.wrong_key] = grads[self.wrong_key] * (1 + self.error)
         self.calls[-1].append(grads)
@@ -1512,8 +1514,8 @@ def _autograd_cases(train_digits, X: Tensor, y: Tensor) -> None:
     runs, saved = {}, {}
     for stop in (2, 5):
         watched, routes, saves = WatchedGradients(stop_at=stop), Routes(), []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t, saves=saves: saves.append(1) or t, lambda t: t):
-            outcome, message = _train_digits_run(train_digits, X, y, watched, math.inf, 10**9, routes)
+        outcome, message = _train_digits_run(counting_saved(train_digits, saves), X, y, watched, math.inf, 10**9,
+                                             routes)
         saved[stop] = len(saves)
         if outcome == "raised":
             raise GradingFailure(f"{what} with right gradients raised: {message}")
