@@ -102,7 +102,8 @@ def call_learner(fn: Callable, *args, what: str, forbid: Iterable[Route] = (), r
     watched = {n: v for n, v in named.items() if may_change is not True and n not in set(may_change or ())}
     snapshot = contracts.Snapshot(watched)
     forbid = tuple(forbid)
-    routes = routes if routes is not None else (Routes() if forbid else None)
+    if routes is None and forbid:
+        routes = Routes(dual_numbers=Route.AUTOGRAD in forbid)
     depths = _mode_depths()  # a check may call learner code inside a mode of its own (exercise 11 watches batch norm)
     if routes is not None:
         routes.start()

@@ -103,8 +103,13 @@ _CLIPPING += [(torch.nn.utils, name) for name in
 
 @dataclass
 class Routes:
-    """What one call of learner code used. ``start()`` before the call, ``stop()`` after it (never nested)."""
+    """What one call of learner code used. ``start()`` before the call, ``stop()`` after it (never nested).
 
+    ``dual_numbers``: watch for forward-mode autograd. It is the one watch with a cost that grows with the call (a
+    ``TorchFunctionMode`` sees every torch call: a training run took twice as long under it), so a call that does not
+    rule autograd out and reads no ``forward_ad`` switches it off."""
+
+    dual_numbers: bool = True
     backward_runs: int = 0
     forward_ad: int = 0
     optimizer_steps: int = 0
@@ -122,8 +127,8 @@ class Routes:
                 self._undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
                 self._count_inside(original)
         self._depth = _len_function_stack()
-        self._mode = _DualNumbers(self)
-        self._mode.__enter__()
+        if self.dual_numbers:
+            _DualNumbers(self).__enter__()
 
     def stop(self) -> None:
         """Undo everything ``start`` did (also what learner code left on the function-mode stack), then count."""

@@ -1,26 +1,26 @@
 """The grading pipeline, end to end, on a scratch copy of the course, for every assignment.
 
 One run of ``python -m autograder grade`` grades a class for every assignment, with one pool of workers: the
-reference solution, the untouched release, and :data:`PIPELINE_SAMPLE` catalogued wrong answers (every one with
-``make test-all``; tests/test_catalogue.py proves every answer's verdict in-process in ``make test``). It is
+reference solution, the untouched release, and :data:`PIPELINE_SAMPLE` catalogued wrong answer (the one that reaches
+out the most, :data:`REACHES_OUT`; every one with ``make test-all``; tests/test_catalogue.py proves every answer's
+verdict in-process in ``make test``). It is
 nbgrader's own pipeline (sanitizing, Autograde's grading rules, the gradebook, feedback), with each notebook executed
 in a sandboxed process forked from a server that has imported torch.
 The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer exactly the
 scores its catalogue entry states, with its diagnosis in the feedback.
 
-Part of the class is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook, nothing of
-this package's grader) on its own course copy and gradebook: the reference and :data:`AGREEMENT_SAMPLE` catalogue
-answers per assignment (the blank release too with ``COURSE_AGREEMENT=all``), and each must get identical scores from
-both graders; no cell of the reference may raise in a kernel. The sample takes the answers that reach most what a
-sandbox or a forked worker could treat differently from a kernel (torch.func and other modules torch imports lazily,
-imports, torch.optim, torch.nn.utils, warnings, printing, sys or os), then answers spread over the catalogue. A kernel
-per notebook costs seconds: the whole catalogue (over 600 answers) would take far more than the suite's 10 minutes on
-two cores, so ``COURSE_AGREEMENT=all`` compares every answer (about 25 minutes on two cores; worth it after a change
-to the grader's executor, sandbox or replay).
+The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per
+notebook, nothing of this package's grader) on its own course copy and gradebook: no cell of it may raise in a
+kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds here, so the wrong
+answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and every catalogue
+answer, each with identical scores from both graders; about 25 minutes on two cores, worth it after any change to the
+grader's executor, sandbox or replay). In ``make test``, tests/test_grade_command.py compares the two graders on an
+answer that imports modules no reference imports, and the term walk-through on a late submission's penalty.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -37,13 +37,11 @@ from autograder import course
 
 ASSIGNMENTS = course.assignments()
 pytestmark = pytest.mark.xdist_group("pipeline")  # one course, one grade run, one worker
-#: Catalogued wrong answers per assignment that plain nbgrader grades too (all of them with COURSE_AGREEMENT=all).
-AGREEMENT_SAMPLE = 1
-#: Catalogued wrong answers per assignment the class grader grades in `make test` (the agreement sample among them);
-#: `make test-all` (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's
-#: verdict and diagnosis in-process: the test cells are the same code, and this sample shows the pipeline (sandbox,
-#: replay, nbgrader's rules, feedback) changes no verdict.
-PIPELINE_SAMPLE = 2
+#: Catalogued wrong answers per assignment the class grader grades in `make test`; `make test-all`
+#: (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's verdict and diagnosis
+#: in-process: the test cells are the same code, and this sample shows the pipeline (sandbox, replay, nbgrader's
+#: rules, feedback) changes no verdict.
+PIPELINE_SAMPLE = 1
 #: Code that reaches what a sandboxed, forked worker could treat differently from a fresh kernel, rarest first:
 #: modules torch imports lazily, imports, torch's optimizers and utilities, output and the process.
 REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
@@ -51,38 +49,35 @@ REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
     r"warnings\.|print\(|\bsys\.|\bos\.")]
 
 
-def agreement_sample(assignment: str) -> list[str]:
-    """The students plain nbgrader grades: the reference, then the catalogue answers that reach out the most
-    (:data:`REACHES_OUT`, rarest first), AGREEMENT_SAMPLE in all (answers spread over the catalogue where fewer
-    reach out)."""
+@functools.cache
+def agreement_sample(assignment: str) -> tuple[str, ...]:
+    """The students plain nbgrader grades: the reference (everyone, the blank release included, with
+    COURSE_AGREEMENT=all)."""
+    if os.environ.get("COURSE_AGREEMENT") == "all":
+        return ("reference", "blank", *(f"wrong{n:02d}" for n in range(len(catalogue(assignment)))))
+    return ("reference",)
+
+
+@functools.cache
+def pipeline_sample(assignment: str) -> tuple[str, ...]:
+    """The students the class grader grades: reference, blank and PIPELINE_SAMPLE wrong answers, those that reach
+    out the most (:data:`REACHES_OUT`, rarest first; then spread over the catalogue), everyone with
+    COURSE_TEST_ALL=1."""
     entries = catalogue(assignment)
     everyone = [f"wrong{n:02d}" for n in range(len(entries))]
-    if os.environ.get("COURSE_AGREEMENT") == "all" or len(everyone) <= AGREEMENT_SAMPLE:
-        return ["reference", "blank", *everyone]
+    if os.environ.get("COURSE_TEST_ALL") == "1" or len(everyone) <= PIPELINE_SAMPLE:
+        return ("reference", "blank", *everyone)
 
     def rank(entry) -> int:
         code = "\n".join(entry.replace.values())
         return next((k for k, pattern in enumerate(REACHES_OUT) if pattern.search(code)), len(REACHES_OUT))
 
     reaching = sorted((rank(entry), name) for name, entry in zip(everyone, entries) if rank(entry) < len(REACHES_OUT))
-    chosen = [name for _, name in reaching[:AGREEMENT_SAMPLE]]
+    chosen = [name for _, name in reaching[:PIPELINE_SAMPLE]]
     rest = [name for name in everyone if name not in chosen]
-    count = AGREEMENT_SAMPLE - len(chosen)
-    chosen += list(dict.fromkeys(rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)))
-    return ["reference", *sorted(chosen)]
-
-
-def pipeline_sample(assignment: str) -> list[str]:
-    """The students the class grader grades: reference, blank, the :func:`agreement_sample` and answers spread over
-    the catalogue, PIPELINE_SAMPLE wrong answers in all (everyone with COURSE_TEST_ALL=1)."""
-    everyone = [f"wrong{n:02d}" for n in range(len(catalogue(assignment)))]
-    if os.environ.get("COURSE_TEST_ALL") == "1" or len(everyone) <= PIPELINE_SAMPLE:
-        return ["reference", "blank", *everyone]
-    chosen = [s for s in agreement_sample(assignment) if s.startswith("wrong")]
-    rest = [s for s in everyone if s not in chosen]
     count = PIPELINE_SAMPLE - len(chosen)
     chosen += [rest[round(k * (len(rest) - 1) / max(1, count - 1))] for k in range(count)]
-    return ["reference", "blank", *sorted(set(chosen))]
+    return ("reference", "blank", *sorted(set(chosen)))
 
 
 def write_class(root, assignment: str) -> None:

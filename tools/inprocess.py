@@ -104,7 +104,10 @@ def run_in_process(assignment: str, answers: dict[str, str], *, only_hidden: boo
 def cells_below_first_answer(assignment: str, answers: dict[str, str]) -> set[str]:
     """The graded test cells below the first solution cell ``answers`` changes: every cell above it runs exactly the
     reference's code in the reference's order from the same seeds, so it gives the reference's result."""
-    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    return _below_first_answer(nbformat.read(course.source_notebook(assignment), as_version=4), answers)
+
+
+def _below_first_answer(notebook, answers: dict[str, str]) -> set[str]:
     changed, after = False, set()
     for cell in notebook.cells:  # the source notebook: each solution cell holds the reference's code
         meta = cell.metadata.get("nbgrader", {})
@@ -235,8 +238,9 @@ def cells_reaching_answers(assignment: str, answers: dict[str, str]) -> set[str]
     from its own seeds, not from state an earlier test cell left behind. ``make test-all`` runs every cell below the
     first changed one instead, so the nightly run proves this shortcut changed no verdict.
     """
-    below = cells_below_first_answer(assignment, answers)
-    cells = _named_cells(nbformat.read(course.source_notebook(assignment), as_version=4), answers)
+    notebook = nbformat.read(course.source_notebook(assignment), as_version=4)
+    below = _below_first_answer(notebook, answers)
+    cells = _named_cells(notebook, answers)
     if cells is None or not all(cell.only_defines for cell in cells if cell.changed):
         return below
     reached = [cell for cell in cells if cell.changed]  # cells whose names lead to a changed cell, until none joins

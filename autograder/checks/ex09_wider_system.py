@@ -401,13 +401,28 @@ def training_trace(mode: str, seed: torch.Generator | int = 0, variant: str | No
         raise ValueError(f"unknown variant {variant!r} of {mode!r}; one of {variants}")
     if isinstance(seed, int):
         return copy.deepcopy(_seeded_trace(mode, seed, variant))
-    return _trace(mode, variant, seed, drawn=True)
+    trace, after = _drawn_trace(mode, variant, _state(seed))
+    seed.set_state(torch.frombuffer(bytearray(after), dtype=torch.uint8))
+    return copy.deepcopy(trace)
 
 
 @functools.lru_cache(maxsize=128)
 def _seeded_trace(mode: str, seed: int, variant: str) -> dict:
     """Runs from an integer seed are deterministic: train each once (the notebook and the public test reuse them)."""
     return _trace(mode, variant, torch.Generator().manual_seed(seed), drawn=False)
+
+
+def _state(gen: torch.Generator) -> bytes:
+    return bytes(gen.get_state().numpy())
+
+
+@functools.lru_cache(maxsize=64)
+def _drawn_trace(mode: str, variant: str, state: bytes) -> tuple[dict, bytes]:
+    """(the run drawn from a generator in ``state``, the generator's state after it): a drawn run is as deterministic
+    as a seeded one, so one process (the catalogue test grading many answers at one seed) trains it once."""
+    gen = torch.Generator()
+    gen.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    return _trace(mode, variant, gen, drawn=True), _state(gen)
 
 
 #: The runs a learner derives the rules from (per label).
@@ -689,17 +704,20 @@ ROOT_MEAN = Misconception(
 
 
 #: The fixed shapes of Part B1's cases, in order: (batch size or None to draw it, targets shaped (n,) rather than
-#: (n, 1)). The first two are corners that run at every seed: a batch of one, with (1,) targets (where the broadcast
-#: (1, 1) - (1,) happens to give the right answer) and with (1, 1) ones; sizes and values of the others are drawn.
-LOSS_CASES = ((1, True), (1, False), (None, True), (None, False), (None, True), (None, False))
+#: (n, 1), the model in training mode). The first two are corners that run at every seed: a batch of one, with (1,)
+#: targets (where the broadcast (1, 1) - (1,) happens to give the right answer) and with (1, 1) ones, the second's
+#: model put in evaluation mode by its caller (no dropout: the same predictions); sizes and values of the others are
+#: drawn.
+LOSS_CASES = ((1, True, True), (1, False, False), (None, True, True), (None, False, True), (None, True, True),
+              (None, False, True))
 
 
 def _loss_cases(seed: int | None):
     """(model, inputs, targets) for every entry of :data:`LOSS_CASES`."""
     gen = generator("09/held_out_loss", seed) if seed is not None else torch.Generator().manual_seed(909)
-    for n, flat in LOSS_CASES:
+    for n, flat, training in LOSS_CASES:
         d, width, n = randint(gen, 1, 4), randint(gen, 3, 6), n or randint(gen, 6, 12)
-        model = random_mlp(gen, (d, width, 1))
+        model = random_mlp(gen, (d, width, 1)).train(training)
         inputs = uniform(gen, (n, d))
         targets = uniform(gen, (n,) if flat else (n, 1))
         yield model, inputs, targets
@@ -719,11 +737,9 @@ def check_held_out_loss(held_out_loss, seed: int | None = None) -> None:
     again when it returns. Both broadcasts are named where they differ from
     the answer: (n, 1) predictions against (n,) targets and (n,) predictions against (n, 1) targets (n >= 6)."""
     __tracebackhide__ = True
-    for number, (model, inputs, targets) in enumerate(_loss_cases(seed)):
+    for model, inputs, targets in _loss_cases(seed):
         with trial():
             n, d = inputs.shape
-            if number == 1:  # a model the caller had put in evaluation mode (no dropout: the same predictions)
-                model.eval()
             mode = "" if model.training else ", model in evaluation mode"
             what = f"held_out_loss(model, inputs of shape {(n, d)}, targets of shape {tuple(targets.shape)}{mode})"
             saved: list = []

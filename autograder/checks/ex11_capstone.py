@@ -1036,9 +1036,10 @@ def mlp_loss(params: dict[str, Tensor], X: Tensor, targets: Tensor) -> Tensor:
 
 
 def network_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, mistake: str | None = None,
-                      eps: float = BN_EPS) -> dict[str, Tensor]:
+                      eps: float = BN_EPS, *, with_loss: bool = False):
     """Every parameter's gradient of :func:`mlp_loss`, by hand (no autograd: the gradient function the tests hand to
-    train_digits runs inside a run whose autograd they count); ``mistake`` gives a catalogued mistake's gradients."""
+    train_digits runs inside a run whose autograd they count); ``mistake`` gives a catalogued mistake's gradients.
+    ``with_loss``: (gradients, :func:`mlp_loss` as a float) from the same forward pass."""
     n = len(X)
     z = X @ params["W1"]
     mean = z.mean(0)
@@ -1066,8 +1067,9 @@ def network_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, mis
         dz = dxhat / std
     else:
         dz = (dxhat - dxhat.mean(0) - xhat * (dxhat * xhat).mean(0)) / std
-    return {"W1": X.T @ dz, "gamma": (da * xhat).sum(0), "beta": da.sum(0), "W2": h.T @ dlogits,
-            "b2": dlogits.sum(0)}
+    grads = {"W1": X.T @ dz, "gamma": (da * xhat).sum(0), "beta": da.sum(0), "W2": h.T @ dlogits,
+             "b2": dlogits.sum(0)}
+    return (grads, float(F.cross_entropy(logits, targets))) if with_loss else grads
 
 
 NETWORK_MISTAKES = (("silu skipped", SILU_SKIPPED), ("silu at output", SILU_AT_OUTPUT),
@@ -1206,9 +1208,8 @@ class WatchedGradients:
         if len(self.states) == 1:
             self.first_inputs.append((X.detach().clone(), targets.detach().clone()))
         X = X.detach().to(torch.float64)
-        grads = network_gradients(state, X, targets)
-        with torch.no_grad():
-            self.losses[-1].append(float(mlp_loss(state, X, targets)))
+        grads, loss = network_gradients(state, X, targets, with_loss=True)
+        self.losses[-1].append(loss)
         if self.wrong_key is not None and len(self.states) - 1 >= self.wrong_from:
             grads[self.wrong_key] = grads[self.wrong_key] * (1 + self.error)
         self.calls[-1].append(grads)
@@ -1513,7 +1514,7 @@ def _autograd_cases(train_digits, X: Tensor, y: Tensor) -> None:
     what = "train_digits(X_train, y_train, gradients, max_norm=inf, gate_every=10**9)"
     runs, saved = {}, {}
     for stop in (2, 5):
-        watched, routes, saves = WatchedGradients(stop_at=stop), Routes(), []
+        watched, routes, saves = WatchedGradients(stop_at=stop), Routes(dual_numbers=False), []
         outcome, message = _train_digits_run(counting_saved(train_digits, saves), X, y, watched, math.inf, 10**9,
                                              routes)
         saved[stop] = len(saves)
