@@ -3,10 +3,10 @@
 
 Each answer runs once, with ``AUTOGRADER_SEED`` drawn by hypothesis (one seed an answer in ``make test``; in CI, where
 hypothesis is derandomized, the same seed for every answer, so a check's own seeded work, such as exercise 09's drawn
-training runs, is done once a worker; three seeds an answer with ``make test-all``, 20 with ``make sweep``): the visible tests draw nothing from the seed, the
-hidden ones draw their cases from it, so one run proves the visible cells and the hidden cells at a seed the catalogue
-was not written at. An answer whose grade or diagnosis holds only at some seeds fails here (``make sweep`` tries 20).
-tests/test_hidden_tests_over_seeds.py proves the reference at many seeds.
+training runs, is done once a worker; three seeds an answer with ``make test-all``, 20 with ``make sweep``): the
+visible tests draw nothing from the seed, the hidden ones draw their cases from it, so one run proves the visible cells
+and the hidden cells at a seed the catalogue was not written at. An answer whose grade or diagnosis holds only at some
+seeds fails there. tests/test_hidden_tests_over_seeds.py proves the reference at many seeds.
 
 The same verdicts through nbgrader's pipeline (sandbox, gradebook, feedback HTML) are proven by
 tests/test_grading_pipeline.py on a sample of each catalogue, and on all of it by ``make test-all``: the test cells are
