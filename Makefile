@@ -19,7 +19,11 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# pip, not uv, even where uv is installed: uv does not read pip's configuration (index, find-links, constraints),
 	@# which is where a machine's CPU build of torch comes from; a faster install of another torch is not worth it.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --editable '.[test]'
+	@# pip byte-compiles what it installs on one core; compileall does the same on every core (145 s -> 129 s here).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --editable '.[test]'
+	@# A file some package ships that does not compile (a template, a Python 2 test) makes compileall's status
+	@# non-zero; pip ignores those too.
+	@$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || :
 	@# rfc3987-syntax (pulled in through jsonschema[format-nongpl]) builds a parser when imported: 3 s in every Jupyter
 	@# and nbgrader process (python-jsonschema/jsonschema#1392). jsonschema works without it (it only checks "iri").
 	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
