@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# pip, not uv, even where uv is installed: uv does not read pip's configuration (index, find-links, constraints),
 	@# which is where a machine's CPU build of torch comes from; a faster install of another torch is not worth it.
-	@# pip byte-compiles what it installs on one core; compileall does the same on every core (145 s -> 129 s here).
+	@# pip byte-compiles what it installs on one core; compileall does the same on every core (145 s -> 133 s here).
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --editable '.[test]'
 	@# A file some package ships that does not compile (a template, a Python 2 test) makes compileall's status
 	@# non-zero; pip ignores those too.

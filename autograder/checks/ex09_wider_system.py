@@ -402,7 +402,7 @@ def training_trace(mode: str, seed: torch.Generator | int = 0, variant: str | No
     if isinstance(seed, int):
         return copy.deepcopy(_seeded_trace(mode, seed, variant))
     trace, after = _drawn_trace(mode, variant, _state(seed))
-    seed.set_state(torch.frombuffer(bytearray(after), dtype=torch.uint8))
+    _restore(seed, after)
     return copy.deepcopy(trace)
 
 
@@ -416,12 +416,16 @@ def _state(gen: torch.Generator) -> bytes:
     return bytes(gen.get_state().numpy())
 
 
+def _restore(gen: torch.Generator, state: bytes) -> torch.Generator:
+    gen.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    return gen
+
+
 @functools.lru_cache(maxsize=64)
 def _drawn_trace(mode: str, variant: str, state: bytes) -> tuple[dict, bytes]:
     """(the run drawn from a generator in ``state``, the generator's state after it): a drawn run is as deterministic
     as a seeded one, so one process (the catalogue test grading many answers at one seed) trains it once."""
-    gen = torch.Generator()
-    gen.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    gen = _restore(torch.Generator(), state)
     return _trace(mode, variant, gen, drawn=True), _state(gen)
 
 
