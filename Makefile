@@ -55,8 +55,10 @@ lab-instructor: $(LEARNER_VIEW)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Nightly, not in CI (about 40 minutes on two cores): make test, plus the class grader and plain nbgrader grading the
-# whole catalogue side by side (COURSE_AGREEMENT=all) and every wrong answer at three grading seeds in-process.
+# Nightly, not in CI (about 40 minutes on two cores): make test, plus the tests marked nightly (Binder's environment
+# resolved and built, the exchange cycle, the hostile class as a second identity, incremental regrades), the class
+# grader and plain nbgrader grading the whole catalogue side by side (COURSE_AGREEMENT=all) and every wrong answer at
+# three grading seeds in-process.
 test-all: $(STAMP)
 	COURSE_TEST_ALL=1 COURSE_AGREEMENT=all $(BIN)/python -m pytest
 

@@ -59,13 +59,13 @@ def topological(root, inputs_of) -> list:
     before its inputs (a depth-first post-order, reversed; no recursion, so deep graphs are fine)."""
     seen, order, stack = {root}, [], [(root, iter(inputs_of(root)))]
     while stack:
-        node, children = stack[-1]
-        child = next(children, None)
-        if child is None:
+        for child in stack[-1][1]:  # resumes where this node's inputs were left
+            if child not in seen:
+                seen.add(child)
+                stack.append((child, iter(inputs_of(child))))
+                break
+        else:  # every input is placed: so is the node
             order.append(stack.pop()[0])
-        elif child not in seen:
-            seen.add(child)
-            stack.append((child, iter(inputs_of(child))))
     order.reverse()
     return order
 

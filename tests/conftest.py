@@ -27,6 +27,24 @@ if str(course.ROOT) not in sys.path:
     sys.path.insert(0, str(course.ROOT))
 
 
+#: `make test-all` (COURSE_TEST_ALL=1) runs everything; `make test` (CI) skips what is marked ``nightly(reason)``.
+NIGHTLY = os.environ.get("COURSE_TEST_ALL") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "nightly(reason): run by make test-all only (COURSE_TEST_ALL=1), not by make "
+                            "test; the reason says why CI can leave it to the nightly run (docs/maintainers.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if NIGHTLY:
+        return
+    for item in items:
+        mark = item.get_closest_marker("nightly")
+        if mark is not None:
+            item.add_marker(pytest.mark.skip(reason=f"nightly (make test-all): {mark.args[0]}"))
+
+
 @functools.cache
 def sandbox_missing() -> str | None:
     """None when the grader's sandbox (bubblewrap) works here, else why not (probed once, as the grader probes)."""

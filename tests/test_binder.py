@@ -58,6 +58,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # One worker runs the whole module under pytest-xdist, so the module-scoped fixtures (repo2docker, the scratch
 # environment) are built once.
 pytestmark = pytest.mark.xdist_group("binder")
+#: A pip resolution against the registry and a scratch environment built from it take two thirds of this module's
+#: time and change only with pyproject.toml's pins or binder/: make test-all runs them. make test still checks every
+#: file here, repo2docker's plan, and (tests/test_browser.py) postBuild's learner and instructor views in JupyterLab.
+NIGHTLY_ENVIRONMENT = pytest.mark.nightly("builds or resolves a whole environment from the package registry; changes "
+                                          "with the pins and binder/ only")
 
 
 # --------------------------------------------------------------------------------------------- the files themselves
@@ -70,6 +75,7 @@ def test_binder_environment_holds_python_pip_and_the_pinned_requirements_only():
     assert re.findall(r"^  - (\S+)$", conda, flags=re.M) == ["conda-forge", "nodefaults", "python=3.11", "pip"]
 
 
+@NIGHTLY_ENVIRONMENT
 def test_binder_requirements_resolve_to_exactly_the_pinned_versions_with_cpu_torch(tmp_path):
     """What Binder's pip gets, resolved here: every pyproject pin exactly, torch as 2.13.0+cpu, no CUDA libraries."""
     requirements = tmp_path / "requirements.txt"
@@ -388,6 +394,7 @@ def after_post_build(tmp_path_factory):
             "output": output, "outside_changed": outside_before != snapshot(*watched)}
 
 
+@NIGHTLY_ENVIRONMENT
 def test_scratch_environment_starts_with_every_nbgrader_part_enabled(after_post_build):
     lab, server_enabled = after_post_build["before"]
     assert "@jupyter/nbgrader" in lab["enabled"]
@@ -395,6 +402,7 @@ def test_scratch_environment_starts_with_every_nbgrader_part_enabled(after_post_
     assert DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= server_enabled
 
 
+@NIGHTLY_ENVIRONMENT
 def test_post_build_disables_and_locks_exactly_the_instructor_only_lab_plugins(after_post_build):
     lab_before, _ = after_post_build["before"]
     lab, _ = after_post_build["after"]
@@ -404,6 +412,7 @@ def test_post_build_disables_and_locks_exactly_the_instructor_only_lab_plugins(a
     assert lab["enabled"] == lab_before["enabled"]  # the extension itself (and every other one) stays enabled
 
 
+@NIGHTLY_ENVIRONMENT
 def test_post_build_disables_exactly_the_instructor_only_server_extensions(after_post_build):
     _, server_before = after_post_build["before"]
     _, server_enabled = after_post_build["after"]
@@ -411,6 +420,7 @@ def test_post_build_disables_exactly_the_instructor_only_server_extensions(after
     assert KEPT_SERVER_EXTENSIONS <= server_enabled
 
 
+@NIGHTLY_ENVIRONMENT
 def test_a_learner_server_would_run_without_the_instructor_tools(after_post_build):
     learner = after_post_build["runtime"]["learner"]
     assert set(learner["disabled"]) == DISABLED_LAB_PLUGINS | EXCHANGE_LAB_PLUGINS
@@ -419,6 +429,7 @@ def test_a_learner_server_would_run_without_the_instructor_tools(after_post_buil
     assert KEPT_SERVER_EXTENSIONS <= set(learner["server"])
 
 
+@NIGHTLY_ENVIRONMENT
 def test_learners_idle_kernels_are_culled_and_lessons_offer_no_validate(after_post_build):
     """Binder gives 2 GB and a lesson's kernel holds 400-600 MB: a kernel that ran nothing for 30 minutes is shut
     down, open tab or not (a learner may read for half an hour between cells, so not sooner). The custom CSS that
@@ -430,6 +441,7 @@ def test_learners_idle_kernels_are_culled_and_lessons_offer_no_validate(after_po
     assert 'h1[data-jupyter-id^="Lesson-"]' in learner["custom_css"] and ".validate-button" in learner["custom_css"]
 
 
+@NIGHTLY_ENVIRONMENT
 def test_a_hub_learner_server_would_run_with_the_assignment_list(after_post_build):
     """deploy/: the hub puts deploy/hub-jupyter-config on every user's JUPYTER_CONFIG_PATH."""
     hub = after_post_build["runtime"]["hub"]
@@ -438,6 +450,7 @@ def test_a_hub_learner_server_would_run_with_the_assignment_list(after_post_buil
     assert KEPT_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS <= set(hub["server"])
 
 
+@NIGHTLY_ENVIRONMENT
 def test_learners_jupyterlab_sends_widget_messages_to_the_main_thread(after_post_build):
     """JupyterLab's default (comms over kernel subshells) lets a widget callback draw concurrently with a running
     cell; matplotlib is not thread-safe, and lesson 07's Run All then fails at random (seen in tests/test_browser.py).
@@ -451,6 +464,7 @@ def test_learners_jupyterlab_sends_widget_messages_to_the_main_thread(after_post
     assert json.loads(installed.read_text()) == wanted
 
 
+@NIGHTLY_ENVIRONMENT
 def test_a_grader_server_would_run_with_them(after_post_build):
     """deploy/: the hub points a grader's JUPYTER_CONFIG_PATH at deploy/grader-jupyter-config (which outranks the
     environment's locked settings, unlike `jupyter labextension enable --level=user`)."""
@@ -459,6 +473,7 @@ def test_a_grader_server_would_run_with_them(after_post_build):
     assert DISABLED_SERVER_EXTENSIONS | EXCHANGE_SERVER_EXTENSIONS | KEPT_SERVER_EXTENSIONS <= set(grader["server"])
 
 
+@NIGHTLY_ENVIRONMENT
 def test_post_build_writes_its_settings_to_the_environment_prefix(after_post_build):
     prefix = after_post_build["prefix"]
     page_config = (prefix / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text()
@@ -469,12 +484,14 @@ def test_post_build_writes_its_settings_to_the_environment_prefix(after_post_bui
     assert not (home_jupyter / "labconfig").exists(), "postBuild wrote user-level settings, not --sys-prefix ones"
 
 
+@NIGHTLY_ENVIRONMENT
 def test_post_build_installs_the_course_package_from_the_repository(after_post_build):
     env, repo = after_post_build["env"], after_post_build["repo"]
     where = run(["python", "-c", "import autograder; print(autograder.__file__)"], env, repo)
     assert Path(where.strip()).resolve() == (repo / "autograder" / "__init__.py").resolve()
 
 
+@NIGHTLY_ENVIRONMENT
 def test_post_build_touches_nothing_outside_tmp(after_post_build):
     assert not after_post_build["outside_changed"]
 

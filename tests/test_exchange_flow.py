@@ -70,7 +70,9 @@ AUDIT_HOOK = textwrap.dedent('''
 
 
 # One worker runs the whole module under pytest-xdist, so the class goes through the cycle once.
-pytestmark = pytest.mark.xdist_group("exchange-flow")
+pytestmark = [pytest.mark.xdist_group("exchange-flow"), pytest.mark.nightly(
+    "nbgrader's exchange cycle with the course's configuration, which changes rarely; the term walk-through "
+    "releases, submits and collects through the exchange in make test")]
 
 
 class Flow:

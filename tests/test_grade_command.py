@@ -93,7 +93,13 @@ class Batch:
     token: str  # unique to this run, in the names of the files submissions try to plant
 
 
-@pytest.fixture(scope="module", params=IDENTITIES)
+#: The hostile class as root and as an ordinary user; CI grades it once, as the first identity.
+BATCHES = [IDENTITIES[0], *(pytest.param(identity, marks=pytest.mark.nightly(
+    "the hostile class again, by another identity: the sandbox's own cases as an ordinary user are also proven "
+    "in tests/test_sandbox_isolation.py")) for identity in IDENTITIES[1:])]
+
+
+@pytest.fixture(scope="module", params=BATCHES)
 def batch(request, scratch) -> Batch:
     """The mixed class, graded once by the identity of the parameter."""
     require_sandbox()
@@ -230,6 +236,8 @@ def test_answers_that_import_what_no_reference_imports_are_graded_as_nbgrader_gr
     assert scores(plain, name, ASSIGNMENT) == scores(batch.root, name, ASSIGNMENT) == graded_cells(ASSIGNMENT)
 
 
+@pytest.mark.nightly("grades three assignments three times (incremental, reproducible, a few regraded): the class "
+                     "grader's bookkeeping, which changes with the grader only")
 def test_several_assignments_one_pool_incremental_reproducible_and_a_few_regraded(scratch):
     """Two assignments graded by one pool of workers; a re-run grades only what changed; --force gives the same
     grades; --students regrades the students named, changed or not, and no one else."""

@@ -593,9 +593,9 @@ def few_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*threshold)
+        gc.collect()  # the run's garbage, before unfreezing: a pass over what existed before took ~0.9 s a run
         if not frozen:  # what the caller froze (lesson 11's first cell does) stays frozen
             gc.unfreeze()
-        gc.collect()
 
 
 def _run_train_moons(train_moons, Value, seed: int) -> float:
@@ -1609,6 +1609,8 @@ class ReferenceValue:
     micrograd's design (each node keeps its inputs in ``_prev``, its operation in ``_op`` and a ``_backward`` closure
     that adds its share into its inputs' ``.grad``), written one closure per node: a scalar engine spends its time
     creating nodes, and Part B's training creates a few hundred thousand."""
+
+    __slots__ = ("data", "grad", "_prev", "_op", "_backward")  # a run creates hundreds of thousands of nodes
 
     def __init__(self, data, children=(), op=""):
         self.data = float(data)
