@@ -55,7 +55,7 @@ lab-instructor: $(LEARNER_VIEW)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Nightly, not in CI (about 40 minutes on two cores): make test, plus the tests marked nightly (Binder's environment
+# Nightly, not in CI (hours: see docs/maintainers.md): make test, plus the tests marked nightly (Binder's environment
 # resolved and built, the exchange cycle, the hostile class as a second identity, incremental regrades), the class
 # grader and plain nbgrader grading the whole catalogue side by side (COURSE_AGREEMENT=all) and every wrong answer at
 # three grading seeds in-process.
