@@ -9,14 +9,14 @@ in a sandboxed process forked from a server that has imported torch.
 The reference must get full marks, the blank release 0 (without stopping the batch), and each wrong answer exactly the
 scores its catalogue entry states, with its diagnosis in the feedback.
 
-The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per
-notebook, nothing of this package's grader) on its own course copy and gradebook: no cell of it may raise in a
-kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds here, so the wrong
-answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and every catalogue
-answer, each with identical scores from both graders; about 2.5 hours on one worker, from make test's times of about
-5 s a notebook in the class grader and 8 s in plain nbgrader over some 670 notebooks; worth it after any change to the
-grader's executor, sandbox or replay). In ``make test``, tests/test_grade_command.py compares the two graders on an
-answer that imports modules no reference imports, and the term walk-through on a late submission's penalty.
+The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook,
+nothing of this package's grader) on course copies and gradebooks of its own, one nbgrader run per core: no cell of it
+may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds here, so
+the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and every
+catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class grader
+and 8 s in plain nbgrader, about 1.5 hours on two cores; worth it after any change to the grader's executor, sandbox or
+replay). In ``make test``, tests/test_grade_command.py compares the two graders on an answer that imports modules no
+reference imports, and the term walk-through on a late submission's penalty.
 """
 
 from __future__ import annotations
@@ -100,8 +100,10 @@ def graded_class(released_course) -> Path:
     shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
     for assignment in ASSIGNMENTS:
         write_class(root, assignment)
-    # one worker: the other pytest-xdist worker has the other core
-    command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", "1", "--quiet",
+    # one worker: the other pytest-xdist worker has the other core (every core for the whole catalogue, make test-all,
+    # where this worker's group outlasts all the rest)
+    jobs = str(os.cpu_count() or 1) if os.environ.get("COURSE_TEST_ALL") == "1" else "1"
+    command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", jobs, "--quiet",
                "--course", str(root), *grader_sandbox_flags()]
     run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
     assert run.returncode == 0, f"grading the classes failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
@@ -110,23 +112,40 @@ def graded_class(released_course) -> Path:
     return root
 
 
+def shards(count: int) -> list[list[str]]:
+    """The assignments in ``count`` groups of about as many notebooks to grade (:func:`agreement_sample`), each group
+    for one plain nbgrader run: a kernel per notebook is most of an hour on one core with ``COURSE_AGREEMENT=all``."""
+    groups: list[list[str]] = [[] for _ in range(max(1, min(count, len(ASSIGNMENTS))))]
+    for assignment in sorted(ASSIGNMENTS, key=lambda a: -len(agreement_sample(a))):
+        min(groups, key=lambda g: sum(len(agreement_sample(a)) for a in g)).append(assignment)
+    return [group for group in groups if group]
+
+
 @pytest.fixture(scope="session")
-def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[Path, str]:
-    """(course copy where plain `nbgrader autograde` graded the :func:`agreement_sample` of every assignment, of the
-    very submissions graded_class graded, what nbgrader printed). One nbgrader run grades them all (assignment id
-    ``*``: nbgrader globs the submitted folders), a fresh kernel per notebook as always."""
-    root = private_folder(tmp_path_factory.mktemp("plain")) / "course"
-    shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
-        "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
-    shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
-    for assignment in ASSIGNMENTS:
-        for student in agreement_sample(assignment):
-            shutil.copytree(graded_class / "submitted" / student / assignment,
-                            root / "submitted" / student / assignment)
-    command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
-    run = subprocess.run(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, timeout=3600)
-    return root, run.stdout
+def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path], str]:
+    """({assignment: course copy where plain `nbgrader autograde` graded its :func:`agreement_sample`}, what nbgrader
+    printed), of the very submissions graded_class graded. One nbgrader run per core, each on its own copy and
+    gradebook (:func:`shards`; assignment id ``*``: nbgrader globs the submitted folders), a fresh kernel per notebook
+    as always."""
+    runs = []
+    for number, group in enumerate(shards(os.cpu_count() or 1)):
+        root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
+        shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
+            "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
+        shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
+        for assignment in group:
+            for student in agreement_sample(assignment):
+                shutil.copytree(graded_class / "submitted" / student / assignment,
+                                root / "submitted" / student / assignment)
+        command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
+        process = subprocess.Popen(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        runs.append((group, root, process))
+    roots, printed = {}, []
+    for group, root, process in runs:
+        printed.append(process.communicate(timeout=4 * 3600)[0])
+        roots.update(dict.fromkeys(group, root))
+    return roots, "\n".join(printed)
 
 
 def class_members(assignment: str) -> list[tuple[str, str]]:
@@ -149,7 +168,7 @@ def test_blank_release_gets_zero_and_the_batch_goes_on(graded_class, assignment)
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, assignment):
-    root, _ = plain_nbgrader_class
+    root = plain_nbgrader_class[0][assignment]
     graded = nbformat.read(root / "autograded" / "reference" / assignment / f"{assignment}.ipynb", as_version=4)
     errors = [(number, output.ename, output.evalue) for number, cell in enumerate(graded.cells)
               if cell.cell_type == "code" for output in cell.outputs if output.output_type == "error"]
@@ -161,7 +180,8 @@ def test_plain_nbgrader_gives_the_reference_full_marks(plain_nbgrader_class, ass
     pytest.param(a, s, id=f"{a}:{what}") for a in ASSIGNMENTS for s, what in class_members(a)
     if s in agreement_sample(a)])
 def test_class_grader_and_plain_nbgrader_agree(graded_class, plain_nbgrader_class, assignment, student):
-    plain, printed = plain_nbgrader_class
+    roots, printed = plain_nbgrader_class
+    plain = roots[assignment]
     assert (plain / "autograded" / student / assignment).is_dir(), f"nbgrader could not grade it:\n{printed[-3000:]}"
     assert scores(graded_class, student, assignment) == scores(plain, student, assignment)
 
