@@ -10,13 +10,13 @@ The reference must get full marks, the blank release 0 (without stopping the bat
 scores its catalogue entry states, with its diagnosis in the feedback.
 
 The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook,
-nothing of this package's grader) on course copies and gradebooks of its own, one nbgrader run per core: no cell of it
-may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds here, so
-the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and every
-catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class grader
-and 8 s in plain nbgrader, about 1.5 hours on two cores; worth it after any change to the grader's executor, sandbox or
-replay). In ``make test``, tests/test_grade_command.py compares the two graders on an answer that imports modules no
-reference imports, and the term walk-through on a late submission's penalty.
+nothing of this package's grader) on a course copy and gradebook of its own (one a core with COURSE_AGREEMENT=all): no
+cell of it may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds
+here, so the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and
+every catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class
+grader and 8 s in plain nbgrader, about 1.5 hours on two cores; worth it after any change to the grader's executor,
+sandbox or replay). In ``make test``, tests/test_grade_command.py compares the two graders on an answer that imports
+modules no reference imports, and the term walk-through on a late submission's penalty.
 """
 
 from __future__ import annotations
@@ -124,11 +124,12 @@ def shards(count: int) -> list[list[str]]:
 @pytest.fixture(scope="session")
 def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path], str]:
     """({assignment: course copy where plain `nbgrader autograde` graded its :func:`agreement_sample`}, what nbgrader
-    printed), of the very submissions graded_class graded. One nbgrader run per core, each on its own copy and
-    gradebook (:func:`shards`; assignment id ``*``: nbgrader globs the submitted folders), a fresh kernel per notebook
-    as always."""
-    runs = []
-    for number, group in enumerate(shards(os.cpu_count() or 1)):
+    printed), of the very submissions graded_class graded. With COURSE_AGREEMENT=all one nbgrader run per core, each
+    on its own copy and gradebook (:func:`shards`; assignment id ``*``: nbgrader globs the submitted folders), a fresh
+    kernel per notebook as always."""
+    runs = []  # one run in make test (11 notebooks, the other pytest-xdist worker has the other core)
+    agreement = os.environ.get("COURSE_AGREEMENT") == "all"
+    for number, group in enumerate(shards((os.cpu_count() or 1) if agreement else 1)):
         root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
         shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
             "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))

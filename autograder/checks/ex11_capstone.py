@@ -1610,8 +1610,6 @@ class ReferenceValue:
     that adds its share into its inputs' ``.grad``), written one closure per node: a scalar engine spends its time
     creating nodes, and Part B's training creates a few hundred thousand."""
 
-    __slots__ = ("data", "grad", "_prev", "_op", "_backward")  # a run creates hundreds of thousands of nodes
-
     def __init__(self, data, children=(), op=""):
         self.data = float(data)
         self.grad = 0.0
