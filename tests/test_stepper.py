@@ -208,6 +208,18 @@ def test_value_schedule_is_your_engines_order_and_gradients():
     assert not any(schedule.frame(k).early for k in range(len(schedule.steps) + 1))
 
 
+def test_the_course_reference_engine_steps_too():
+    """Lesson 11 steps through exercise 11's ``ReferenceValue``: the stepper swaps each node's own ``_backward`` (read
+    from its ``__dict__``), so that engine keeps one (``__slots__`` broke the lesson once)."""
+    from autograder.checks.ex11_capstone import ReferenceValue
+
+    out, x, y = value_expression(ReferenceValue)
+    schedule = stepper.record_value(out, {x: "x", y: "y"})
+    x_step = next(step for step in schedule.steps if step.node == schedule.names.index("x = leaf"))
+    out.backward()
+    assert x_step.buffer[0] == pytest.approx(x.grad)
+
+
 def test_a_wrong_value_order_is_marked():
     out, x, y = value_expression(BreadthFirstValue)
     schedule = stepper.record_value(out, {x: "x", y: "y"})
