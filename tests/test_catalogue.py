@@ -19,9 +19,8 @@ shortcut changes no verdict). The learner's scratch cells carry no grade and are
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from conftest import NIGHTLY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from submissions import catalogue, graded_cells, solution_sources
@@ -32,7 +31,6 @@ from tools.inprocess import cells_below_first_answer, cells_reaching_answers, ru
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: One grading seed an answer (over 600 answers; the capstone's train two models each); three with `make test-all`.
-NIGHTLY = os.environ.get("COURSE_TEST_ALL") == "1"
 SETTINGS = settings(max_examples=3 if NIGHTLY else 1, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 

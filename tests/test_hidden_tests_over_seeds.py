@@ -8,10 +8,9 @@ answer proves its visible and its hidden cells), and at 20 seeds by ``make sweep
 
 from __future__ import annotations
 
-import os
-
 import nbformat
 import pytest
+from conftest import NIGHTLY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from submissions import graded_cells, solution_sources
@@ -22,7 +21,7 @@ from tools.inprocess import is_hidden_test, run_in_process
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: The reference at four seeds an assignment in ``make test``, sixteen with ``make test-all`` (``make sweep``: 20).
-SEED_COUNT = 16 if os.environ.get("COURSE_TEST_ALL") == "1" else 4
+SEED_COUNT = 16 if NIGHTLY else 4
 SETTINGS = settings(max_examples=SEED_COUNT, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
