@@ -15,7 +15,7 @@ One formatter, :meth:`Misconception.line`, writes the sentence a learner reads i
 
 and :func:`publish` sends the same diagnosis as structured data (a display output of MIME type :data:`MIME`, with an
 empty ``text/plain`` so that nobody sees it twice), which the class report reads
-(:func:`autograder.grading.report.misconceptions`) instead of parsing sentences.
+(:func:`autograder.grading.orchestration.report.misconceptions`) instead of parsing sentences.
 """
 
 from __future__ import annotations

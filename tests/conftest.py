@@ -18,6 +18,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest
+import timeline
 from hypothesis import settings
 
 from autograder import course
@@ -32,6 +33,8 @@ NIGHTLY = os.environ.get("COURSE_TEST_ALL") == "1"
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): print the suite's timeline
+        config.pluginmanager.register(timeline.Timeline(), "course-timeline")
     config.addinivalue_line("markers", "nightly(reason): run by make test-all only (COURSE_TEST_ALL=1), not by make "
                             "test; the reason says why CI can leave it to the nightly run (docs/maintainers.md)")
 
@@ -50,13 +53,14 @@ def sandbox_missing() -> str | None:
     """None when the grader's sandbox (bubblewrap) works here, else why not (probed once, as the grader probes)."""
     import tempfile
 
-    from autograder.grading import executor, sandbox
+    from autograder.grading.isolation import sandbox
+    from autograder.grading.worker import pool
 
     with tempfile.TemporaryDirectory() as scratch:
         uid = sandbox.free_ids(1)[0] if os.geteuid() == 0 else os.getuid()
         try:
             view = sandbox.build_view(Path(scratch), [], Path(scratch), uid, uid)
-            sandbox.probe(view, executor.server_environment(sandbox.WORKSPACE), uid if os.geteuid() == 0 else None)
+            sandbox.probe(view, pool.server_environment(sandbox.WORKSPACE), uid if os.geteuid() == 0 else None)
         except sandbox.SandboxUnavailable as error:
             return str(error)
     return None

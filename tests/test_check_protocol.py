@@ -23,7 +23,7 @@ from autograder.checking import (
     expect_no_alias,
     trial,
 )
-from autograder.grading import report
+from autograder.grading.orchestration import report
 
 WRONG = Misconception("a test mistake (with .grad, torch.no_grad() and 1.0 in its name)", "Do the other thing.")
 OTHER = Misconception("another test mistake", "Never named here.")

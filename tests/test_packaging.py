@@ -29,6 +29,28 @@ def test_supported_python_is_stated_once():
     assert "python=3.11" in (course.ROOT / "environment.yml").read_text()
 
 
+def test_the_timeline_shows_each_workers_modules_in_order():
+    """The suite's last lines (tests/timeline.py): a worker's consecutive tests of one module are one run, short runs
+    are summed, and times count from the session's start."""
+    from types import SimpleNamespace
+
+    import timeline
+
+    plugin = timeline.Timeline()
+    plugin.begun = 100.0
+    phases = [("gw0", "tests/test_a.py::x", 105, 130), ("gw1", "tests/test_b.py::z", 106, 108),
+              ("gw0", "tests/test_a.py::y", 130, 160), ("gw0", "tests/test_b.py::w", 161, 162)]
+    for worker, nodeid, start, stop in phases:
+        gateway = SimpleNamespace(gateway=SimpleNamespace(id=worker))
+        plugin.pytest_runtest_logreport(SimpleNamespace(node=gateway, nodeid=nodeid, start=start, stop=stop))
+    assert plugin.lines()[1:] == [
+        "gw0: busy 56 s, first test at 5 s, last done at 62 s",
+        "       5 –   60 s  test_a.py (busy 55 s)",
+        "  1 shorter runs (< 10 s each), busy 1 s",
+        "gw1: busy 2 s, first test at 6 s, last done at 8 s",
+        "  1 shorter runs (< 10 s each), busy 2 s"]
+
+
 def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     """The suite relies on `--dist loadgroup` (one graded class, one JupyterLab per group); pytest 9.2 broke it
     silently."""

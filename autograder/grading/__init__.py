@@ -27,16 +27,3 @@ the scores.
    one gradebook session for every score, then ``state.json`` (the Outcomes: score, reasons, diagnoses),
    ``grades.csv`` and the class report, from memory.
 """
-
-from __future__ import annotations
-
-import importlib
-
-#: Old module names, kept until every caller names the rooms (tests/conftest.py, tests/test_check_protocol.py).
-_MOVED = {"executor": "worker.pool", "sandbox": "isolation.sandbox", "report": "orchestration.report"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        return importlib.import_module(f"{__name__}.{_MOVED[name]}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
