@@ -209,3 +209,15 @@ print("system python ok", sys.prefix)
     done = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(course.ROOT)})
     assert "system python ok /usr" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_python_started_through_a_hidden_folder_still_starts(tmp_path):
+    """``../.venv/bin/python -m autograder grade`` from a subfolder: ``sys.executable`` then passes through a folder
+    the sandbox does not show, and the sandbox must start the same Python by a path it does show."""
+    require_sandbox()
+    detour = os.path.relpath(sys.executable, tmp_path)  # ../../…/bin/python: Python keeps it as tmp_path/../../…
+    assert detour.startswith("..") and os.path.samefile(tmp_path / detour, sys.executable)
+    probe = "import conftest, sys; assert '..' in sys.executable; print('sandbox:', conftest.sandbox_missing())"
+    done = subprocess.run([detour, "-c", probe], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+    assert "sandbox: None" in done.stdout, done.stdout + done.stderr

@@ -82,6 +82,14 @@ def python_paths() -> tuple[list[Path], list[Path]]:
             [f for f in map(_existing_folder, others) if f is not None and f not in left_out])
 
 
+def python_executable() -> str:
+    """This Python as the sandbox can start it: its folder resolved (``sys.executable`` may pass through a folder the
+    view hides, as ``../.venv/bin/python`` run from a subfolder does), its name kept (a virtual environment's
+    ``python`` is a link that must stay one, or the environment is lost)."""
+    path = Path(sys.executable)
+    return str(path.parent.resolve() / path.name)
+
+
 def package_path() -> Path:
     """The course package's folder (``autograder/``), wherever it is installed."""
     import autograder
@@ -208,9 +216,9 @@ def probe(view: View, environment: dict[str, str], user: int | None) -> None:
                                  "(Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or "
                                  + HOW_TO_PROCEED)
     check = "import os, sys; import autograder; os.listdir(os.path.dirname(autograder.__file__))"
-    argv = [sys.executable, "-c", check]
+    argv = [python_executable(), "-c", check]
     if user is not None:
-        argv = [sys.executable, "-c", f"import os; os.setgroups([]); os.setresgid({user}, {user}, {user}); "
+        argv = [python_executable(), "-c", f"import os; os.setgroups([]); os.setresgid({user}, {user}, {user}); "
                 f"os.setresuid({user}, {user}, {user}); exec({check!r})"]
     done = subprocess.run(command(view, argv, environment=environment), capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=120)
