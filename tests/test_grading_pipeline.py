@@ -25,6 +25,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -100,8 +101,8 @@ def graded_class(released_course) -> Path:
     shutil.copy2(root / "gradebook.db", root / "gradebook-released.db")
     for assignment in ASSIGNMENTS:
         write_class(root, assignment)
-    # one worker: the other pytest-xdist worker has the other core (every core for the whole catalogue, make test-all,
-    # where this worker's group outlasts all the rest)
+    # one worker: the other pytest-xdist workers have the other cores (every core for the whole catalogue, make
+    # test-all, where this worker's group outlasts all the rest)
     jobs = str(os.cpu_count() or 1) if NIGHTLY else "1"
     command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", jobs, "--quiet",
                "--course", str(root), *grader_sandbox_flags()]
@@ -127,25 +128,31 @@ def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path
     printed), of the very submissions graded_class graded. With COURSE_AGREEMENT=all one nbgrader run per core, each
     on its own copy and gradebook (:func:`shards`; assignment id ``*``: nbgrader globs the submitted folders), a fresh
     kernel per notebook as always."""
-    runs = []  # one run in make test (11 notebooks, the other pytest-xdist worker has the other core)
+    runs = []  # one run in make test (11 notebooks, the other pytest-xdist workers have the other cores)
     agreement = os.environ.get("COURSE_AGREEMENT") == "all"
-    for number, group in enumerate(shards((os.cpu_count() or 1) if agreement else 1)):
-        root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
-        shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
-            "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
-        shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
-        for assignment in group:
-            for student in agreement_sample(assignment):
-                shutil.copytree(graded_class / "submitted" / student / assignment,
-                                root / "submitted" / student / assignment)
-        command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
-        process = subprocess.Popen(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-        runs.append((group, root, process))
     roots, printed = {}, []
-    for group, root, process in runs:
-        printed.append(process.communicate(timeout=4 * 3600 if agreement else 3600)[0])
-        roots.update(dict.fromkeys(group, root))
+    try:
+        for number, group in enumerate(shards((os.cpu_count() or 1) if agreement else 1)):
+            root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
+            shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
+                "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
+            shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
+            for assignment in group:
+                for student in agreement_sample(assignment):
+                    shutil.copytree(graded_class / "submitted" / student / assignment,
+                                    root / "submitted" / student / assignment)
+            command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
+            runs.append((group, root, subprocess.Popen(command, cwd=root, env=course.tool_environment(),
+                                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                                       start_new_session=True)))
+        for group, root, process in runs:
+            printed.append(process.communicate(timeout=4 * 3600 if agreement else 3600)[0])
+            roots.update(dict.fromkeys(group, root))
+    finally:  # a run that failed to start, timed out or was interrupted leaves no nbgrader (nor its kernels) behind
+        for _, _, process in runs:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     return roots, "\n".join(printed)
 
 
