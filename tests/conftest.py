@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-# One torch thread per test process, as the grader's workers and the lab's kernels run: pytest-xdist already runs two
-# processes on two cores, and torch's default of a thread per core makes each in-process check (the catalogue, the
+# One torch thread per test process, as the grader's workers and the lab's kernels run: pytest-xdist already runs a
+# process a core and one more, and torch's default of a thread per core makes each in-process check (the catalogue, the
 # reference at many seeds) spin for the other's core, which made them 2.5 times slower. Set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
@@ -37,6 +37,15 @@ def pytest_configure(config):
         config.pluginmanager.register(timeline.Timeline(), "course-timeline")
     config.addinivalue_line("markers", "nightly(reason): run by make test-all only (COURSE_TEST_ALL=1), not by make "
                             "test; the reason says why CI can leave it to the nightly run (docs/maintainers.md)")
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject's addopts): one pytest-xdist worker more than the cores this process may use. The long
+    groups (grading pipeline, browser, grade command, term walk-through) spend much of their time waiting on the
+    processes they start (kernels, Chromium, JupyterLab, the grader's workers), and with a worker a core the machine
+    idled a quarter of the run; the extra worker runs the catalogue's in-process checks in those gaps."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores + 1
 
 
 def pytest_collection_modifyitems(config, items):
