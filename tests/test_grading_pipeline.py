@@ -10,7 +10,8 @@ The reference must get full marks, the blank release 0 (without stopping the bat
 scores its catalogue entry states, with its diagnosis in the feedback.
 
 The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook,
-nothing of this package's grader) on a course copy and gradebook of its own (one a core with COURSE_AGREEMENT=all): no
+nothing of this package's grader) on a course copy and gradebook of its own (with COURSE_AGREEMENT=all one per
+assignment, as many at once as cores): no
 cell of it may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds
 here, so the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and
 every catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class
@@ -21,6 +22,7 @@ modules no reference imports, and the term walk-through on a late submission's p
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import re
@@ -113,46 +115,51 @@ def graded_class(released_course) -> Path:
     return root
 
 
-def shards(count: int) -> list[list[str]]:
-    """The assignments in ``count`` groups of about as many notebooks to grade (:func:`agreement_sample`), each group
-    for one plain nbgrader run: a kernel per notebook is most of an hour on one core with ``COURSE_AGREEMENT=all``."""
-    groups: list[list[str]] = [[] for _ in range(max(1, min(count, len(ASSIGNMENTS))))]
-    for assignment in sorted(ASSIGNMENTS, key=lambda a: -len(agreement_sample(a))):
-        min(groups, key=lambda g: sum(len(agreement_sample(a)) for a in g)).append(assignment)
-    return [group for group in groups if group]
+def plain_runs() -> list[list[str]]:
+    """The assignments of each plain nbgrader run: all in one run in ``make test`` (a reference each); with
+    ``COURSE_AGREEMENT=all`` a run per assignment, largest class first, for :func:`plain_nbgrader_class` to start as
+    cores free up (a capstone notebook takes three times an early one's time: fixed groups of equal counts left one
+    core idle for the last quarter hour)."""
+    if os.environ.get("COURSE_AGREEMENT") != "all":
+        return [list(ASSIGNMENTS)]
+    return [[assignment] for assignment in sorted(ASSIGNMENTS, key=lambda a: -len(agreement_sample(a)))]
+
+
+def _plain_nbgrader(root: Path, timeout: float) -> str:
+    """``nbgrader autograde`` on every submission in ``root``: what it printed. It runs in a session of its own, so
+    that a run that times out or is interrupted leaves no nbgrader nor kernel behind."""
+    command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
+    process = subprocess.Popen(command, cwd=root, env=course.tool_environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        return process.communicate(timeout=timeout)[0]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.fixture(scope="session")
 def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path], str]:
     """({assignment: course copy where plain `nbgrader autograde` graded its :func:`agreement_sample`}, what nbgrader
-    printed), of the very submissions graded_class graded. With COURSE_AGREEMENT=all one nbgrader run per core, each
-    on its own copy and gradebook (:func:`shards`; assignment id ``*``: nbgrader globs the submitted folders), a fresh
-    kernel per notebook as always."""
-    runs = []  # one run in make test (11 notebooks, the other pytest-xdist workers have the other cores)
+    printed), of the very submissions graded_class graded: each of :func:`plain_runs` on its own copy and gradebook
+    (assignment id ``*``: nbgrader globs the submitted folders), as many at once as cores with COURSE_AGREEMENT=all
+    (one in make test: the other pytest-xdist workers have the other cores), a fresh kernel per notebook as always."""
     agreement = os.environ.get("COURSE_AGREEMENT") == "all"
-    roots, printed = {}, []
-    try:
-        for number, group in enumerate(shards((os.cpu_count() or 1) if agreement else 1)):
-            root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
-            shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
-                "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
-            shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
-            for assignment in group:
-                for student in agreement_sample(assignment):
-                    shutil.copytree(graded_class / "submitted" / student / assignment,
-                                    root / "submitted" / student / assignment)
-            command = [sys.executable, "-m", "nbgrader", "autograde", "*", "--force", "--log-level=ERROR"]
-            runs.append((group, root, subprocess.Popen(command, cwd=root, env=course.tool_environment(),
-                                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                                       start_new_session=True)))
-        for group, root, process in runs:
-            printed.append(process.communicate(timeout=4 * 3600 if agreement else 3600)[0])
-            roots.update(dict.fromkeys(group, root))
-    finally:  # a run that failed to start, timed out or was interrupted leaves no nbgrader (nor its kernels) behind
-        for _, _, process in runs:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    roots: dict[str, Path] = {}
+    for number, group in enumerate(plain_runs()):
+        root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
+        shutil.copytree(graded_class, root, ignore=shutil.ignore_patterns(
+            "submitted", "autograded", "feedback", "grading", "gradebook.db", "gradebook-released.db"))
+        shutil.copy2(graded_class / "gradebook-released.db", root / "gradebook.db")
+        for assignment in group:
+            roots[assignment] = root
+            for student in agreement_sample(assignment):
+                shutil.copytree(graded_class / "submitted" / student / assignment,
+                                root / "submitted" / student / assignment)
+    folders = list(dict.fromkeys(roots.values()))  # in plain_runs' order: the largest class starts first
+    with concurrent.futures.ThreadPoolExecutor((os.cpu_count() or 1) if agreement else 1) as pool:
+        printed = list(pool.map(functools.partial(_plain_nbgrader, timeout=3 * 3600 if agreement else 3600), folders))
     return roots, "\n".join(printed)
 
 
