@@ -15,7 +15,8 @@ assignment, as many at once as cores): no
 cell of it may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds
 here, so the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and
 every catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class
-grader and 8 s in plain nbgrader, about 1.5 hours on two cores; worth it after any change to the grader's executor,
+grader and 9 s in plain nbgrader, about 1 hour 40 minutes on two cores: 34 minutes for the class grader, then about an
+hour for plain nbgrader; worth it after any change to the grader's executor,
 sandbox or replay). In ``make test``, tests/test_grade_command.py compares the two graders on an answer that imports
 modules no reference imports, and the term walk-through on a late submission's penalty.
 """
@@ -118,8 +119,8 @@ def graded_class(released_course) -> Path:
 def plain_runs() -> list[list[str]]:
     """The assignments of each plain nbgrader run: all in one run in ``make test`` (a reference each); with
     ``COURSE_AGREEMENT=all`` a run per assignment, largest class first, for :func:`plain_nbgrader_class` to start as
-    cores free up (a capstone notebook takes three times an early one's time: fixed groups of equal counts left one
-    core idle for the last quarter hour)."""
+    cores free up (a capstone notebook takes three times an early one's time: two fixed groups of equal counts ended
+    45 and 77 minutes in, by the per-notebook times of the 2026-12-05 run)."""
     if os.environ.get("COURSE_AGREEMENT") != "all":
         return [list(ASSIGNMENTS)]
     return [[assignment] for assignment in sorted(ASSIGNMENTS, key=lambda a: -len(agreement_sample(a)))]
