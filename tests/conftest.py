@@ -30,6 +30,8 @@ if str(course.ROOT) not in sys.path:
 
 #: `make test-all` (COURSE_TEST_ALL=1) runs everything; `make test` (CI) skips what is marked ``nightly(reason)``.
 NIGHTLY = os.environ.get("COURSE_TEST_ALL") == "1"
+#: The cores this process may use (a container's CPU set, not the host's count).
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def pytest_configure(config):
@@ -44,8 +46,7 @@ def pytest_xdist_auto_num_workers(config) -> int:
     groups (grading pipeline, browser, grade command, term walk-through) spend much of their time waiting on the
     processes they start (kernels, Chromium, JupyterLab, the grader's workers), and with a worker a core the machine
     idled a quarter of the run; the extra worker runs the catalogue's in-process checks in those gaps."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores + 1
+    return CORES + 1
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,12 +11,11 @@ scores its catalogue entry states, with its diagnosis in the feedback.
 
 The reference of every assignment is graded again by plain ``nbgrader autograde`` (a fresh Jupyter kernel per notebook,
 nothing of this package's grader) on a course copy and gradebook of its own (with COURSE_AGREEMENT=all one per
-assignment, as many at once as cores): no
-cell of it may raise in a kernel, and both graders must give it full marks. A kernel per notebook costs 10 to 25 seconds
-here, so the wrong answers are compared only with ``COURSE_AGREEMENT=all`` (``make test-all``: the blank release and
-every catalogue answer, each with identical scores from both graders: some 770 notebooks at about 5 s each in the class
-grader and 9 s in plain nbgrader, about 1 hour 40 minutes on two cores: 34 minutes for the class grader, then about an
-hour for plain nbgrader; worth it after any change to the grader's executor,
+assignment, as many at once as cores): no cell of it may raise in a kernel, and both graders must give it full marks. A
+kernel per notebook costs 10 to 25 seconds here, so the wrong answers are compared only with ``COURSE_AGREEMENT=all``
+(``make test-all``: the blank release and every catalogue answer, each with identical scores from both graders: some 770
+notebooks at about 5 s each in the class grader and 9 s in plain nbgrader, about 1 hour 40 minutes on two cores: 34
+minutes for the class grader, then about an hour for plain nbgrader; worth it after any change to the grader's executor,
 sandbox or replay). In ``make test``, tests/test_grade_command.py compares the two graders on an answer that imports
 modules no reference imports, and the term walk-through on a late submission's penalty.
 """
@@ -35,12 +34,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NIGHTLY, grader_sandbox_flags, private_folder
+from conftest import CORES, NIGHTLY, grader_sandbox_flags, private_folder
 from submissions import catalogue, feedback_text, graded_cells, scores, solution_sources, write_submission
 
 from autograder import course
 
 ASSIGNMENTS = course.assignments()
+#: ``make test-all``: plain nbgrader grades the whole catalogue too, not only the references.
+AGREEMENT = os.environ.get("COURSE_AGREEMENT") == "all"
 pytestmark = pytest.mark.xdist_group("pipeline")  # one course, one grade run, one worker
 #: Catalogued wrong answers per assignment the class grader grades in `make test`; `make test-all`
 #: (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's verdict and diagnosis
@@ -58,7 +59,7 @@ REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
 def agreement_sample(assignment: str) -> tuple[str, ...]:
     """The students plain nbgrader grades: the reference (everyone, the blank release included, with
     COURSE_AGREEMENT=all)."""
-    if os.environ.get("COURSE_AGREEMENT") == "all":
+    if AGREEMENT:
         return ("reference", "blank", *(f"wrong{n:02d}" for n in range(len(catalogue(assignment)))))
     return ("reference",)
 
@@ -106,7 +107,7 @@ def graded_class(released_course) -> Path:
         write_class(root, assignment)
     # one worker: the other pytest-xdist workers have the other cores (every core for the whole catalogue, make
     # test-all, where this worker's group outlasts all the rest)
-    jobs = str(os.cpu_count() or 1) if NIGHTLY else "1"
+    jobs = str(CORES) if NIGHTLY else "1"
     command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", jobs, "--quiet",
                "--course", str(root), *grader_sandbox_flags()]
     run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
@@ -121,7 +122,7 @@ def plain_runs() -> list[list[str]]:
     ``COURSE_AGREEMENT=all`` a run per assignment, largest class first, for :func:`plain_nbgrader_class` to start as
     cores free up (a capstone notebook takes three times an early one's time: two fixed groups of equal counts ended
     45 and 77 minutes in, by the per-notebook times of the 2026-12-05 run)."""
-    if os.environ.get("COURSE_AGREEMENT") != "all":
+    if not AGREEMENT:
         return [list(ASSIGNMENTS)]
     return [[assignment] for assignment in sorted(ASSIGNMENTS, key=lambda a: -len(agreement_sample(a)))]
 
@@ -146,7 +147,6 @@ def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path
     printed), of the very submissions graded_class graded: each of :func:`plain_runs` on its own copy and gradebook
     (assignment id ``*``: nbgrader globs the submitted folders), as many at once as cores with COURSE_AGREEMENT=all
     (one in make test: the other pytest-xdist workers have the other cores), a fresh kernel per notebook as always."""
-    agreement = os.environ.get("COURSE_AGREEMENT") == "all"
     roots: dict[str, Path] = {}
     for number, group in enumerate(plain_runs()):
         root = private_folder(tmp_path_factory.mktemp(f"plain{number}")) / "course"
@@ -159,8 +159,8 @@ def plain_nbgrader_class(graded_class, tmp_path_factory) -> tuple[dict[str, Path
                 shutil.copytree(graded_class / "submitted" / student / assignment,
                                 root / "submitted" / student / assignment)
     folders = list(dict.fromkeys(roots.values()))  # in plain_runs' order: the largest class starts first
-    with concurrent.futures.ThreadPoolExecutor((os.cpu_count() or 1) if agreement else 1) as pool:
-        printed = list(pool.map(functools.partial(_plain_nbgrader, timeout=3 * 3600 if agreement else 3600), folders))
+    with concurrent.futures.ThreadPoolExecutor(CORES if AGREEMENT else 1) as pool:
+        printed = list(pool.map(functools.partial(_plain_nbgrader, timeout=3 * 3600 if AGREEMENT else 3600), folders))
     return roots, "\n".join(printed)
 
 

@@ -193,9 +193,9 @@ class Worker:
 
     def _start(self, warmup: list[list[Cell]]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "autograder.grading.worker.server", "--control-fd", str(theirs.fileno())]
+        python = sys.executable if self.view is None else sandbox.python_executable()
+        argv = [python, "-m", "autograder.grading.worker.server", "--control-fd", str(theirs.fileno())]
         if self.view is not None:
-            argv[0] = sandbox.python_executable()
             if self.uid is not None:
                 argv += ["--user", str(self.uid)]
             command = sandbox.command(self.view, argv, environment=server_environment(sandbox.WORKSPACE))
