@@ -57,7 +57,7 @@ c.Roster.path = "grading/roster.csv"
 # submission is late when its timestamp.txt is past the due date in the gradebook (`nbgrader db assignment add
 # NAME --duedate=...`) plus the student's extension (`python -m autograder.lms extend ASSIGNMENT STUDENT --days N`,
 # kept in c.LatePenalty.extensions until the submission is in the gradebook).
-c.AssignLatePenalties.plugin_class = "autograder.lms.late.LatePenalty"
+c.AssignLatePenalties.plugin_class = "autograder.grading.orchestration.late.LatePenalty"
 c.LatePenalty.grace_minutes = 15  # up to 15 minutes past the due date is on time (clocks and uploads differ)
 c.LatePenalty.percent = 10  # percent of the earned score lost for every started unit late, counted from the due date
 c.LatePenalty.per = "day"  # the unit: "day" (24 h) or "hour"

@@ -1,6 +1,7 @@
-"""The late policy (autograder.lms.late.LatePenalty) and nbgrader's AssignLatePenalties using it, without executing
-anything: penalties follow the policy's numbers, and every run of the preprocessor recomputes them from the
-submission's current time, due date and extension (tests/test_term_walkthrough.py does it with both real graders)."""
+"""The late policy (``autograder.grading.orchestration.late.LatePenalty``) and nbgrader's AssignLatePenalties using
+it, without executing anything: penalties follow the policy's numbers, and every run of the preprocessor recomputes
+them from the submission's current time, due date and extension (tests/test_term_walkthrough.py does it with both
+real graders)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from nbgrader.preprocessors import AssignLatePenalties
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder import course
+from autograder.grading.orchestration.late import LatePenalty, late_submissions, read_extensions, report_lines
 from autograder.lms import cli
-from autograder.lms.late import LatePenalty, late_submissions, read_extensions, report_lines
 
 DAY, HOUR, MINUTE = 86400, 3600, 60
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader 0.9 with SQLAlchemy 2
@@ -59,10 +60,16 @@ def test_later_never_costs_less_and_never_more_than_the_cap(a, b):
 
 def test_the_course_configures_this_plugin():
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course.ROOT)).load_config()
-    assert config.AssignLatePenalties.plugin_class == "autograder.lms.late.LatePenalty"
+    assert config.AssignLatePenalties.plugin_class == "autograder.grading.orchestration.late.LatePenalty"
     assert {k: config.LatePenalty[k] for k in ("grace_minutes", "percent", "per", "max_percent")} == \
         {"grace_minutes": 15, "percent": 10, "per": "day", "max_percent": 50}
     assert config.LatePenalty.extensions == "grading/extensions.csv"
+
+
+def test_configurations_written_before_the_move_still_name_the_same_plugin():
+    from autograder.lms import late
+
+    assert late.LatePenalty is LatePenalty
 
 
 @pytest.fixture
