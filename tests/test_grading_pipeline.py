@@ -42,6 +42,9 @@ from autograder import course
 ASSIGNMENTS = course.assignments()
 #: ``make test-all``: plain nbgrader grades the whole catalogue too, not only the references.
 AGREEMENT = os.environ.get("COURSE_AGREEMENT") == "all"
+#: The class grader grades the whole catalogue: in ``make test-all`` (COURSE_TEST_ALL=1), and whenever plain nbgrader
+#: does (COURSE_AGREEMENT=all alone), since the two are compared on the very same submissions.
+WHOLE_CATALOGUE = NIGHTLY or AGREEMENT
 pytestmark = pytest.mark.xdist_group("pipeline")  # one course, one grade run, one worker
 #: Catalogued wrong answers per assignment the class grader grades in `make test`; `make test-all`
 #: (COURSE_TEST_ALL=1) grades the whole catalogue. tests/test_catalogue.py proves every answer's verdict and diagnosis
@@ -57,21 +60,19 @@ REACHES_OUT = [re.compile(pattern, re.MULTILINE) for pattern in (
 
 @functools.cache
 def agreement_sample(assignment: str) -> tuple[str, ...]:
-    """The students plain nbgrader grades: the reference (everyone, the blank release included, with
-    COURSE_AGREEMENT=all)."""
-    if AGREEMENT:
-        return ("reference", "blank", *(f"wrong{n:02d}" for n in range(len(catalogue(assignment)))))
-    return ("reference",)
+    """The students plain nbgrader grades: the reference; with COURSE_AGREEMENT=all everyone the class grader
+    graded (the whole catalogue and the blank release)."""
+    return pipeline_sample(assignment) if AGREEMENT else ("reference",)
 
 
 @functools.cache
 def pipeline_sample(assignment: str) -> tuple[str, ...]:
     """The students the class grader grades: reference, blank and PIPELINE_SAMPLE wrong answers, those that reach
     out the most (:data:`REACHES_OUT`, rarest first; then spread over the catalogue), everyone with
-    COURSE_TEST_ALL=1."""
+    :data:`WHOLE_CATALOGUE`."""
     entries = catalogue(assignment)
     everyone = [f"wrong{n:02d}" for n in range(len(entries))]
-    if NIGHTLY or len(everyone) <= PIPELINE_SAMPLE:
+    if WHOLE_CATALOGUE or len(everyone) <= PIPELINE_SAMPLE:
         return ("reference", "blank", *everyone)
 
     def rank(entry) -> int:
@@ -107,7 +108,7 @@ def graded_class(released_course) -> Path:
         write_class(root, assignment)
     # one worker: the other pytest-xdist workers have the other cores (every core for the whole catalogue, make
     # test-all, where this worker's group outlasts all the rest)
-    jobs = str(CORES) if NIGHTLY else "1"
+    jobs = str(CORES) if WHOLE_CATALOGUE else "1"
     command = [sys.executable, "-m", "autograder", "grade", *ASSIGNMENTS, "--jobs", jobs, "--quiet",
                "--course", str(root), *grader_sandbox_flags()]
     run = subprocess.run(command, cwd=root, env=course.tool_environment(), capture_output=True, text=True)
