@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from ..checking import (
+    CourseBug,
     GradingFailure,
     Misconception,
     Routes,
@@ -184,6 +185,11 @@ NORMALISED_EVERY_EXAMPLE = Misconception(
     "scaled every example's gradient to norm C",
     "Clipping only shrinks: a gradient already shorter than C is left as it is. The factor is min(1, C / ‖g_i‖), not "
     "C / ‖g_i‖.")
+CLIP_FACTOR_SWAPPED = Misconception(
+    "clip factor max(1, C / ‖g_i‖) instead of min(1, C / ‖g_i‖) (min and max swapped)",
+    "Clipping caps the long gradients and leaves the short ones alone: the factor is min(1, C / ‖g_i‖), "
+    "torch.clamp(C / norms, max=1.0). With min=1.0 it becomes max(1, C / ‖g_i‖): the long gradients pass unclipped "
+    "and every short one is blown up to norm C.")
 CLIPPED_SUM = Misconception(
     "summed the clipped gradients instead of averaging them",
     "The part asks for the mean over the N examples of the clipped per-example gradients: divide the sum by N.")
@@ -468,14 +474,27 @@ def _run_hvp(hvp, name: str, xs: list[Tensor], vs: list[Tensor]) -> None:
     if runs >= n + 1 and runs > 3:  # one pass per element and one more: the full Hessian (3 passes: functional.hvp)
         raise _proven(f"{what} ran {runs} backward passes for {n} elements in all; two are enough.", FULL_HESSIAN)
     if runs > 2:
-        raise GradingFailure(f"{what} ran {runs} backward passes; the part asks for at most two "
-                             "(torch.autograd.grad with create_graph=True, then once more through its result).")
+        passes = (f"{what} ran {runs} backward passes; the part asks for at most two (torch.autograd.grad with "
+                  "create_graph=True, then once more through its result).")
+        try:  # the extra passes are the failure; the numbers may also show why (one pass per tensor: no cross terms)
+            _compare_hvp(answer, f_true, xs, vs, names, constant, what)
+        except GradingFailure as failure:
+            if OWN_BLOCKS_ONLY in failure.suspects:
+                raise GradingFailure(f"{passes}\n{failure.message}", suspects=(OWN_BLOCKS_ONLY,)) from None
+        raise GradingFailure(passes)
+    _compare_hvp(answer, f_true, xs, vs, names, constant, what)
+
+
+def _compare_hvp(answer, f: Callable, xs: list[Tensor], vs: list[Tensor], names: tuple[str, ...], constant: set[int],
+                 what: str) -> None:
+    """Part A's result against H·v (autograd's full Hessian, finite differences of gradients), entry by entry."""
+    __tracebackhide__ = True
     entries = _entries(answer, xs, names, constant, what)
-    flat_f = _on_flat(f_true, xs)
+    flat_f = _on_flat(f, xs)
     hessian = _hessian(flat_f, _flat(xs))
     expected = _split(hessian @ _flat(vs), xs)
     fd = _split(_gradient_differences(flat_f, _flat(xs), _flat(vs)), xs)
-    symptoms = _hvp_symptoms(f_true, xs, vs, hessian)
+    symptoms = _hvp_symptoms(f, xs, vs, hessian)
     for i, (entry, arg) in enumerate(zip(entries, names)):
         expect_close(entry, expected[i], what=f"{what}: entry {i} (H·v for {arg})", fd=fd[i], rtol=1e-6, atol=1e-9,
                      extra="  (finite difference here: of gradients, (∇f(x + εv) − ∇f(x − εv)) / 2ε)",
@@ -916,6 +935,7 @@ def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float) -> dict[str, l
         CLIPPED_EACH_TENSOR: {name: (g * torch.clamp(max_norm / _norms({name: g}), max=1.0).reshape(
             -1, *[1] * (g.dim() - 1))).mean(0) for name, g in grads.items()},
         NORMALISED_EVERY_EXAMPLE: _scaled_mean(grads, max_norm / norms),
+        CLIP_FACTOR_SWAPPED: _scaled_mean(grads, torch.clamp(max_norm / norms, min=1.0)),
         CLIPPED_SUM: _scaled_mean(grads, torch.clamp(max_norm / norms, max=1.0), total=True),
         DIVIDED_BY_BATCH: clipped_mean(small, max_norm),
         NORM_WITHOUT_ROOT: _scaled_mean(grads, torch.clamp(max_norm / norms**2, max=1.0)),
@@ -929,9 +949,12 @@ def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float) -> dict[str, l
 
 def _clipping_cases(seed: int | None):
     """(model, inputs, targets, sizes, where): ``where`` puts C above every example's norm ("none": nothing is
-    clipped), below every one ("all") or between them ("some"). The corners (every seed): a batch of one (clipped);
-    a model of one Linear layer (no hidden layer); a batch whose two first examples are equal; C above every norm; C
-    below every norm. Then drawn MLPs D → H → C (Tanh) and batches with C between the norms (public: fixed shapes)."""
+    clipped), below every one ("all"), between them ("some"), or between the smallest norm and the norm of the mean
+    gradient ("aligned"). The corners (every seed): a batch of one (clipped); a model of one Linear layer (no hidden
+    layer); a batch whose two first examples are equal; C above every norm; C below every norm; two batches of one
+    example three times and a fourth with a shorter gradient, C between the two norms and below the mean gradient's
+    norm (only there do no clipping, clipping the mean and a swapped min/max all give different numbers). Then drawn
+    MLPs D → H → C (Tanh) and batches with C between the norms (public: fixed shapes)."""
     fixed = torch.Generator().manual_seed(1010)
     model = random_mlp(fixed, (3, 5, 2))
     yield model, uniform(fixed, (1, 3)), torch.tensor([1]), "all"
@@ -944,6 +967,11 @@ def _clipping_cases(seed: int | None):
     yield model, uniform(fixed, (4, 3)), torch.tensor([0, 1, 1, 0]), "none"
     model = random_mlp(fixed, (2, 3, 3))
     yield model, uniform(fixed, (3, 2)), torch.tensor([2, 0, 1]), "all"
+    for start, sizes in ((1016, (3, 4, 2)), (1018, (4, 3))):  # start: a stream where the fourth norm is the shorter
+        aligned = torch.Generator().manual_seed(start)
+        model = random_mlp(aligned, sizes)
+        x, other = uniform(aligned, (1, sizes[0])), uniform(aligned, (1, sizes[0]))
+        yield model, torch.cat([x, x, x, other]), torch.tensor([0, 0, 0, 1]), "aligned"
     gen = generator("10/clipping/public", 0) if seed is None else generator("10/clipping", seed)
     shapes = [(5, (3, 4, 3)), (4, (2, 5, 4))] if seed is None else \
         [(randint(gen, 3, 7), (randint(gen, 2, 5), randint(gen, 3, 6), randint(gen, 2, 4))) for _ in range(2)]
@@ -952,10 +980,15 @@ def _clipping_cases(seed: int | None):
         yield model, uniform(gen, (n, sizes[0])), torch.randint(sizes[-1], (n,), generator=gen), "some"
 
 
-def _threshold(norms: Tensor, where: str) -> float:
-    """A round C (3 significant digits) above, below or between the norms, at least 5 % away from every one."""
+def _threshold(norms: Tensor, where: str, mean_norm: float) -> float:
+    """A round C (3 significant digits) above, below or between the norms (or between the smallest and the mean
+    gradient's norm ``mean_norm``), at least 5 % away from every one."""
     ordered = sorted(float(v) for v in norms)
-    if where == "none":
+    if where == "aligned":
+        if not ordered[0] * 1.25 < mean_norm < ordered[-1]:
+            raise CourseBug(f"an aligned clipping case has norms {ordered} and a mean gradient of norm {mean_norm}.")
+        target = (ordered[0] * mean_norm) ** 0.5
+    elif where == "none":
         target = 1.5 * ordered[-1]
     elif where == "all":
         target = 0.5 * ordered[0]
@@ -977,7 +1010,7 @@ def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> 
     __tracebackhide__ = True
     grads = _per_example_gradients(model, inputs, targets)
     norms = _norms(grads)
-    max_norm = _threshold(norms, where)
+    max_norm = _threshold(norms, where, float(_norms({name: g.mean(0)[None] for name, g in grads.items()})))
     what = (f"clipped_mean_gradient(model, inputs, targets, max_norm={max_norm!r}) for an MLP {_model_name(model)} "
             f"and a batch of {len(inputs)} (the examples' gradient norms: {fmt(norms, 4)})")
     routes = Routes()
@@ -1017,7 +1050,8 @@ def check_clipped_mean_gradient(clipped_mean_gradient, seed: int | None = None) 
     Domain: ``model`` a float64 MLP (Linear layers, Tanh between them, one layer or more); ``inputs`` (N, D) float64,
     N >= 1; ``targets`` (N,) int64 in [0, C); ``max_norm`` a float > 0. Corners at every seed: N = 1, a single Linear
     layer, two equal examples, C above every example's norm (nothing clipped: the batch-mean gradient), C below every
-    norm (all clipped); otherwise C lies between the norms, 5 % or more away from each. Contract: a dict with exactly
+    norm (all clipped), C between the norms and below the mean gradient's norm (one example three times and a
+    shorter one, twice); otherwise C lies between the norms, 5 % or more away from each. Contract: a dict with exactly
     the names of model.named_parameters(), each a tensor of that parameter's shape (a graph on it is allowed, the
     test reads values); one backward pass for the whole batch (torch.func: a vmapped grad counts one engine run); the
     model (its parameters and their .grad) and the batch unchanged.
