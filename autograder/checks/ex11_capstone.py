@@ -183,6 +183,15 @@ HINGE_WITH_01_LABELS = Misconception(
     "the labels 0 and 1 used as the hinge's sign",
     "The hinge max(0, 1 − s·score) needs s = +1 for label 1 and s = −1 for label 0: with s = 0 a class-0 point's loss "
     "is the constant 1, it never pushes, and the model learns to call every point class 1.")
+STEPPED_UP = Misconception(
+    "stepped up the gradient",
+    "Gradient descent subtracts: p.data -= lr * p.grad (with momentum, velocity = μ·velocity + p.grad and "
+    "p.data -= lr * velocity). Adding moves every parameter in the direction that makes the loss larger, so the "
+    "loss climbs instead of falling.")
+ZERO_GRAD_FORGOTTEN = Misconception(
+    "zero_grad forgotten: gradients pile up across steps",
+    "backward() adds into .grad, it never overwrites it: call model.zero_grad() on every step, before "
+    "loss.backward(), or each update follows the sum of every gradient so far instead of this batch's.")
 MODEL_NOT_TRAINED = Misconception(
     "trained another model than the one given",
     "train_moons(model, points, labels) must train the model it is passed, in place (the test measures that one): "
@@ -497,17 +506,33 @@ class PartAModel:
         self.layers, position = [], 0
         self.sizes = list(sizes)
         self.calls, self.budget = 0, None
+        self.zeroed = 0  # calls of zero_grad()
+        #: (data, grad) of every parameter at each forward pass that sees new parameter values (None: not watched)
+        self.trace: list[tuple[tuple, tuple]] | None = None
+        self.reset_grads = False  # set every .grad to 0 at the first forward pass of each new parameter state
+        self._last: tuple | None = None
         for fan_in, fan_out in zip(sizes, sizes[1:]):
             layer = []
             for _ in range(fan_out):
                 layer.append([Value(v) for v in flat[position:position + fan_in + 1]])
                 position += fan_in + 1
             self.layers.append(layer)
+        self._parameters = self.parameters()
 
     def __call__(self, x):
         self.calls += 1
         if self.budget is not None and self.calls > self.budget:
             raise _OverBudget()
+        if self.trace is not None or self.reset_grads:
+            params = self._parameters
+            data = tuple(p.data for p in params)
+            if data != self._last:  # the first forward pass of a step (new parameter values)
+                self._last = data
+                if self.reset_grads:
+                    for p in params:
+                        p.grad = 0.0
+                if self.trace is not None:
+                    self.trace.append((data, tuple(p.grad for p in params)))
         for number, layer in enumerate(self.layers):
             out = []
             for neuron in layer:
@@ -522,6 +547,7 @@ class PartAModel:
         return [p for layer in self.layers for neuron in layer for p in neuron]
 
     def zero_grad(self) -> None:
+        self.zeroed += 1
         for p in self.parameters():
             p.grad = 0.0
 
@@ -607,7 +633,7 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
             "a start near chance")
     random.seed(seed)
     torch.manual_seed(seed)
-    model.budget = MOONS_BUDGET
+    model.budget, model.trace = MOONS_BUDGET, []
     try:
         with few_collections():
             losses = call_learner(train_moons, model, points, labels, what=what, forbid=[Route.AUTOGRAD],
@@ -617,7 +643,7 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
                              f"gives training a budget of {MOONS_BUDGET} forward passes of one point (the reference "
                              "takes 2500), so that a class's grading stays fast. Train on mini-batches.") from None
     finally:
-        model.budget = None
+        model.budget, trace, model.trace = None, model.trace, None
     passes = model.calls
     if type(losses) not in (list, tuple) or not losses:
         raise GradingFailure(f"{what} returned {type(losses).__name__}; expected the list of the losses, one a step.")
@@ -637,17 +663,67 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
     if passes == 0:
         raise _proven(f"{what}: the model it was given ran on no point (0 forward passes) and its held-out accuracy "
                       f"is {accuracy:.1%}.", MODEL_NOT_TRAINED)
+    if accuracy < MOONS_ACCURACY:
+        message = (f"{what}: held-out accuracy {accuracy:.1%} on {MOONS_TEST} fresh moons; the part asks for at least "
+                   f"{MOONS_ACCURACY:.0%}. Training loss went from {losses[0]:.4g} to {losses[-1]:.4g} in "
+                   f"{len(losses)} steps ({passes} forward passes of a point).")
+        if model.zeroed == 0:  # the same run again, with .grad reset where zero_grad() belongs
+            again = _moons_grads_reset(train_moons, Value, seed)
+            if again is not None and (again >= MOONS_ACCURACY or again >= accuracy + 0.1):
+                raise _proven(f"{message} model.zero_grad() was never called: in a second run where the test reset "
+                              "every .grad to 0 at each step's first forward pass (nothing else changed), the same "
+                              f"code reaches {again:.1%}: the gradients of every step were added up.",
+                              ZERO_GRAD_FORGOTTEN)
+        _diagnose_moons(trace, losses, flat, test_points, message)
+        raise GradingFailure(message)
+    return accuracy
+
+
+def _moons_grads_reset(train_moons, Value, seed: int) -> float | None:
+    """Held-out accuracy of the same training run (same case, same global seeds) on a model that sets every
+    parameter's .grad to 0 at the first forward pass of each new parameter state, what zero_grad() does in a step
+    (harmless to a loop that resets them itself); None if that run fails."""
+    points, labels, test_points, test_labels, start = moons_case(seed)
+    model = PartAModel(Value, MOONS_SIZES, start)
+    random.seed(seed)
+    torch.manual_seed(seed)
+    model.budget, model.reset_grads = MOONS_BUDGET, True
+    try:
+        with few_collections():
+            call_learner(train_moons, model, points, labels, what="train_moons", forbid=[Route.AUTOGRAD],
+                         may_change=["model"])
+        return moons_fit(trained_parameters(model, "train_moons"), test_points, test_labels)[0]
+    except (GradingFailure, _OverBudget):
+        return None
+    finally:
+        model.budget, model.reset_grads = None, False
+
+
+def _diagnose_moons(trace: list, losses: list[float], flat: Tensor, test_points: list, message: str) -> None:
+    """Name the mistake of a training run that fell short, when its behaviour shows it (else return): updates up the
+    gradient (most steps move along the gradient backward() left in .grad, and the loss rises), or labels 0/1 as the
+    hinge's sign (every point called class 1, and the loss settles near the share of class-0 points: each of their
+    losses stays at 1)."""
+    __tracebackhide__ = True
+    steps = len(losses)
+    quarter = max(1, steps // 4)
+    early, late = sum(losses[:quarter]) / quarter, sum(losses[-quarter:]) / quarter
+    up = down = 0
+    for (before, _), (after, grad) in zip(trace, trace[1:]):
+        dot = sum((a - b) * g for a, b, g in zip(after, before, grad) if type(g) in (float, int))
+        up, down = up + (dot > 0), down + (dot < 0)
+    if up > 2 * down and up >= 10 and late > 2 * early:
+        raise _proven(f"{message} In {up} of {up + down} steps the update moved the parameters along the gradient "
+                      "that backward() had just left in .grad ((θ_next − θ)·grad > 0), and the training loss rose "
+                      f"from {early:.4g} (mean of the first quarter of the steps) to {late:.4g} (last quarter).",
+                      STEPPED_UP)
     positive = float((_torch_mlp(MOONS_SIZES, flat, torch.tensor(test_points, dtype=torch.float64)) > 0)
                      .double().mean())
-    if accuracy < MOONS_ACCURACY and positive > 0.98:
-        raise _proven(f"{what}: held-out accuracy {accuracy:.1%}; the trained model gives {positive:.1%} of the "
-                      f"{MOONS_TEST} fresh points a positive score (class 1), the class-0 points included.",
-                      HINGE_WITH_01_LABELS)
-    if accuracy < MOONS_ACCURACY:
-        raise GradingFailure(f"{what}: held-out accuracy {accuracy:.1%} on {MOONS_TEST} fresh moons; the part asks for "
-                             f"at least {MOONS_ACCURACY:.0%}. Training loss went from {losses[0]:.4g} to "
-                             f"{losses[-1]:.4g} in {len(losses)} steps ({passes} forward passes of a point).")
-    return accuracy
+    if positive > 0.98 and 0.3 <= late <= 0.7 and max(losses[-quarter:]) <= 1.0 + 1e-9:
+        raise _proven(f"{message} The trained model gives {positive:.1%} of the {MOONS_TEST} fresh points a positive "
+                      f"score (class 1), the class-0 points included, and the training loss settled at {late:.3g} "
+                      "(mean of the last quarter of the steps), about the share of class-0 points in a batch: each "
+                      "class-0 point's loss stayed at 1.", HINGE_WITH_01_LABELS)
 
 
 def try_train_moons(train_moons, Value, draws: int = 5) -> list[float]:
@@ -691,6 +767,10 @@ def check_train_moons(train_moons, Value, seed: int | None = None) -> None:
     Contracts checked: no autograd (Route); the model passed is the one trained (accuracy measured on it); losses a
     non-empty list of floats (Values named); at most MOONS_BUDGET calls of the model (counted by the model); the
     learner's engine computes the trained model's outputs as torch does (8 points).
+    A run that falls short is named only on evidence: zero_grad() never called and a second run, with every .grad
+    reset at each step's first forward pass, doing clearly better; most updates along the gradient backward() left
+    in .grad while the loss rises; every point called class 1 while the loss settles near the class-0 share (each
+    class-0 point's hinge stuck at 1: labels 0/1 as the sign).
     """
     __tracebackhide__ = True
     _expect_value_class(Value)
@@ -1120,9 +1200,19 @@ def _run_mlp_gradients(mlp_gradients, params: dict[str, Tensor], X: Tensor, targ
         raise _proven(f"{what}: d loss / d {broken[0]} has inf or nan entries; the largest logit is {largest:.5g}, "
                       "where exp overflows in float64 (your softmax, in the exercise-04 cell, must subtract each "
                       "row's largest logit first).", NAIVE_SOFTMAX)
-    for key in ("b2", "W2", "beta", "gamma", "W1"):  # from the loss down: the first wrong one is where the mistake is
-        expect_close(_expect_tensor(answer[key], f"{what}: {key}", tuple(params[key].shape)), expected[key],
-                     fd=fds[key], what=f"{what}: d loss / d {key}",
+    order = ("b2", "W2", "beta", "gamma", "W1")  # from the loss down: the first wrong one is where the mistake is
+    got = {key: _expect_tensor(answer[key], f"{what}: {key}", tuple(params[key].shape)) for key in order}
+    off = {key: float((got[key] - expected[key]).abs().max() / expected[key].abs().max().clamp_min(1e-300))
+           for key in order if not torch.allclose(got[key], expected[key], rtol=1e-6, atol=1e-8)}
+    extra = ""
+    if len(off) > 1:  # lead with the gradient most off, so that the size of the mistake shows; say where it starts
+        first = next(iter(off))
+        extra = (f"  wrong gradients, largest error first (relative to each one's largest entry): "
+                 f"{', '.join(f'{k} {e:.3g}' for k, e in sorted(off.items(), key=lambda item: -item[1]))}; "
+                 f"the first wrong one from the loss down, d loss / d {first}, shows where the mistake starts.")
+        order = (max(off, key=off.get), *order)
+    for key in order:
+        expect_close(got[key], expected[key], fd=fds[key], what=f"{what}: d loss / d {key}", extra=extra,
                      symptoms=[m.looks_like(variants[name][key]) for name, m in NETWORK_MISTAKES])
 
 
@@ -1459,6 +1549,13 @@ def _clipping_cases(train_digits, X: Tensor, y: Tensor, base: WatchedGradients, 
                                        "(clipping acts on every step)")
 
 
+def _stops_on_step_0(train_digits, X: Tensor, y: Tensor, key: str, every: int) -> bool:
+    """Whether the gate stops, on step 0, a run whose ``key`` gradient is 100 % off (every other one right)."""
+    __tracebackhide__ = True
+    wrong = WatchedGradients(wrong_key=key, error=1.0, stop_at=every + 1)
+    return _train_digits_run(train_digits, X, y, wrong, math.inf, every)[0] == "raised" and wrong.step == 0
+
+
 def _gate_cases(train_digits, X: Tensor, y: Tensor, every: int, wrong_from: int) -> None:
     """The gate by behaviour: a gradient function GATE_ERROR off on one parameter (each in turn) must stop the run on
     step 0, as must one 100 % off (which tells a loose gate from none); one that goes wrong on step ``wrong_from``
@@ -1480,7 +1577,15 @@ def _gate_cases(train_digits, X: Tensor, y: Tensor, every: int, wrong_from: int)
             if outcome == "returned":
                 raise GradingFailure(f"{text}, and the run returned after {wrong.step + 1} step(s) without raising.")
             if error >= 1:
-                raise _proven(f"{text}, and the run went on to step {every + 1}: no gate stopped it.", NO_GATE)
+                caught = [k for k in DIGITS_KEYS if k != key and _stops_on_step_0(train_digits, X, y, k, every)]
+                if caught:
+                    missed = [k for k in DIGITS_KEYS if k not in caught]
+                    raise _proven(f"{text}, and the run went on to step {every + 1}: the gate checks only some "
+                                  f"parameters: it stopped a {' or '.join(caught)} gradient 100 % off on step 0, but "
+                                  f"never compares d loss / d {', '.join(missed)} with autograd.",
+                                  GATE_SKIPS_PARAMETER)
+                raise _proven(f"{text}, and the run went on to step {every + 1}; so did runs with the gradient of "
+                              "W1, gamma, beta or b2 100 % off: no gate stopped it.", NO_GATE)
             if outcomes.get(("W2", 1.0)) == "raised":
                 far = WatchedGradients(wrong_key=key, error=1.0, stop_at=every + 1)
                 if _train_digits_run(train_digits, X, y, far, math.inf, every)[0] == "stopped":
@@ -1543,8 +1648,8 @@ def _expect_choices(max_norm: Any, gate_every: Any) -> None:
         raise GradingFailure("Not written yet: choose MAX_NORM and GATE_EVERY in the cell under train_digits, each "
                              "with a comment saying why.")
     if type(max_norm) not in (int, float) or not max_norm > 0 or not math.isfinite(max_norm):
-        raise GradingFailure(f"MAX_NORM must be a finite positive number (your clip threshold: inf would never "
-                             f"clip, and the test wants to see your clipping at work); got {max_norm!r:.60}.")
+        raise GradingFailure(f"MAX_NORM must be a finite positive number (your clip threshold; math.inf, no "
+                             f"clipping at all, is for a diagnostic run); got {max_norm!r:.60}.")
     if type(gate_every) is not int or gate_every < 1:
         raise GradingFailure(f"GATE_EVERY must be a positive integer (how often the gate runs); got "
                              f"{gate_every!r:.60}.")
@@ -1567,9 +1672,11 @@ def check_train_digits(train_digits, max_norm, gate_every, seed: int | None = No
     of it (and three steps move at most TINY_CLIP_ROOM clipped steps), with a loose one (2 and 4 times the norm)
     unchanged; a gradient function GATE_ERROR off on any one parameter (or 100 % off) stops the run on step 0; one
     that goes wrong later stops it exactly on the next gate (a gate that lets one parameter's gradient 100 % off
-    through is named as skipping it); with a gate on step 0 only, steps 2-4 run no autograd (no backward, and no
-    tensor saved for one). Unless the learner's own run clipped (so that its recorded norms were checked where
-    clipping acted), the run at 10·TINY_CLIP goes to its end and its recorded norms must be the unclipped ones.
+    through is named as skipping it, and so is one that lets W2 100 % off through but stops another parameter's;
+    "no gate" only when none of the five 100 % off is stopped); with a gate on step 0 only, steps 2-4 run no
+    autograd (no backward, and no tensor saved for one). Unless the learner's own run clipped (so that its recorded
+    norms were checked where clipping acted), the run at 10·TINY_CLIP goes to its end and its recorded norms must be
+    the unclipped ones.
     Contracts: no torch.optim, no torch clipping (Routes); deterministic on its own generator (the global torch,
     Python and numpy generators are seeded differently before every run, and every run must start from the same
     parameters and call gradients on the same examples on step 0); X_train, y_train unchanged;
