@@ -624,6 +624,18 @@ def few_collections() -> Iterator[None]:
             gc.unfreeze()
 
 
+@contextlib.contextmanager
+def _budgeted(model: PartAModel) -> Iterator[None]:
+    """A training run of ``model``: it counts its forward passes against MOONS_BUDGET (``_OverBudget`` past it), and
+    Python's cycle collector runs rarely (:func:`few_collections`)."""
+    model.budget = MOONS_BUDGET
+    try:
+        with few_collections():
+            yield
+    finally:
+        model.budget = None
+
+
 def _run_train_moons(train_moons, Value, seed: int) -> float:
     __tracebackhide__ = True
     points, labels, test_points, test_labels, start = moons_case(seed)
@@ -633,9 +645,9 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
             "a start near chance")
     random.seed(seed)
     torch.manual_seed(seed)
-    model.budget, model.trace = MOONS_BUDGET, []
+    model.trace = []
     try:
-        with few_collections():
+        with _budgeted(model):
             losses = call_learner(train_moons, model, points, labels, what=what, forbid=[Route.AUTOGRAD],
                                   may_change=["model"])
     except _OverBudget:
@@ -643,7 +655,7 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
                              f"gives training a budget of {MOONS_BUDGET} forward passes of one point (the reference "
                              "takes 2500), so that a class's grading stays fast. Train on mini-batches.") from None
     finally:
-        model.budget, trace, model.trace = None, model.trace, None
+        trace, model.trace = model.trace, None
     passes = model.calls
     if type(losses) not in (list, tuple) or not losses:
         raise GradingFailure(f"{what} returned {type(losses).__name__}; expected the list of the losses, one a step.")
@@ -668,7 +680,7 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
                    f"{MOONS_ACCURACY:.0%}. Training loss went from {losses[0]:.4g} to {losses[-1]:.4g} in "
                    f"{len(losses)} steps ({passes} forward passes of a point).")
         if model.zeroed == 0:  # the same run again, with .grad reset where zero_grad() belongs
-            again = _moons_grads_reset(train_moons, Value, seed)
+            again = _moons_grads_reset(train_moons, Value, seed, points, labels, test_points, test_labels, start)
             if again is not None and (again >= MOONS_ACCURACY or again >= accuracy + 0.1):
                 raise _proven(f"{message} model.zero_grad() was never called: in a second run where the test reset "
                               "every .grad to 0 at each step's first forward pass (nothing else changed), the same "
@@ -679,24 +691,22 @@ def _run_train_moons(train_moons, Value, seed: int) -> float:
     return accuracy
 
 
-def _moons_grads_reset(train_moons, Value, seed: int) -> float | None:
-    """Held-out accuracy of the same training run (same case, same global seeds) on a model that sets every
+def _moons_grads_reset(train_moons, Value, seed: int, points, labels, test_points, test_labels,
+                       start) -> float | None:
+    """Held-out accuracy of the same training run (the same case, the same global seeds) on a model that sets every
     parameter's .grad to 0 at the first forward pass of each new parameter state, what zero_grad() does in a step
     (harmless to a loop that resets them itself); None if that run fails."""
-    points, labels, test_points, test_labels, start = moons_case(seed)
     model = PartAModel(Value, MOONS_SIZES, start)
+    model.reset_grads = True
     random.seed(seed)
     torch.manual_seed(seed)
-    model.budget, model.reset_grads = MOONS_BUDGET, True
     try:
-        with few_collections():
+        with _budgeted(model):
             call_learner(train_moons, model, points, labels, what="train_moons", forbid=[Route.AUTOGRAD],
                          may_change=["model"])
         return moons_fit(trained_parameters(model, "train_moons"), test_points, test_labels)[0]
     except (GradingFailure, _OverBudget):
         return None
-    finally:
-        model.budget, model.reset_grads = None, False
 
 
 def _diagnose_moons(trace: list, losses: list[float], flat: Tensor, test_points: list, message: str) -> None:
@@ -736,15 +746,12 @@ def try_train_moons(train_moons, Value, draws: int = 5) -> list[float]:
         seed = randint(generator("11/moons/try", index), 100, 10**6)
         points, labels, test_points, test_labels, start = moons_case(seed)
         model = PartAModel(Value, MOONS_SIZES, start)
-        model.budget = MOONS_BUDGET
         try:
-            with few_collections():
+            with _budgeted(model):
                 train_moons(model, points, labels)
             accuracy = moons_fit(trained_parameters(model, "train_moons"), test_points, test_labels)[0]
         except _OverBudget:
             accuracy = math.nan
-        finally:
-            model.budget = None
         found.append(accuracy)
         verdict = "over the budget" if math.isnan(accuracy) else (
             f"{accuracy:.1%} held out" + ("" if accuracy >= MOONS_ACCURACY else f"  < {MOONS_ACCURACY:.0%}"))
