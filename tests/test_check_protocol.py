@@ -245,7 +245,15 @@ def test_changed_inputs_are_seen(mutate, change):
 
 
 def test_an_argument_meant_to_change_may_change():
-    call_learner(lambda params, lr: params[0].sub_(lr), [torch.zeros(2)], 0.1, what="step", may_change=["params"])
+    def step(params, lr):
+        params[0].sub_(lr)
+        return "stepped"
+
+    params = [torch.zeros(2)]
+    assert call_learner(step, params, 0.1, what="step", may_change=["params"]) == "stepped"
+    assert torch.equal(params[0], torch.full((2,), -0.1))
+    with pytest.raises(GradingFailure, match=r"step changed its arguments: params\[0\]: its values changed"):
+        call_learner(step, [torch.zeros(2)], 0.1, what="step")
 
 
 def test_aliases_of_inputs_and_grads_are_seen():

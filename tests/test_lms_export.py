@@ -32,7 +32,7 @@ from lms_class import (
 from nbgrader.api import Gradebook
 
 from autograder.lms import cli
-from autograder.lms.export import Grade, Grades, Scale, Settings, build, preview, write
+from autograder.lms.export import CanvasExport, Grade, Grades, Scale, Settings, build, preview, write
 from autograder.lms.roster import RosterError, Student, read_roster
 
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader 0.9 with SQLAlchemy 2
@@ -106,7 +106,7 @@ def test_canvas_needs_the_assignment_id_and_a_scale_and_writes_nothing_without(g
 
 def _written(root, header):
     path = root / "by-hand.csv"
-    write(build(Grades({"01-chain-rule": 12.0}, {"01-chain-rule": {}}, set()), [], Settings("canvas"))[0], path)
+    write(build(Grades({"01-chain-rule": 12.0}, {"01-chain-rule": {}}, set()), [], Settings(CanvasExport))[0], path)
     with path.open("w", newline="") as file:
         csv.writer(file).writerows([header, ["Lee, Ann", "101", "S101", "alee", "A", "12"]])
     return path
@@ -214,7 +214,7 @@ def test_preview_names_each_change_since_the_last_export_and_dry_run_writes_noth
 
 def test_preview_lists_students_no_longer_exported(tmp_path):
     grades = Grades({"a": 10.0}, {"a": {"ann": Grade(10.0, 0.0), "bob": Grade(5.0, 0.0)}}, {"ann", "bob"})
-    settings = Settings("canvas", {"a": "A (1)"}, {"a": Scale(10.0, 10.0, "test")})
+    settings = Settings(CanvasExport, {"a": "A (1)"}, {"a": Scale(10.0, 10.0, "test")})
     write(build(grades, [ANN, BOB], settings)[0], tmp_path / "last.csv")
     assert "  no longer in the export (the LMS keeps what it has for them): Ng, Bob" in \
         preview(build(grades, [ANN], settings)[0], tmp_path / "last.csv")

@@ -372,9 +372,8 @@ class LmsExtractor(ExtractorPlugin):
     def extract(self, archive_path: str, extracted_path: str) -> None:
         archive, extracted = Path(archive_path), Path(extracted_path)
         manifest = json.loads((archive / MANIFEST).read_text()) if (archive / MANIFEST).exists() else {}
-        given = manifest.get("given", {})
+        self._given = given = manifest.get("given", {})  # copy name -> the file the instructor gave
         self.record = record = Record(manifest.get("run") or stamp(datetime.now(UTC)))
-        self._given = given
         ctx = context(self)
         self.set_aside_folder = collect_folder(self.parent, "set-aside") / record.run
         budget = self.max_megabytes << 20
@@ -397,7 +396,7 @@ class LmsExtractor(ExtractorPlugin):
                 student = self._student(ctx, PurePath(archive_stem(path.name), *parts))
                 record.set_aside.append(SetAside(f"{Path(label).name}: member {member!r}", student,
                                                  f"{reason}; refused", f"the download kept ({path.name})"))
-        self._unpack_students_archives(ctx, extracted, budget, given)
+        self._unpack_students_archives(ctx, extracted, budget)
         self._keep_newest(ctx, extracted)
         self._protect_earlier(ctx, extracted)
 
@@ -409,21 +408,19 @@ class LmsExtractor(ExtractorPlugin):
                 return "/".join([Path(original).name, *relative.parts[1:]])
         return relative.as_posix()
 
-    def _set_aside(self, ctx: Context, path: Path, extracted: Path, student: str, reason: str,
-                   given: dict[str, str] | None = None) -> None:
+    def _set_aside(self, ctx: Context, path: Path, extracted: Path, student: str, reason: str) -> None:
         relative = path.relative_to(extracted)
         target = self.set_aside_folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(path), target)
-        self.record.set_aside.append(SetAside(self._label(relative, given or self._given), student, reason,
+        self.record.set_aside.append(SetAside(self._label(relative, self._given), student, reason,
                                               os.path.relpath(target, ctx.root)))
 
     def _student(self, ctx: Context, relative: PurePath) -> str:
         download = parse(relative, ctx.lms)
         return (ctx.lookup.find(download)[0] or Student("")).id if download else ""
 
-    def _unpack_students_archives(self, ctx: Context, extracted: Path, budget: int, given: dict[str, str]) -> None:
-        self._given = given
+    def _unpack_students_archives(self, ctx: Context, extracted: Path, budget: int) -> None:
         for depth in range(MAX_NESTING + 1):
             inner = sorted(p for p in extracted.rglob("*") if p.is_file() and archive_kind(p.name))
             for path in inner:

@@ -1,8 +1,9 @@
 """Grades from the gradebook into the LMS: Canvas's gradebook import, Moodle's grading worksheet or gradebook CSV,
 or a plain CSV.
 
-Each format is an nbgrader export plugin (``nbgrader export --exporter=autograder.lms.export.CanvasExport``) and a
-command with a preview (``python -m autograder.lms export --to canvas ASSIGNMENT...``). Rows follow the roster
+Each format is an nbgrader export plugin (``nbgrader export --exporter=autograder.lms.export.CanvasExport``) whose
+class holds the file's columns and how the LMS finds a student's row, and a command with a preview (``python -m
+autograder.lms export --to canvas ASSIGNMENT...``, the names in :data:`EXPORTERS`). Rows follow the roster
 (:mod:`.roster`); a student's score is the gradebook's, late penalty taken off, in the LMS assignment's scale.
 
 What the LMSs' importers do with the file decides what is written (their sources, read for this):
@@ -48,6 +49,7 @@ import csv
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,14 +146,13 @@ class Sheet:
 class Problems:
     """What the export could not place, for the instructor to read."""
 
-    lms: str = "csv"
     not_in_roster: dict[str, list[str]] = field(default_factory=dict)  # student -> assignments with a grade
     no_work: list[str] = field(default_factory=list)  # roster ids with no submission of anything in the gradebook
     no_identity: list[str] = field(default_factory=list)  # roster ids the LMS could not find (not written)
     identity_words: str = ""
     left_out: dict[str, list[str]] = field(default_factory=dict)  # student -> assignments without a submission
 
-    def lines(self, lms: str | None = None) -> list[str]:
+    def lines(self) -> list[str]:
         lines = []
         if self.not_in_roster:
             lines.append("not in the roster, so not exported (add them to the roster): "
@@ -177,13 +178,23 @@ class Problems:
 class Settings:
     """Everything an export needs besides the grades and the roster."""
 
-    lms: str
+    exporter: type[LmsExport]  # the file's format
     headers: dict[str, str] = field(default_factory=dict)  # assignment -> column header
     scales: dict[str, Scale] = field(default_factory=dict)
     missing: str = "omit"
     match: str = "email"  # moodle-csv: the column Moodle matches on
     worksheet: list[dict[str, str]] = field(default_factory=list)  # the last Moodle worksheet given to collect
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How the LMS finds a student's row: the roster values it matches on (a row needs one), the file's columns
+    that hold them, and what they are called in the report."""
+
+    values: Callable[[Student], tuple[str, ...]]
+    key_columns: list[int]
+    words: str
 
 
 def _placed(grades: Grades, roster: list[Student], problems: Problems) -> None:
@@ -210,81 +221,26 @@ def _left_out(grades: Grades, student: Student) -> list[str]:
 
 
 def build(grades: Grades, roster: list[Student], settings: Settings) -> tuple[Sheet, Problems]:
-    """The import file for ``settings.lms`` and what it could not place."""
-    problems = Problems(settings.lms)
+    """The import file in ``settings.exporter``'s format and what it could not place."""
+    exporter = settings.exporter
+    problems = Problems()
     _placed(grades, roster, problems)
     assignments = list(grades.max_scores)
     notes = [f"{a}: {settings.scales[a].describe()}" for a in assignments if a in settings.scales]
-    if settings.lms == "csv":
-        header = list(COLUMNS)
-        for assignment in assignments:
-            header += [assignment, f"{assignment} late penalty"]
-        rows = []
-        for student in roster:
-            row = [getattr(student, column) for column in COLUMNS]
-            for assignment in assignments:
-                grade = grades.by_assignment[assignment].get(student.id)
-                row += [points(grade.final), points(grade.penalty)] if grade else ["", ""]
-            rows.append(row)
-        return Sheet(header, rows, [0], 0, list(range(len(COLUMNS), len(header)))), problems
-
-    if settings.lms == "canvas":
-        columns = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-        identity = ("lms_user_id", "sis_user_id", "sis_login_id")
-        problems.identity_words = "an lms_user_id, sis_user_id or sis_login_id (Canvas's ID, SIS User ID, SIS Login ID)"
-
-        def student_cells(s: Student) -> list[str]:
-            return [s.sortable_name, s.lms_user_id, s.sis_user_id, s.sis_login_id, s.section]
-        key = [1, 2, 3]
-    elif settings.lms == "moodle-csv":
-        columns = ["First name", "Last name", "ID number", "Email address"]
-        identity = ("email",) if settings.match == "email" else ("sis_user_id",)
-        problems.identity_words = ("an email (Moodle's Email address, the column matched)" if settings.match == "email"
-                                   else "a sis_user_id (Moodle's ID number, the column matched)")
-
-        def student_cells(s: Student) -> list[str]:
-            return [s.first_name, s.last_name, s.sis_user_id, s.email]
-        key = [3] if settings.match == "email" else [2]
-    else:
-        return _worksheet(grades, roster, settings, problems, notes)
-
-    header = columns + [settings.headers.get(a, a) for a in assignments]
+    identity = exporter.identity(settings, assignments)
+    problems.identity_words = identity.words
     rows = []
     for student in roster:
-        cells = _cells(grades, settings, student)
+        cells = exporter.cells(grades, settings, student)
         if cells is None:
             problems.left_out[student.id] = _left_out(grades, student)
-            continue
-        if not any(getattr(student, f) for f in identity):
+        elif not any(identity.values(student)):
             problems.no_identity.append(student.id)
-            continue
-        rows.append(student_cells(student) + cells)
-    return Sheet(header, rows, key, 0, list(range(len(columns), len(header))), notes), problems
-
-
-def _worksheet(grades: Grades, roster: list[Student], settings: Settings, problems: Problems,
-               notes: list[str]) -> tuple[Sheet, Problems]:
-    (assignment,) = grades.max_scores
-    problems.identity_words = f"a Moodle participant number for {assignment} (roster {PARTICIPANT}{assignment})"
-    known = {row["participant"]: row for row in settings.worksheet}
-    scale = settings.scales[assignment]
-    modified = settings.now.strftime("%Y-%m-%d %H:%M:%S UTC")
-    rows = []
-    for student in roster:
-        cells = _cells(grades, settings, student)
-        if cells is None:
-            problems.left_out[student.id] = [assignment]
-            continue
-        number = student.participant(assignment)
-        if not number:
-            problems.no_identity.append(student.id)
-            continue
-        before = known.get(number, {})
-        rows.append([f"Participant {number}", before.get("Full name") or student.full_name,
-                     before.get("Email address") or student.email, before.get("Status", ""), cells[0],
-                     points(scale.out_of or 100), before.get("Grade can be changed") or "Yes",
-                     before.get("Last modified (submission)", ""), modified])
-    return Sheet(list(moodle.HEADER), rows, [0], 1, [4], notes), problems
+        else:
+            rows.append(exporter.row(student, cells, settings, assignments))
+    header = exporter.header(settings, assignments)
+    return Sheet(header, rows, identity.key_columns, exporter.label_column, exporter.grade_columns(header),
+                 notes), problems
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -362,9 +318,14 @@ def latest_worksheet(root: Path, assignment: str) -> list[dict[str, str]]:
 
 
 class LmsExport(ExportPlugin):
-    """nbgrader export plugin writing an LMS's grade import CSV (subclasses choose the LMS)."""
+    """nbgrader export plugin writing an LMS's grade import CSV. Each subclass is one format: its name, its
+    columns, how the LMS identifies a student's row, and how a row is written."""
 
-    lms = "csv"
+    lms = ""  # the format's name: ``export --to NAME``, and the default file name
+    student_columns: tuple[str, ...] = ()  # the columns before the grades
+    label_column = 0  # the column that names a row for people (the preview)
+    scaled = True  # scores in the LMS assignment's scale (--points-possible or --percent); False: nbgrader's points
+    percent_out_of: float | None = 100.0  # what --percent writes: out of 100, or None for Canvas's "85%"
 
     missing = Enum(("omit", "zero"), default_value="omit",
                    help="A student with no submission: 'omit' leaves them out of the file (a blank cell would clear "
@@ -381,6 +342,47 @@ class LmsExport(ExportPlugin):
     match = Enum(("email", "idnumber"), default_value="email",
                  help="moodle-csv: the column Moodle's CSV import matches students on.").tag(config=True)
 
+    # -- the format (class methods: :func:`build` needs no plugin instance) --------------------------------------
+
+    @classmethod
+    def identity(cls, settings: Settings, assignments: list[str]) -> Identity:
+        """How the LMS finds a student's row in this file."""
+        raise NotImplementedError
+
+    @classmethod
+    def header(cls, settings: Settings, assignments: list[str]) -> list[str]:
+        """The file's header: the student columns, then one column per assignment."""
+        return [*cls.student_columns, *(settings.headers.get(a, a) for a in assignments)]
+
+    @classmethod
+    def grade_columns(cls, header: list[str]) -> list[int]:
+        """The columns that hold grades (the preview compares them)."""
+        return list(range(len(cls.student_columns), len(header)))
+
+    @classmethod
+    def cells(cls, grades: Grades, settings: Settings, student: Student) -> list[str] | None:
+        """The student's grade cells, or None to leave them out (a grade is missing)."""
+        return _cells(grades, settings, student)
+
+    @classmethod
+    def row(cls, student: Student, cells: list[str], settings: Settings, assignments: list[str]) -> list[str]:
+        """A student's row: who they are to the LMS, and their grade ``cells``."""
+        raise NotImplementedError
+
+    # -- what the LMS needs to know, from the configuration ------------------------------------------------------
+
+    def header_problem(self, assignment: str, header: str) -> str:
+        """Why the LMS could not use ``header`` as the assignment's column ("" when it can)."""
+        return ""
+
+    def new_settings(self, assignments: list[str]) -> Settings:
+        """The settings before each assignment's header and scale are added."""
+        return Settings(type(self), missing=self.missing, match=self.match)
+
+    def lms_scale(self, settings: Settings, maximum: float) -> Scale | None:
+        """The scale the LMS itself states, when it does (Moodle's worksheet)."""
+        return None
+
     def course_root(self) -> Path:
         coursedir = getattr(self.parent, "coursedir", None)
         return Path(coursedir.root if coursedir is not None else os.getcwd())
@@ -392,34 +394,24 @@ class LmsExport(ExportPlugin):
 
     def settings(self, grades: Grades) -> Settings:
         """The headers and scales of the assignments to export; :class:`ExportError` for what is missing."""
-        settings = Settings(self.lms, missing=self.missing, match=self.match)
         assignments = list(grades.max_scores)
-        if self.lms == "moodle" and len(assignments) != 1:
-            raise ExportError("Moodle's grading worksheet holds one assignment: export one at a time (or --to "
-                              "moodle-csv for several)")
-        if self.lms == "moodle":
-            settings.worksheet = latest_worksheet(self.course_root(), assignments[0])
+        settings = self.new_settings(assignments)
         problems = []
         for assignment in assignments:
             header = self.columns.get(assignment, assignment)
             settings.headers[assignment] = header
-            if self.lms == "canvas" and not CANVAS_ID.match(header):
-                problems.append(f"{assignment}: Canvas needs the assignment's id, or it matches the column by exact "
-                                "title and else creates a new assignment: give --canvas-id ID (the number in the "
-                                "assignment's address in Canvas, or in its column header 'Title (ID)' in Canvas's "
-                                "gradebook export) or c.LmsExport.columns")
-            if self.lms == "csv":
+            if problem := self.header_problem(assignment, header):
+                problems.append(problem)
+            if not self.scaled:
                 continue
             maximum = grades.max_scores[assignment]
             given = self.points_possible.get(assignment)
-            worksheet = [row.get("Maximum Grade", "") for row in settings.worksheet]
             if given is not None:
                 settings.scales[assignment] = Scale(given, maximum, "--points-possible")
-            elif self.lms == "moodle" and any(worksheet):
-                value = float(next(v for v in worksheet if v).replace(",", "."))
-                settings.scales[assignment] = Scale(value, maximum, "Maximum Grade in Moodle's worksheet")
+            elif (own := self.lms_scale(settings, maximum)) is not None:
+                settings.scales[assignment] = own
             elif self.percent:
-                settings.scales[assignment] = Scale(None if self.lms == "canvas" else 100.0, maximum, "--percent")
+                settings.scales[assignment] = Scale(self.percent_out_of, maximum, "--percent")
             else:
                 problems.append(f"{assignment}: in what scale is it graded in the LMS? give --points-possible N (the "
                                 f"LMS assignment's points; nbgrader's are {points(maximum)}) or --percent")
@@ -444,27 +436,120 @@ class LmsExport(ExportPlugin):
 
 
 class CanvasExport(LmsExport):
-    """Canvas's gradebook import CSV."""
+    """Canvas's gradebook import CSV: a row is found by Canvas's ID, SIS User ID or SIS Login ID."""
 
     lms = "canvas"
+    student_columns = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+    percent_out_of = None  # --percent writes Canvas's "85%"
+
+    @classmethod
+    def identity(cls, settings: Settings, assignments: list[str]) -> Identity:
+        return Identity(lambda s: (s.lms_user_id, s.sis_user_id, s.sis_login_id), [1, 2, 3],
+                        "an lms_user_id, sis_user_id or sis_login_id (Canvas's ID, SIS User ID, SIS Login ID)")
+
+    @classmethod
+    def row(cls, student: Student, cells: list[str], settings: Settings, assignments: list[str]) -> list[str]:
+        return [student.sortable_name, student.lms_user_id, student.sis_user_id, student.sis_login_id,
+                student.section, *cells]
+
+    def header_problem(self, assignment: str, header: str) -> str:
+        if CANVAS_ID.match(header):
+            return ""
+        return (f"{assignment}: Canvas needs the assignment's id, or it matches the column by exact title and else "
+                "creates a new assignment: give --canvas-id ID (the number in the assignment's address in Canvas, or "
+                "in its column header 'Title (ID)' in Canvas's gradebook export) or c.LmsExport.columns")
 
 
 class MoodleExport(LmsExport):
-    """Moodle's offline grading worksheet (one assignment)."""
+    """Moodle's offline grading worksheet (one assignment): a row is found by its participant number."""
 
     lms = "moodle"
+    label_column = 1  # Full name
+
+    @classmethod
+    def identity(cls, settings: Settings, assignments: list[str]) -> Identity:
+        (assignment,) = assignments
+        return Identity(lambda s: (s.participant(assignment),), [0],
+                        f"a Moodle participant number for {assignment} (roster {PARTICIPANT}{assignment})")
+
+    @classmethod
+    def header(cls, settings: Settings, assignments: list[str]) -> list[str]:
+        return list(moodle.HEADER)
+
+    @classmethod
+    def grade_columns(cls, header: list[str]) -> list[int]:
+        return [header.index("Grade")]
+
+    @classmethod
+    def row(cls, student: Student, cells: list[str], settings: Settings, assignments: list[str]) -> list[str]:
+        (assignment,) = assignments
+        number = student.participant(assignment)
+        before = {row["participant"]: row for row in settings.worksheet}.get(number, {})
+        return [f"Participant {number}", before.get("Full name") or student.full_name,
+                before.get("Email address") or student.email, before.get("Status", ""), cells[0],
+                points(settings.scales[assignment].out_of or 100), before.get("Grade can be changed") or "Yes",
+                before.get("Last modified (submission)", ""), settings.now.strftime("%Y-%m-%d %H:%M:%S UTC")]
+
+    def new_settings(self, assignments: list[str]) -> Settings:
+        if len(assignments) != 1:
+            raise ExportError("Moodle's grading worksheet holds one assignment: export one at a time (or --to "
+                              "moodle-csv for several)")
+        settings = super().new_settings(assignments)
+        settings.worksheet = latest_worksheet(self.course_root(), assignments[0])
+        return settings
+
+    def lms_scale(self, settings: Settings, maximum: float) -> Scale | None:
+        stated = [value for row in settings.worksheet if (value := row.get("Maximum Grade", ""))]
+        if not stated:
+            return None
+        return Scale(float(stated[0].replace(",", ".")), maximum, "Maximum Grade in Moodle's worksheet")
 
 
 class MoodleCsvExport(LmsExport):
-    """Moodle's gradebook CSV import."""
+    """Moodle's gradebook CSV import: a row is found by its Email address or ID number (``match``)."""
 
     lms = "moodle-csv"
+    student_columns = ("First name", "Last name", "ID number", "Email address")
+
+    @classmethod
+    def identity(cls, settings: Settings, assignments: list[str]) -> Identity:
+        if settings.match == "email":
+            return Identity(lambda s: (s.email,), [3], "an email (Moodle's Email address, the column matched)")
+        return Identity(lambda s: (s.sis_user_id,), [2], "a sis_user_id (Moodle's ID number, the column matched)")
+
+    @classmethod
+    def row(cls, student: Student, cells: list[str], settings: Settings, assignments: list[str]) -> list[str]:
+        return [student.first_name, student.last_name, student.sis_user_id, student.email, *cells]
 
 
 class RosterCsvExport(LmsExport):
-    """A plain CSV: the roster's columns, then each assignment's score and late penalty."""
+    """A plain CSV: the roster's columns, then each assignment's score and late penalty (blank without a
+    submission), in nbgrader's points."""
 
     lms = "csv"
+    student_columns = COLUMNS
+    scaled = False
+
+    @classmethod
+    def identity(cls, settings: Settings, assignments: list[str]) -> Identity:
+        return Identity(lambda s: (s.id,), [0], "an id")
+
+    @classmethod
+    def header(cls, settings: Settings, assignments: list[str]) -> list[str]:
+        return [*COLUMNS, *(column for a in assignments for column in (a, f"{a} late penalty"))]
+
+    @classmethod
+    def cells(cls, grades: Grades, settings: Settings, student: Student) -> list[str]:
+        cells = []
+        for assignment in grades.max_scores:
+            grade = grades.by_assignment[assignment].get(student.id)
+            cells += [points(grade.final), points(grade.penalty)] if grade else ["", ""]
+        return cells
+
+    @classmethod
+    def row(cls, student: Student, cells: list[str], settings: Settings, assignments: list[str]) -> list[str]:
+        return [getattr(student, column) for column in COLUMNS] + cells
 
 
-EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport, "moodle-csv": MoodleCsvExport, "csv": RosterCsvExport}
+#: The formats by name (``python -m autograder.lms export --to NAME``).
+EXPORTERS = {e.lms: e for e in (CanvasExport, MoodleExport, MoodleCsvExport, RosterCsvExport)}

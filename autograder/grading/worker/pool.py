@@ -35,6 +35,10 @@ from .protocol import Cell, CellResult, CellStatus, Ending, Execution, Stop, Sto
 GRACE_SECONDS = 5.0
 #: Seconds a worker may take to import torch and warm up before the run gives up on it.
 BOOT_SECONDS = 300.0
+#: Extra seconds on a job's first deadline: the child is forked and set up before its first cell starts.
+START_SLACK_SECONDS = 10.0
+#: Seconds after a kill was sent before the run gives up on the process and replaces its worker.
+KILL_WAIT_SECONDS = 10.0
 #: What every child's environment holds (plus the run's own variables): nothing of the grader's.
 CHILD_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "student", "LOGNAME": "student",
                      "LANG": "C.UTF-8", "MPLBACKEND": "agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -348,7 +352,8 @@ class Pool:
     def _wait(self) -> float:
         deadlines = [w.boot_deadline for w in self.workers if not w.ready]
         deadlines += [w.following.deadline for w in self.workers if w.following and w.following.killed_for is None]
-        deadlines += [w.following.kill_sent_at + 10 for w in self.workers if w.following and w.following.kill_sent_at]
+        deadlines += [w.following.kill_sent_at + KILL_WAIT_SECONDS for w in self.workers
+                      if w.following and w.following.kill_sent_at]
         return max(0.0, min([time.monotonic() + 1.0, *deadlines]) - time.monotonic())
 
     def _begin(self, worker: Worker, job: Job, selector) -> None:
@@ -365,8 +370,8 @@ class Pool:
             send(worker.channel, start, [writer])
         finally:
             os.close(writer)
-        worker.following = Following(job, start.job, reader, folder,
-                                     time.monotonic() + self.settings.timeout + self.settings.grace + 10)
+        first_deadline = time.monotonic() + self.settings.timeout + self.settings.grace + START_SLACK_SECONDS
+        worker.following = Following(job, start.job, reader, folder, first_deadline)
         selector.register(reader, selectors.EVENT_READ, ("pipe", worker))
 
     def _control(self, worker: Worker, selector) -> None:
@@ -426,7 +431,7 @@ class Pool:
             self._kill(worker, Stop(StopKind.UNRESPONSIVE, f"the cell (index {index}) was still running "
                                     f"{self.settings.timeout + self.settings.grace:g} s after it started and did "
                                     "not stop when interrupted"))
-        elif state.kill_sent_at is not None and now > state.kill_sent_at + 10 and state.exited is None:
+        elif state.kill_sent_at is not None and now > state.kill_sent_at + KILL_WAIT_SECONDS and state.exited is None:
             self._replace(worker, selector, Stop(StopKind.WORKER, "the grader's worker did not stop the "
                                                                          "process"))
         if state.exited is None or state.pipe_open:
