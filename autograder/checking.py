@@ -38,8 +38,9 @@ from .misconceptions import CourseBug, GradingFailure, Misconception, Symptom, a
 from .routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from .routes import Route, Routes
 
-__all__ = ["CourseBug", "GradingFailure", "Misconception", "NotWritten", "Route", "Routes", "Symptom", "as_answer",
-           "call_learner", "check", "describe_mismatch", "expect_close", "fmt", "trial"]
+__all__ = ["CourseBug", "GradingFailure", "Misconception", "NotPasted", "NotWritten", "Route", "Routes", "Symptom",
+           "as_answer", "call_learner", "check", "describe_mismatch", "expect_close", "expect_pasted", "expect_tensor",
+           "fmt", "not_pasted", "trial"]
 
 Tensor = torch.Tensor
 
@@ -66,8 +67,9 @@ def fmt(value: Any, limit: int = 8) -> str:
 
 
 #: Raised (as an audit event) whenever learner code returns to a check. Outside grading nothing listens; the class
-#: grader (``python -m autograder grade``, see autograder/grading/pristine.py) answers it by putting back whatever the
-#: learner's code monkeypatched (torch, numpy, math, this package...) before the check goes on.
+#: grader (``python -m autograder grade``, :mod:`autograder.grading.isolation.pristine`) answers it by putting back
+#: whatever the learner's code monkeypatched (torch, numpy, math, this package...) and popping the torch modes it
+#: left behind, before the check goes on.
 LEARNER_RETURNED = "autograder.learner_returned"
 
 
@@ -180,6 +182,37 @@ class NotWritten(GradingFailure):
     """The learner's function still raises NotImplementedError: the part is not written yet."""
 
 
+class NotPasted:
+    """What a name of a notebook holds until the learner pastes their code from an earlier exercise (or the course's
+    reference): calling it says so, and a check that receives it fails with "Not written yet" (:func:`expect_pasted`).
+    The grader's kernel lets the learner's cells rebind such a name (``learner_fills``: it restores the imports
+    cell's other names before each test)."""
+
+    learner_fills = True
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(f"{self.name} is not pasted yet")
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: not pasted yet>"
+
+
+def not_pasted(name: str) -> NotPasted:
+    """The placeholder for ``name`` until the learner pastes it (see :class:`NotPasted`)."""
+    return NotPasted(name)
+
+
+def expect_pasted(value: Any, name: str, where: str) -> None:
+    """Fail with "Not written yet" while ``value`` is still a :class:`NotPasted` placeholder (or None); ``where``
+    says where to paste it."""
+    __tracebackhide__ = True
+    if isinstance(value, NotPasted) or value is None:
+        raise NotWritten(f"Not written yet: {name} is not there yet. {where}")
+
+
 @dataclass
 class _Trials:
     """The cases one check ran and the failures among them (state of one call of a check)."""
@@ -230,11 +263,17 @@ def check(function: Callable) -> Callable:
     Every case runs, even after one fails; the check then fails with the first failure (or the first that proves a
     mistake) and names a misconception only when it is proven or at least two failing cases match it, so that one
     coincidence never misleads a learner. The diagnosis is also published as structured data for the class report.
+
+    A check takes ``grading_seed``: None (the visible test cell) runs the public cases, a number (a hidden test cell
+    passes :func:`autograder.seeding.grading_seed`) fresh cases drawn from it.
     """
+
+    signature = inspect.signature(function)
 
     @functools.wraps(function)
     def run(*args, **kwargs) -> None:
         __tracebackhide__ = True
+        hidden = signature.bind(*args, **kwargs).arguments.get("grading_seed") is not None
         trials = _Trials(function.__name__)
         token = _TRIALS.set(trials)
         try:
@@ -247,7 +286,7 @@ def check(function: Callable) -> Callable:
         verdict = trials.verdict()
         if verdict is not None:
             raise verdict
-        _passed(function, trials.count, hidden=kwargs.get("seed") is not None)
+        _passed(function, trials.count, hidden=hidden)
 
     run.is_check = True
     return run
@@ -306,6 +345,15 @@ def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> T
         kind = "a single number" if tuple(shape) == () else "one value per element of the input"
         raise GradingFailure(f"{what} returned shape {tuple(tensor.shape)}; expected shape {tuple(shape)} ({kind}).")
     return tensor
+
+
+def expect_tensor(answer: Any, what: str, shape: Sequence[int]) -> Tensor:
+    """:func:`as_answer` for a part that asks for a tensor: a Python number fails too, also for shape ()."""
+    __tracebackhide__ = True
+    if not isinstance(answer, torch.Tensor):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected a tensor of shape "
+                             f"{tuple(shape)}.")
+    return as_answer(answer, what=what, shape=shape)
 
 
 def expect_close(received: Any, expected: Any, _returned=_learner_returned, *, what: str, fd: Any = None,

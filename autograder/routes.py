@@ -9,19 +9,25 @@ derived the gradient from one that asked autograd for it. :class:`Routes` watche
   run gets the next id of a counter inside PyTorch's C++ engine, and a probe reads it before and after the call.
   Learner code cannot reset, hide or switch off that counter (``torch.enable_grad()``, a saved reference to
   ``torch.autograd.grad`` or an engine object all still count);
-* ``forward_ad``: forward-mode autograd (``torch.func.jvp``/``jacfwd``, dual numbers), seen by a
-  ``TorchFunctionMode`` as calls to ``torch._make_dual``;
+* ``forward_ad``: forward-mode autograd (``torch.func.jvp``/``jacfwd``, dual numbers), seen by a :class:`CallWatch`
+  as calls to ``torch._make_dual``;
 * ``optimizer_steps``: steps of any ``torch.optim`` optimizer, seen by PyTorch's global optimizer step hook;
 * ``clipping``: calls of ``torch.nn.utils``' gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``,
   ``get_total_norm``, ``clip_grads_with_norm_``), seen by wrapping them in their modules for the call.
 
-Each :class:`Route` has the :class:`~autograder.checking.Misconception` a check names when it was forbidden and
+Each :class:`Route` has the :class:`~autograder.misconceptions.Misconception` a check names when it was forbidden and
 used anyway.
+
+:func:`watch_calls` is the one way a check notices a call to a library function the part asks the learner to write
+(torch's softmax, ``Tensor.sum_to_size``, batch normalisation...): a :class:`CallWatch` sees every torch call made
+inside it, also through saved references or ``nn`` modules, and lets each through unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -30,7 +36,7 @@ import torch.nn.utils.clip_grad
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
 
-from .misconceptions import Misconception
+from .misconceptions import CourseBug, Misconception
 
 # Bound when this module is imported, so that learner code cannot swap them before a probe.
 _current_graph_task_id = torch._C._current_graph_task_id
@@ -77,21 +83,43 @@ def _engine_counter() -> int:
         _register_hook(node, lambda grad: seen.append(_current_graph_task_id()))
         _backward(node)
     if not seen:  # the engine did not run the hook: something is badly wrong, never a learner's mistake
-        raise RuntimeError("Course bug, not yours: the autograd probe did not run. Please report it.")
+        raise CourseBug("the autograd probe did not run.")
     return seen[0]
 
 
-class _DualNumbers(TorchFunctionMode):
-    """Notes calls to torch._make_dual (forward-mode autograd) and lets every call through unchanged."""
+class CallWatch(TorchFunctionMode):
+    """Notes calls of the given torch functions (by identity) or of any function with one of the given names, and lets
+    every call through unchanged. ``seen``: the names of the calls noticed, in order."""
 
-    def __init__(self, routes: Routes):
+    def __init__(self, functions: Iterable[Callable] = (), names: Iterable[str] = ()):
         super().__init__()
-        self.routes = routes
+        self.functions = tuple(functions)
+        self.names = frozenset(names)
+        self.seen: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is _make_dual:
-            self.routes.forward_ad += 1
+        name = getattr(func, "__name__", "")
+        if name in self.names or any(func is watched for watched in self.functions):
+            self.seen.append(name)
         return func(*args, **(kwargs or {}))
+
+    @property
+    def used(self) -> bool:
+        return bool(self.seen)
+
+
+@contextlib.contextmanager
+def watch_calls(functions: Iterable[Callable] = (), *, names: Iterable[str] = ()) -> Iterator[CallWatch]:
+    """A :class:`CallWatch` for the block. Leaving it never fails: learner code may have popped torch's mode stack
+    (or left modes of its own on it), so the exit pops back to the depth the block started at, whatever is there."""
+    depth = _len_function_stack()
+    watch = CallWatch(functions, names)
+    watch.__enter__()
+    try:
+        yield watch
+    finally:
+        while _len_function_stack() > depth:
+            _pop_function_stack()
 
 
 #: (module, attribute) of every gradient-clipping entry point a learner may reach.
@@ -127,8 +155,9 @@ class Routes:
                 self._undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
                 self._count_inside(original)
         self._depth = _len_function_stack()
-        if self.dual_numbers:
-            _DualNumbers(self).__enter__()
+        self._dual = CallWatch([_make_dual]) if self.dual_numbers else None
+        if self._dual is not None:
+            self._dual.__enter__()
 
     def stop(self) -> None:
         """Undo everything ``start`` did (also what learner code left on the function-mode stack), then count."""
@@ -137,6 +166,8 @@ class Routes:
         while self._undo:
             self._undo.pop()()
         self.backward_runs = _engine_counter() - self._counter - 1
+        if self._dual is not None:
+            self.forward_ad += len(self._dual.seen)
 
     def _optimizer_step(self, optimizer, args, kwargs):
         self.optimizer_steps += 1

@@ -5,9 +5,11 @@ test code is not enough to hard-code answers::
 
     AUTOGRADER_SEED=914 nbgrader autograde 01-chain-rule
 
-Without the variable the seed is :data:`DEFAULT_SEED`, so CI and a learner's own runs are deterministic.
-Each test asks for its own stream by name (``generator("01/central_difference")``), so adding a test never
-changes the cases another test sees.
+A hidden test cell passes :func:`grading_seed` to its check (``check_x(fn, grading_seed=grading_seed())``); a visible
+one passes nothing, and the check runs its public cases. Without the variable the grading seed is
+:data:`DEFAULT_SEED`, so CI and a learner's own runs are deterministic. Each check draws from its own named stream
+(:func:`autograder.checks.cases.case_stream`, built on :func:`generator`), so adding a test never changes the cases
+another test sees.
 """
 
 from __future__ import annotations
@@ -32,10 +34,9 @@ def grading_seed() -> int:
         raise ValueError(f"{SEED_VARIABLE} must be an integer, got {raw!r}") from None
 
 
-def generator(stream: str, seed: int | None = None) -> torch.Generator:
-    """A torch.Generator for one named stream of cases, derived from the grading seed."""
-    base = grading_seed() if seed is None else seed
-    return torch.Generator().manual_seed((base * 1_000_003 + zlib.crc32(stream.encode())) % 2**63)
+def generator(stream: str, seed: int) -> torch.Generator:
+    """A torch.Generator for one named stream of cases, derived from ``seed`` (a grading seed, or a fixed number)."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(stream.encode())) % 2**63)
 
 
 def uniform(gen: torch.Generator, shape: tuple[int, ...] = (), low: float = -2.0, high: float = 2.0) -> torch.Tensor:

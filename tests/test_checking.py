@@ -95,9 +95,10 @@ def test_grading_seed_comes_from_the_environment(monkeypatch):
     assert grading_seed() == DEFAULT_SEED
     monkeypatch.setenv(SEED_VARIABLE, "914")
     assert grading_seed() == 914
-    first = torch.rand(3, generator=generator("stream"))
-    assert torch.equal(first, torch.rand(3, generator=generator("stream")))
-    assert not torch.equal(first, torch.rand(3, generator=generator("other stream")))
+    first = torch.rand(3, generator=generator("stream", grading_seed()))
+    assert torch.equal(first, torch.rand(3, generator=generator("stream", 914)))
+    assert not torch.equal(first, torch.rand(3, generator=generator("other stream", 914)))
+    assert not torch.equal(first, torch.rand(3, generator=generator("stream", 915)))
     monkeypatch.setenv(SEED_VARIABLE, "not a number")
     with pytest.raises(ValueError, match=SEED_VARIABLE):
         grading_seed()

@@ -1,7 +1,7 @@
 """Exercise 09: the margins every trace keeps, the visible runs at their edges, and the cases of Part B that tell each
 mistake apart.
 
-Part A's text states margins (:data:`checks.MARGINS`): on the depth ratio, the climb above the best loss and the
+Part A's text states margins (:data:`traces.MARGINS`): on the depth ratio, the climb above the best loss and the
 held-out ratio, every run of a kind stays on its side of a round bound, and the hidden runs stay within the visible
 test's runs nearest to it (the edges). So a rule whose thresholds separate the visible runs separates the hidden runs
 at every grading seed, and a rule tuned just past the examples fails the visible test. The hidden test's own draws
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from autograder.checking import GradingFailure
-from autograder.checks import ex09_wider_system as checks
+from autograder.checks.ex09_wider_system import diagnose, misconceptions, traces, without_graph
 from autograder.misconceptions import armed
 from autograder.seeding import generator
 
@@ -58,7 +58,7 @@ def _value(margin, trace):
 
 def _visible_value(margin):
     mode, variant, seed = margin.run
-    return _value(margin, checks.training_trace(mode, seed, variant))
+    return _value(margin, traces.training_trace(mode, seed, variant))
 
 
 def _rule(explode, vanish, bounce, stuck, *, strict=True):
@@ -85,15 +85,15 @@ def _rule(explode, vanish, bounce, stuck, *, strict=True):
 def _tightest_rules():
     """The two rules with thresholds exactly at the visible runs' extremes: on the side of the ordinary runs (strict
     comparisons) and on the side of the failures (inclusive ones). Both pass the visible test by construction."""
-    value = {(m.quantity, m.kinds, m.at_most): _visible_value(m) for m in checks.MARGINS}
-    ordinary_high = value["depth ratio", checks.ORDINARY, True]
-    ordinary_low = value["depth ratio", checks.ORDINARY, False]
-    quiet = value["climb", checks.QUIET, True]
-    trained = value["held-out ratio", checks.HEALTHY, True]
-    exploding = value["depth ratio", checks.EXPLODING, False]
+    value = {(m.quantity, m.kinds, m.at_most): _visible_value(m) for m in traces.MARGINS}
+    ordinary_high = value["depth ratio", traces.ORDINARY, True]
+    ordinary_low = value["depth ratio", traces.ORDINARY, False]
+    quiet = value["climb", traces.QUIET, True]
+    trained = value["held-out ratio", traces.HEALTHY, True]
+    exploding = value["depth ratio", traces.EXPLODING, False]
     vanishing = value["depth ratio", (("vanishing gradients", ""),), True]
     bouncing = value["climb", (("missing zero_grad", ""),), False]
-    stuck = value["held-out ratio", checks.STUCK, False]
+    stuck = value["held-out ratio", traces.STUCK, False]
     return {"at the ordinary runs' extremes": _rule(ordinary_high, ordinary_low, quiet, trained),
             "at the failures' extremes": _rule(exploding, vanishing, bouncing, stuck, strict=False)}
 
@@ -107,15 +107,15 @@ def test_drawn_runs_keep_the_margins():
     count = 0
     for seed in range(SEEDS):
         gen = generator("09/diagnose", seed)
-        for i in torch.randperm(len(checks.KINDS), generator=gen).tolist():
-            mode, variant = checks.KINDS[i]
-            trace = checks.training_trace(mode, gen, variant)
+        for i in torch.randperm(len(traces.KINDS), generator=gen).tolist():
+            mode, variant = traces.KINDS[i]
+            trace = traces.training_trace(mode, gen, variant)
             count += 1
             where = (seed, mode, variant)
             assert (trace["raised"] is not None) == (mode == "in-place on a leaf"), where
             finite = all(math.isfinite(v) for v in trace["loss"] + trace["grad_norm"])
             assert finite == ((mode, variant) != ("exploding gradients", "diverges")), where
-            for k, margin in enumerate(checks.MARGINS):
+            for k, margin in enumerate(traces.MARGINS):
                 if (mode, variant) not in margin.kinds:
                     continue
                 value = _value(margin, trace)
@@ -125,9 +125,9 @@ def test_drawn_runs_keep_the_margins():
                 extremes[k] = (max if margin.at_most else min)(extremes.get(k, value), value)
             for name, rule in rules.items():
                 assert rule(trace) == mode, (where, name)
-    print(f"\n{count} drawn runs ({SEEDS} grading seeds x {len(checks.KINDS)} kinds); the most extreme value of each "
+    print(f"\n{count} drawn runs ({SEEDS} grading seeds x {len(traces.KINDS)} kinds); the most extreme value of each "
           "margin among them:")
-    for k, margin in enumerate(checks.MARGINS):
+    for k, margin in enumerate(traces.MARGINS):
         side = "at most" if margin.at_most else "at least"
         print(f"  {margin.quantity} of {len(margin.kinds)} kind(s), {side} {margin.stated:g} (edge {margin.edge:g}): "
               f"{extremes.get(k, math.nan):.6g}")
@@ -136,8 +136,8 @@ def test_drawn_runs_keep_the_margins():
 def test_the_visible_runs_sit_at_the_edges():
     """Each margin's edge is its visible run's value rounded toward the kinds' side, by less than 0.05 %; the run is
     in the visible test and in the hidden test's pinned runs."""
-    for margin in checks.MARGINS:
-        assert margin.run in checks.VISIBLE_RUNS and margin.run in checks.EDGE_RUNS
+    for margin in traces.MARGINS:
+        assert margin.run in traces.VISIBLE_RUNS and margin.run in traces.EDGE_RUNS
         assert margin.run[:2] in margin.kinds
         value = _visible_value(margin)
         if margin.at_most:
@@ -145,18 +145,18 @@ def test_the_visible_runs_sit_at_the_edges():
         else:
             assert margin.stated <= value <= margin.edge, (margin, value)
         assert abs(value - margin.edge) <= 5e-4 * abs(value), (margin, value)
-    assert {run[:2] for run in checks.VISIBLE_RUNS} == set(checks.KINDS)
-    assert all(run in checks.VISIBLE_RUNS for run in checks.EDGE_RUNS)
+    assert {run[:2] for run in traces.VISIBLE_RUNS} == set(traces.KINDS)
+    assert all(run in traces.VISIBLE_RUNS for run in traces.EDGE_RUNS)
 
 
 def test_the_visible_runs_keep_the_stated_margins():
-    for mode, variant, seed in checks.VISIBLE_RUNS:
-        trace = checks.training_trace(mode, seed, variant)
-        assert checks.shows_fingerprint(mode, variant, trace, drawn=False), (mode, variant, seed)
+    for mode, variant, seed in traces.VISIBLE_RUNS:
+        trace = traces.training_trace(mode, seed, variant)
+        assert traces.shows_fingerprint(mode, variant, trace, drawn=False), (mode, variant, seed)
 
 
 def _example_extremes():
-    examples = checks.example_traces()
+    examples = traces.example_traces()
     ordinary = [t for label in ("missing zero_grad", "broadcasting bug", "healthy") for t in examples[label]]
     quiet = [t for label in ("vanishing gradients", "broadcasting bug", "healthy") for t in examples[label]]
     return {"explode": max(map(_depth_ratio, ordinary)), "vanish": min(map(_depth_ratio, ordinary)),
@@ -170,24 +170,24 @@ def test_a_threshold_just_past_the_examples_fails_the_visible_test(threshold):
     now catch it."""
     sound = {"explode": 1e3, "vanish": 1e-3, "bounce": 3.0, "stuck": 0.5}
     past = _example_extremes()[threshold] * (0.95 if threshold == "vanish" else 1.05)
-    edge = {"explode": (checks.ORDINARY, True), "vanish": (checks.ORDINARY, False), "bounce": (checks.QUIET, True),
-            "stuck": (checks.HEALTHY, True)}[threshold]
-    (margin,) = [m for m in checks.MARGINS if (m.kinds, m.at_most) == edge]
+    edge = {"explode": (traces.ORDINARY, True), "vanish": (traces.ORDINARY, False), "bounce": (traces.QUIET, True),
+            "stuck": (traces.HEALTHY, True)}[threshold]
+    (margin,) = [m for m in traces.MARGINS if (m.kinds, m.at_most) == edge]
     visible = _visible_value(margin)
     assert past < visible if margin.at_most else past > visible  # inside the examples' gap, not the visible runs'
     with pytest.raises(GradingFailure):
-        checks.check_diagnose(_rule(**{**sound, threshold: past}))
+        diagnose.check_diagnose(_rule(**{**sound, threshold: past}))
 
 
 def test_a_rule_in_the_middle_of_the_margins_passes_visible_and_hidden():
     rule = _rule(1e3, 1e-3, 3.0, 0.5)
-    checks.check_diagnose(rule)
-    checks.check_diagnose(rule, seed=914)
+    diagnose.check_diagnose(rule)
+    diagnose.check_diagnose(rule, grading_seed=914)
 
 
 def test_a_summed_loss_is_the_same_training_with_every_number_256_times_larger():
-    plain, summed = (checks.training_trace("healthy", 1149, variant) for variant in ("", "summed"))
-    scale = checks.BATCH
+    plain, summed = (traces.training_trace("healthy", 1149, variant) for variant in ("", "summed"))
+    scale = traces.BATCH
     for field in ("loss", "grad_norm", "layer_grad_norms"):
         torch.testing.assert_close(torch.tensor(summed[field]), scale * torch.tensor(plain[field]), rtol=1e-9, atol=0)
     torch.testing.assert_close(torch.tensor(summed["val_loss"]), torch.tensor(plain["val_loss"]), rtol=1e-9, atol=0)
@@ -196,14 +196,14 @@ def test_a_summed_loss_is_the_same_training_with_every_number_256_times_larger()
 
 def test_the_mid_run_bounce_is_a_fall_then_a_climb():
     for seed in range(6):
-        trace = checks.training_trace("missing zero_grad", generator("09/bounce", seed))
-        climb, fell_to = checks.bounce(trace)
+        trace = traces.training_trace("missing zero_grad", generator("09/bounce", seed))
+        climb, fell_to = traces.bounce(trace)
         assert climb >= 4.5 and fell_to <= 0.5
 
 
 def test_the_examples_and_visible_runs_are_fixed():
-    assert checks.example_traces() == checks.example_traces()
-    assert checks.training_trace("healthy", 3) == checks.training_trace("healthy", 3)
+    assert traces.example_traces() == traces.example_traces()
+    assert traces.training_trace("healthy", 3) == traces.training_trace("healthy", 3)
 
 
 # ---------------------------------------------------------------------------------------------------- Part B
@@ -222,32 +222,33 @@ def test_every_graph_bytes_mistake_shows_in_two_cases(seed):
     """Each mistake's value differs from the right answer and from every other mistake's in two cases at least
     (armed), at every seed: the fixed dtype, view and no_grad cases are designed for it, sizes drawn again if not."""
     cases = []
-    for model, inputs, _, no_grad in checks._bytes_cases(seed):
-        symptoms = checks._graph_bytes_symptoms(checks.saved_tensors(model, inputs), no_grad)
-        cases.append((symptoms, float(checks.graph_bytes_reference(model, inputs)), 0.0, 0.5))
+    for model, inputs, _, no_grad in without_graph._bytes_cases(seed):
+        symptoms = without_graph._graph_bytes_symptoms(without_graph.saved_tensors(model, inputs), no_grad)
+        cases.append((symptoms, float(without_graph.graph_bytes_reference(model, inputs)), 0.0, 0.5))
     counts = _armed_counts(cases)
-    for mistake in (checks.DOUBLE_COUNTED, checks.PARAMETERS_COUNTED, checks.TENSOR_NOT_STORAGE, checks.FOUR_BYTES,
-                    checks.GRAD_MODE_IGNORED):
+    for mistake in (misconceptions.DOUBLE_COUNTED, misconceptions.PARAMETERS_COUNTED,
+                    misconceptions.TENSOR_NOT_STORAGE, misconceptions.FOUR_BYTES, misconceptions.GRAD_MODE_IGNORED):
         assert counts.get(mistake.name, 0) >= 2, (seed, mistake.name, counts)
 
 
 @pytest.mark.parametrize("seed", [None, *range(50)])
 def test_every_held_out_loss_mistake_shows_in_two_cases(seed):
     cases = []
-    for model, inputs, targets in checks._loss_cases(seed):
+    for model, inputs, targets in without_graph._loss_cases(seed):
         with torch.no_grad():
             predictions = model(inputs)
         errors = (predictions.reshape(-1) - targets.reshape(-1)) ** 2
-        symptoms = [checks.SUM_NOT_MEAN.looks_like(errors.sum()), checks.ROOT_MEAN.looks_like(errors.mean().sqrt())]
+        symptoms = [misconceptions.SUM_NOT_MEAN.looks_like(errors.sum()),
+                    misconceptions.ROOT_MEAN.looks_like(errors.mean().sqrt())]
         if targets.dim() == 1:
-            symptoms.append(checks.BROADCAST_LOSS.looks_like(((predictions - targets) ** 2).mean()))
+            symptoms.append(misconceptions.BROADCAST_LOSS.looks_like(((predictions - targets) ** 2).mean()))
         cases.append((symptoms, errors.mean(), 1e-9, 1e-12))
     counts = _armed_counts(cases)
-    for mistake in (checks.SUM_NOT_MEAN, checks.ROOT_MEAN, checks.BROADCAST_LOSS):
+    for mistake in (misconceptions.SUM_NOT_MEAN, misconceptions.ROOT_MEAN, misconceptions.BROADCAST_LOSS):
         assert counts.get(mistake.name, 0) >= 2, (seed, mistake.name, counts)
 
 
-@pytest.mark.parametrize("activation", list(checks.ACTIVATIONS))
+@pytest.mark.parametrize("activation", list(without_graph.ACTIVATIONS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_graph_bytes_matches_the_architecture(activation, dtype):
     """The first Linear saves the inputs (their whole storage); each activation's output is saved once (by the
@@ -255,15 +256,15 @@ def test_graph_bytes_matches_the_architecture(activation, dtype):
     n, widths = 5, [3, 6, 4, 2]
     layers: list[nn.Module] = []
     for k, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
-        layers += [checks.ACTIVATIONS[activation]()] if k else []
+        layers += [without_graph.ACTIVATIONS[activation]()] if k else []
         layers.append(nn.Linear(n_in, n_out, dtype=dtype))
     model = nn.Sequential(*layers)
     batch = torch.randn(2 * n, widths[0], dtype=dtype)
     size = batch.element_size()
     hidden = sum(n * width * size for width in widths[1:-1]) * (2 if activation == "GELU" else 1)
-    assert checks.graph_bytes_reference(model, batch[:n]) == batch.untyped_storage().nbytes() + hidden
+    assert without_graph.graph_bytes_reference(model, batch[:n]) == batch.untyped_storage().nbytes() + hidden
     with torch.no_grad():
-        assert checks.graph_bytes_reference(model, batch) == batch.untyped_storage().nbytes() + 2 * hidden
+        assert without_graph.graph_bytes_reference(model, batch) == batch.untyped_storage().nbytes() + 2 * hidden
 
 
 def _climb_first(trace):
@@ -292,10 +293,10 @@ def test_a_hard_run_fails_a_wrong_order_at_every_seed(rule):
     depth ratio, or a rule on grad_norm's trend, fails both (it used to pass the visible test and fail the hidden one
     at some seeds only)."""
     with pytest.raises(GradingFailure):
-        checks.check_diagnose(rule)
-    for mode, variant, seed in checks.EDGE_RUNS:
+        diagnose.check_diagnose(rule)
+    for mode, variant, seed in traces.EDGE_RUNS:
         if (mode, variant) in (("exploding gradients", "clipped"), ("missing zero_grad", "")):
-            trace = checks.training_trace(mode, seed, variant)
+            trace = traces.training_trace(mode, seed, variant)
             if rule(trace) != mode:
                 break
     else:

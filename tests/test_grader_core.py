@@ -260,3 +260,17 @@ def test_the_grade_command_refuses_a_configuration_that_would_execute_outside_th
                           text=True, timeout=600)
     assert done.returncode == 2 and "would execute the submissions itself" in done.stderr, done.stderr
     assert not (root / "autograded").exists()
+
+
+def test_a_check_package_is_restored_whole_while_its_checks_run():
+    """The checks of the graded exercise are restored every time learner code returns, also when they are a package
+    (exercise 11's parts): only other exercises' check modules wait for the next instructor cell."""
+    from autograder.grading.worker.server import other_exercises
+
+    loaded = ["autograder.checks.ex01_chain_rule", "autograder.checks.ex11_capstone",
+              "autograder.checks.ex11_capstone.digits", "autograder.checks.ex11_capstone.misconceptions",
+              "autograder.checks.cases", "autograder.checking", "torch"]
+    assert other_exercises(loaded, ("autograder.checks.ex11_capstone",)) == {"autograder.checks.ex01_chain_rule"}
+    assert other_exercises(loaded, ("autograder.checks.ex01_chain_rule",)) == {
+        "autograder.checks.ex11_capstone", "autograder.checks.ex11_capstone.digits",
+        "autograder.checks.ex11_capstone.misconceptions"}

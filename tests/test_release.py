@@ -25,7 +25,7 @@ def test_release_matches_solutions(released_course, assignment):
 @pytest.mark.parametrize("assignment", course.assignments())
 def test_release_hides_solutions_and_hidden_tests(assignment):
     text = course.release_notebook(assignment).read_text()
-    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "seed=grading_seed()"):
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "grading_seed=grading_seed()"):
         assert marker not in text, f"{marker!r} leaked into the student release of {assignment}"
     assert "raise NotImplementedError()" in text
 

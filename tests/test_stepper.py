@@ -209,9 +209,9 @@ def test_value_schedule_is_your_engines_order_and_gradients():
 
 
 def test_the_course_reference_engine_steps_too():
-    """Lesson 11 steps through exercise 11's ``ReferenceValue``: the stepper swaps each node's own ``_backward`` (read
+    """Lesson 11 steps through the course's ``ReferenceValue``: the stepper swaps each node's own ``_backward`` (read
     from its ``__dict__``), so that engine keeps one (``__slots__`` broke the lesson once)."""
-    from autograder.checks.ex11_capstone import ReferenceValue
+    from autograder.references import ReferenceValue
 
     out, x, y = value_expression(ReferenceValue)
     schedule = stepper.record_value(out, {x: "x", y: "y"})

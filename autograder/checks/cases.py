@@ -1,7 +1,8 @@
-"""Case helpers shared by several exercises' checks: seeded integers, random float64 MLPs, a model's loss gradient.
+"""Case helpers shared by several exercises' checks: the stream a check draws its cases from, seeded integers, random
+float64 MLPs, a model's loss gradient.
 
-Draw every random case from a named stream of the grading seed (:func:`autograder.seeding.generator`), so that a
-check's hidden cases change with the seed and nothing else.
+Draw every random case from a named stream (:func:`case_stream`), so that a check's hidden cases change with the
+grading seed and nothing else, and adding a check never changes the cases another one sees.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import torch
 from torch import nn
 
 from ..oracles import autograd_gradient, central_difference
-from ..seeding import uniform
+from ..seeding import generator, uniform
+
+
+def case_stream(name: str, grading_seed: int | None) -> torch.Generator:
+    """The generator of one check's cases: without a grading seed (the visible test) the fixed stream ``name/public``,
+    else the hidden stream ``name`` drawn from ``grading_seed``."""
+    return generator(f"{name}/public", 0) if grading_seed is None else generator(name, grading_seed)
 
 
 def randint(gen: torch.Generator, low: int, high: int) -> int:

@@ -1,8 +1,7 @@
 """Checks for exercise 01, the chain rule: central differences, the worked derivatives, a gradient checker.
 
-Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case runs as a trial, and each
-catalogued mistake shows in at least two cases of the public and of the hidden test, so that it can be named.
+Every case runs as a trial, and each catalogued mistake shows in at least two cases of the public and of the hidden
+test, so that it can be named.
 """
 
 from __future__ import annotations
@@ -194,7 +193,7 @@ CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
 
 
 @check
-def check_central_difference(central_difference_fn, seed: int | None = None) -> None:
+def check_central_difference(central_difference_fn, grading_seed: int | None = None) -> None:
     """Part A: central_difference(f, x, h=1e-6) returns the central quotient elementwise, as a float64 tensor shaped
     like x, from evaluations of f only (no autograd), leaving x unchanged.
 
@@ -210,7 +209,7 @@ def check_central_difference(central_difference_fn, seed: int | None = None) -> 
     AUTOGRAD_IN_ESTIMATE.
     """
     __tracebackhide__ = True
-    if seed is None:
+    if grading_seed is None:
         cases = [("sum(x**3)", _t64([1.0, 2.0, 3.0]), None),
                  ("sum(x**3)", _t64([1.0, 2.0, 3.0]), 1e-3),
                  ("sum(sin(x) * x)", _t64([[0.5, -1.0, 2.0], [0.0, 1.5, -0.3]]), 1e-3),
@@ -220,7 +219,7 @@ def check_central_difference(central_difference_fn, seed: int | None = None) -> 
                  ("sum(exp(x / 2))", _t64([[0.5, 1.5], [2.0, 1.0]]), 0.25),
                  *CENTRAL_CORNERS]
     else:
-        gen = generator("01/central_difference", seed)
+        gen = generator("01/central_difference", grading_seed)
         # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, two float32 cases with the
         # default h, where round-off shows, and two with a large h, where ignoring h shows: each mistake is seen
         # twice, so it can be named. The four shapes are all used, in a random order (1-D and higher-D every time).
@@ -338,12 +337,12 @@ def _estimate_symptom(exact: torch.Tensor) -> Symptom:
         lambda got: scale > 0 and 1e-13 < float(abs(got - exact)) / scale < 1e-6)
 
 
-def _derivation_points(stream: str, seed: int | None) -> list[tuple[float, float]]:
+def _derivation_points(stream: str, grading_seed: int | None) -> list[tuple[float, float]]:
     """The visible points and corners, or the hidden corners and three random points where every mistake shows
     clearly."""
-    if seed is None:
+    if grading_seed is None:
         return [*VISIBLE_POINTS, *VISIBLE_CORNERS]
-    gen = generator(stream, seed)
+    gen = generator(stream, grading_seed)
     points: list[tuple[float, float]] = []
     while len(points) < 3:
         x, y = (round(float(v) * (1 if float(s) < 0.5 else -1), 3) for v, s in
@@ -370,9 +369,9 @@ def _numbers(answer, names: tuple[str, ...], *, what: str) -> tuple[float, ...]:
     return tuple(_python_number(a, what=what, name=n) for a, n in zip(answer, names))
 
 
-def _hard_coded(seed: int | None, values: list[float]) -> list[Symptom]:
+def _hard_coded(grading_seed: int | None, values: list[float]) -> list[Symptom]:
     """In the hidden test, the answer a learner who copied the visible test's numbers would give."""
-    return [] if seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
+    return [] if grading_seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
 
 
 ROUTE_NAMES = ("route_1", "route_2", "route_3")
@@ -380,7 +379,7 @@ ROUTE_PATHS = ("x → u → z", "x → u → v → z", "x → v → z")
 
 
 @check
-def check_routes(routes_to_z, seed: int | None = None) -> None:
+def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
     """Part B1: routes_to_z(x, y) returns the three routes' shares of dz/dx, (x→u→z, x→u→v→z, x→v→z), for
     u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
 
@@ -392,7 +391,7 @@ def check_routes(routes_to_z, seed: int | None = None) -> None:
     estimate fails (FINITE_DIFFERENCE_ESTIMATE).
     """
     __tracebackhide__ = True
-    for x, y in _derivation_points("01/routes", seed):
+    for x, y in _derivation_points("01/routes", grading_seed):
         with trial():
             what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
             answer = _numbers(_call_derivation(routes_to_z, x, y, what=what), ROUTE_NAMES, what=what)
@@ -406,13 +405,13 @@ def check_routes(routes_to_z, seed: int | None = None) -> None:
                 symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
                 if k == 2:
                     symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
-                symptoms += _hard_coded(seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
+                symptoms += _hard_coded(grading_seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
                 expect_close(answer[k], right[k], what=f"{what}: {name}, the route {path}", rtol=EXACT, atol=1e-12,
                              source="expected", symptoms=symptoms)
 
 
 @check
-def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
+def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
     """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
     floats, by hand (no autograd).
 
@@ -421,7 +420,7 @@ def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
     """
     __tracebackhide__ = True
     z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
-    for x, y in _derivation_points("01/gradient_of_z", seed):
+    for x, y in _derivation_points("01/gradient_of_z", grading_seed):
         with trial():
             what = f"gradient_of_z({x!r}, {y!r})"
             z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
@@ -430,7 +429,7 @@ def check_gradient_of_z(gradient_of_z, seed: int | None = None) -> None:
             grad_x, grad_y = autograd_gradient(z_of, x, y)
             fd_x, fd_y = central_difference(z_of, x, y)
             visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
-            hard = [_hard_coded(seed, [values[k] for values in visible]) for k in range(3)]
+            hard = [_hard_coded(grading_seed, [values[k] for values in visible]) for k in range(3)]
             expect_close(z, u * v, what=f"{what}: z", rtol=EXACT, atol=1e-12, source="expected", symptoms=hard[0])
             routes, y_routes = _routes(x, y), _y_routes(x, y)
             mistaken = _mistaken(x, y)
@@ -571,9 +570,9 @@ VISIBLE_SHAPES = [((2, 3), (1, 0)), ((3, 2), (2, 1)), ((2, 3, 4), (1, 2, 1))]
 HIDDEN_SHAPES = [((3, 4), (2, 1)), ((4, 2), (3, 0)), ((3, 2, 4), (2, 0, 3))]
 
 
-def _corner_cases(seed: int | None):
+def _corner_cases(grading_seed: int | None):
     """(analytic, numerical, floor) for the pinned corners."""
-    visible = seed is None
+    visible = grading_seed is None
     for k, (shape, worst) in enumerate(VISIBLE_SHAPES if visible else HIDDEN_SHAPES):
         yield (*_planted(shape, worst, 0.4 + 0.1 * k + (0.0 if visible else 0.05)), None)
     if visible:
@@ -586,10 +585,10 @@ def _corner_cases(seed: int | None):
         yield _t([[-0.4, 3.0, 1.0], [0.2, 0.0, -1.5]]), _t([[0.5, 3.0, 1.0], [0.2, 0.0, -1.6]]), None
 
 
-def _checker_cases(seed: int | None):
+def _checker_cases(grading_seed: int | None):
     """(analytic, numerical, floor or None for the default): the visible cases then the corners, or the corners then
     the drawn cases."""
-    if seed is None:
+    if grading_seed is None:
         yield _t([1.0, 2.0, 3.0]), _t([1.0, 2.0, 3.3]), None
         yield _t([0.0, 1.0, -2.0]), _t([0.0, 1.0, -2.5]), None
         yield _t([[0.5, 0.0], [2.0, -1.0]]), _t([[0.5, 0.0], [2.0, -1.5]]), None
@@ -601,10 +600,10 @@ def _checker_cases(seed: int | None):
         # A floor that matters: below it, the error is the absolute difference.
         yield _t([1e-4, 2.0]), _t([3e-4, 2.0]), 1.0
         yield _t([[0.5, 0.02], [3.0, 0.0]]), _t([[0.5, 0.05], [3.0, 0.0]]), 0.1
-        yield from _corner_cases(seed)
+        yield from _corner_cases(grading_seed)
         return
-    yield from _corner_cases(seed)
-    gen = generator("01/gradient_checker", seed)
+    yield from _corner_cases(grading_seed)
+    gen = generator("01/gradient_checker", grading_seed)
     for case in range(4):
         shape = choice(gen, [(3, 4), (2, 3, 2), (5,)])
         analytic = uniform(gen, shape)
@@ -709,7 +708,7 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
 
 
 @check
-def check_worst_relative_error(worst_relative_error, seed: int | None = None) -> None:
+def check_worst_relative_error(worst_relative_error, grading_seed: int | None = None) -> None:
     """Part C: worst_relative_error(analytic, numerical, floor=1e-8) returns (worst error as a float, its index as a
     tuple of ints), leaving both tensors unchanged.
 
@@ -724,6 +723,6 @@ def check_worst_relative_error(worst_relative_error, seed: int | None = None) ->
     are given" -> floor cases (IGNORED_FLOOR); "leave both tensors unchanged" -> call_learner's snapshot.
     """
     __tracebackhide__ = True
-    for analytic, numerical, floor in _checker_cases(seed):
+    for analytic, numerical, floor in _checker_cases(grading_seed):
         with trial():
             _run_checker(worst_relative_error, analytic, numerical, floor)

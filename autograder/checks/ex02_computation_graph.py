@@ -478,11 +478,11 @@ def _arithmetic_program(op: str, args: tuple, c: float, big_c: float) -> Program
     return _one_step(op, *({"c": c, "C": big_c, "0": 0.0}.get(a, a) for a in args))
 
 
-def _arithmetic_corners(seed: int | None) -> list[Case]:
-    if seed is None:
+def _arithmetic_corners(grading_seed: int | None) -> list[Case]:
+    if grading_seed is None:
         return [Case(p, (a, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)])
                 for p, a in ((_arithmetic_program(op, args, 4.0, -1.5), a) for op, args, a in ARITHMETIC_CORNERS)]
-    gen = generator("02/arithmetic/corners", seed)
+    gen = generator("02/arithmetic/corners", grading_seed)
     cases = []
     for op, args, a in ARITHMETIC_CORNERS:
         program = _arithmetic_program(op, args, _signed(gen, 0.5, 3.0, 2), 0.0)
@@ -492,13 +492,13 @@ def _arithmetic_corners(seed: int | None) -> list[Case]:
     return cases
 
 
-def _arithmetic_cases(seed: int | None) -> list[Case]:
-    if seed is None:
+def _arithmetic_cases(grading_seed: int | None) -> list[Case]:
+    if grading_seed is None:
         programs = [_arithmetic_program(op, args, 4.0, -1.5) for op, args in ARITHMETIC]
         return [*(Case(p, (3.0, -2.0)[: len(p.inputs)], 2.0, (0.25, -0.5)[: len(p.inputs)]) for p in programs),
-                *_arithmetic_corners(seed)]
-    gen = generator("02/arithmetic", seed)
-    cases = _arithmetic_corners(seed)
+                *_arithmetic_corners(grading_seed)]
+    gen = generator("02/arithmetic", grading_seed)
+    cases = _arithmetic_corners(grading_seed)
     for op, args in ARITHMETIC:
         a, b = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
         # Constants of the opposite sign to a: c - a != a - c and c / a != a / c.
@@ -511,7 +511,7 @@ def _arithmetic_cases(seed: int | None) -> list[Case]:
 
 
 @check
-def check_arithmetic(Value, seed: int | None = None) -> None:
+def check_arithmetic(Value, grading_seed: int | None = None) -> None:
     """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules.
 
     Domain: Values holding any real float, numbers (int or float) on either side, a divisor never 0; the same node
@@ -530,7 +530,7 @@ def check_arithmetic(Value, seed: int | None = None) -> None:
     __tracebackhide__ = True
     Value = _value_class(Value)
     with _without_part_b(Value):
-        for case in _arithmetic_cases(seed):
+        for case in _arithmetic_cases(grading_seed):
             with trial():
                 try:
                     _check_one_step(Value, case)
@@ -555,13 +555,13 @@ FUNCTION_CORNERS = [("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**",
                     ("tanh", None, 800.0), ("tanh", None, -750.0)]
 
 
-def _function_cases(seed: int | None) -> list[Case]:
-    if seed is None:
+def _function_cases(grading_seed: int | None) -> list[Case]:
+    if grading_seed is None:
         return [Case(_function_program(op, k), (x,), 2.0, (0.25,)) for op, k, x in VISIBLE_FUNCTIONS + FUNCTION_CORNERS]
-    corners = generator("02/functions/corners", seed)
+    corners = generator("02/functions/corners", grading_seed)
     cases = [Case(_function_program(op, k), (x,), _signed(corners, 1.5, 3.0), (_signed(corners, 0.2, 1.0),))
              for op, k, x in FUNCTION_CORNERS]
-    gen = generator("02/functions", seed)
+    gen = generator("02/functions", grading_seed)
     int_k, float_k = choice(gen, [2, 3, -1, -2]), choice(gen, [0.5, 1.5, -0.5, 2.5])
     programs = [*(_function_program(op) for op in ("relu", "relu", "tanh", "tanh", "exp", "log")),
                 _function_program("**", int_k), _function_program("**", float_k)]
@@ -574,7 +574,7 @@ def _function_cases(seed: int | None) -> list[Case]:
 
 
 @check
-def check_functions(Value, seed: int | None = None) -> None:
+def check_functions(Value, grading_seed: int | None = None) -> None:
     """Part B: relu, tanh, exp, log and ** by a constant (int or float), with their local rules.
 
     Domain (as the part's text states it): relu at any x but 0 (the tests never use x = 0), tanh at any x, saturated
@@ -591,7 +591,7 @@ def check_functions(Value, seed: int | None = None) -> None:
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
-    for case in _function_cases(seed):
+    for case in _function_cases(grading_seed):
         with trial():
             try:
                 _check_one_step(Value, case)
@@ -730,15 +730,15 @@ def _long_and_short() -> Program:
 
 
 #: Part C's cases: (program or None for a leaf output, values, with a spare node).
-def _traced_cases(seed: int | None) -> list[tuple[Program | None, tuple[float, ...], bool]]:
-    if seed is None:
+def _traced_cases(grading_seed: int | None) -> list[tuple[Program | None, tuple[float, ...], bool]]:
+    if grading_seed is None:
         return [(_two_routes(), (3.0, 5.0), False), (_diamond(1.0, 2.0), (1.5, -2.0), False),
                 (_long_and_short(), (0.5, -0.8), False), (None, (0.7,), False), (_two_routes(), (-1.2, 0.9), True)]
-    gen = generator("02/backward", seed)
+    gen = generator("02/backward", grading_seed)
     x, y = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
     c1 = round(math.copysign(float(uniform(gen, (), 0.5, 2.0)), x * y), 2)  # u1 + c1 stays away from 0
     cases = [(_diamond(c1, _signed(gen, 0.5, 3.0, 2)), (x, y), False)]
-    corners = generator("02/backward/corners", seed)
+    corners = generator("02/backward/corners", grading_seed)
     cases += [(_long_and_short(), (_signed(corners, 0.3, 0.8), _signed(corners, 0.5, 1.0)), False),
               (None, (_signed(corners, 0.5, 2.0),), False),
               (_two_routes(), (_signed(corners, 0.5, 2.0), _signed(corners, 0.5, 2.0)), True)]
@@ -747,7 +747,7 @@ def _traced_cases(seed: int | None) -> list[tuple[Program | None, tuple[float, .
 
 
 @check
-def check_backward(Value, seed: int | None = None) -> None:
+def check_backward(Value, grading_seed: int | None = None) -> None:
     """Part C: Value.backward() seeds 1.0 and runs every node's _backward once, in reversed topological order.
 
     Domain: the output of a DAG of Values (nodes reused by several consumers, the same node twice in one operation),
@@ -765,7 +765,7 @@ def check_backward(Value, seed: int | None = None) -> None:
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
-    for program, values, spare in _traced_cases(seed):
+    for program, values, spare in _traced_cases(grading_seed):
         with trial():
             if program is None:
                 _check_leaf_output(Value, *values)
@@ -828,12 +828,12 @@ def _zeros() -> Program:
         Step("+", (9, 6)), Step("+", (10, 7))))
 
 
-def _engine_cases(seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
-    if seed is None:
+def _engine_cases(grading_seed: int | None) -> list[tuple[Program, tuple[float, ...]]]:
+    if grading_seed is None:
         return [(_two_routes(), (3.0, 5.0)), (_branches(), (-1.25, 0.75)), (_updates(), (0.8, -1.6)),
                 (_zeros(), (-1.1, 0.8))]
-    gen = generator("02/engine", seed)
-    corners = generator("02/engine/corners", seed)
+    gen = generator("02/engine", grading_seed)
+    corners = generator("02/engine/corners", grading_seed)
     return [(_branches(), _point(gen, (-1.5, -1.0), (0.5, 1.0))), (_updates(), _point(gen, (0.6, 1.0), (-2.0, -1.2))),
             (_zeros(), _point(corners, (-1.5, -0.6), (0.5, 1.5))),
             *(_random_program(gen, in_place=True) for _ in range(2))]
@@ -844,7 +844,7 @@ def _point(gen: torch.Generator, *ranges: tuple[float, float]) -> tuple[float, .
 
 
 @check
-def check_engine(Value, seed: int | None = None) -> None:
+def check_engine(Value, grading_seed: int | None = None) -> None:
     """Part D: the whole engine (operators, functions, backward) against autograd and finite differences.
 
     Domain: the union of Parts A-C's, in one graph: expressions with numbers on either side (a number on the left of
@@ -857,7 +857,7 @@ def check_engine(Value, seed: int | None = None) -> None:
     __tracebackhide__ = True
     Value = _value_class(Value)
     where: list[str] = []
-    for program, values in _engine_cases(seed):
+    for program, values in _engine_cases(grading_seed):
         with trial():
             try:
                 _check_engine_case(Value, program, values)

@@ -2,10 +2,9 @@
 by hooks.
 
 A graph is a plain dict ``node -> list of input nodes`` (strings, a DAG of at most 30 nodes): every node is a key and a
-leaf maps to ``[]``. Local derivatives are a dict ``(node, input) -> float``. Each ``check_*`` function is one test
-cell's whole body: without ``seed`` it runs the public cases, with ``seed=grading_seed()`` fresh random ones. Every
-case is a :func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the visible
-and of the hidden test, so that it can be named (one coincidence never is).
+leaf maps to ``[]``. Local derivatives are a dict ``(node, input) -> float``. Every case is a
+:func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the visible and of the
+hidden test, so that it can be named (one coincidence never is).
 
 Parts A and B are plain Python: autograd is forbidden inside them and the learner's ``graph`` and ``local_grads``
 must come back unchanged. Part B is graded with the course's own ``backward_order`` in the learner's namespace, so
@@ -429,15 +428,15 @@ def _as_order(answer, what: str) -> list[str]:
 ORDER_CORNERS = [(LESSON_GRAPH, "r"), (BRIDGE_GRAPH, "w"), (LEAVES_FIRST_GRAPH, "L")]
 
 
-def _order_cases(seed: int | None):
-    if seed is None:
+def _order_cases(grading_seed: int | None):
+    if grading_seed is None:
         yield LESSON_GRAPH, "L"
         yield SKIP_GRAPH, "out"
         yield BRIDGE_GRAPH, "y"
         yield from ORDER_CORNERS
         return
     yield from ORDER_CORNERS
-    gen = generator("03/backward_order", seed)
+    gen = generator("03/backward_order", grading_seed)
     for _ in range(3):
         yield random_graph(gen)
 
@@ -460,7 +459,7 @@ def _check_order(backward_order_fn, graph: Graph, output: str) -> None:
 
 
 @check
-def check_backward_order(backward_order_fn, seed: int | None = None) -> None:
+def check_backward_order(backward_order_fn, grading_seed: int | None = None) -> None:
     """Part A: backward_order(graph, output) lists every node the output depends on once, consumers first.
 
     Domain: ``graph`` a dict str -> list of str, a DAG in which every node is a key and a leaf maps to [], keys in
@@ -476,7 +475,7 @@ def check_backward_order(backward_order_fn, seed: int | None = None) -> None:
     a deep copy compared afterwards (CHANGED_DICTS); plain Python -> no autograd (AUTOGRAD_IN_BOOKKEEPING).
     """
     __tracebackhide__ = True
-    for graph, output in _order_cases(seed):
+    for graph, output in _order_cases(grading_seed):
         with trial():
             _check_order(backward_order_fn, graph, output)
 
@@ -586,15 +585,15 @@ GRADIENT_CORNERS = [(CANCEL_GRAPH, CANCEL_LOCAL, "out"), (LESSON_GRAPH, LESSON_L
                     (BRIDGE_GRAPH, BRIDGE_LOCAL, "w"), (LEAVES_FIRST_GRAPH, LESSON_LOCAL, "L")]
 
 
-def _gradient_cases(seed: int | None):
-    if seed is None:
+def _gradient_cases(grading_seed: int | None):
+    if grading_seed is None:
         yield LESSON_GRAPH, LESSON_LOCAL, "L"
         yield SKIP_GRAPH, SKIP_LOCAL, "out"
         yield BRIDGE_GRAPH, BRIDGE_LOCAL, "y"
         yield from GRADIENT_CORNERS
         return
     yield from GRADIENT_CORNERS
-    gen = generator("03/accumulate_gradients", seed)
+    gen = generator("03/accumulate_gradients", grading_seed)
     for _ in range(3):
         graph, output = random_graph(gen)
         yield graph, random_local(gen, graph), output
@@ -639,7 +638,7 @@ def _check_gradients(accumulate_gradients_fn, graph: Graph, local: Local, output
 
 
 @check
-def check_accumulate_gradients(accumulate_gradients_fn, seed: int | None = None) -> None:
+def check_accumulate_gradients(accumulate_gradients_fn, grading_seed: int | None = None) -> None:
     """Part B: accumulate_gradients(graph, local_grads, output) -> {node: d output / d node} (sum over paths), as
     floats, by plain Python (no autograd), leaving graph and local_grads unchanged.
 
@@ -655,7 +654,7 @@ def check_accumulate_gradients(accumulate_gradients_fn, seed: int | None = None)
     the call (_with_course_order).
     """
     __tracebackhide__ = True
-    for graph, local, output in _gradient_cases(seed):
+    for graph, local, output in _gradient_cases(grading_seed):
         with trial():
             _check_gradients(accumulate_gradients_fn, graph, local, output)
 
@@ -743,10 +742,10 @@ def _drawn_bucket_size(gen: torch.Generator, case_numels: list[tuple[str, int]])
     return choice(gen, sizes)
 
 
-def _replica_cases(seed: int | None):
+def _replica_cases(grading_seed: int | None):
     """Every case has two rounds; round 1 never runs the replicas in index order (it does not end with the last
     one), so a hook that waits for the last replica by index fires too early."""
-    if seed is None:
+    if grading_seed is None:
         gen = generator("03/allreduce/public", 0)
         # buckets [2.bias, 2.weight, 0.bias] (14: across layers; a count that started from 1 would close after
         # 2.weight) and [0.weight] (12)
@@ -757,7 +756,7 @@ def _replica_cases(seed: int | None):
         yield from _corner_cases()
         return
     yield from _corner_cases()
-    gen = generator("03/allreduce", seed)
+    gen = generator("03/allreduce", grading_seed)
     for pinned in ([2], [3, 4]):  # two replicas, then more than two, at every seed
         replicas = choice(gen, pinned)
         sizes = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), *([choice(gen, [2, 3])] if choice(gen, [0, 1]) else []),
@@ -1074,7 +1073,7 @@ def _check_replicas(attach_allreduce_hooks_fn, case: ReplicaCase) -> None:
 
 
 @check
-def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, seed: int | None = None) -> None:
+def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, grading_seed: int | None = None) -> None:
     """Part C: attach_allreduce_hooks(replicas, all_reduce, bucket_size) registers hooks that, in every round, send
     each bucket once through all_reduce as soon as it is complete and leave in every replica's .grad the full-batch
     gradient, in a tensor of its own, the parameters unchanged.
@@ -1097,6 +1096,6 @@ def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, seed: int | None = N
     version counters (CHANGED_PARAMETERS).
     """
     __tracebackhide__ = True
-    for case in _replica_cases(seed):
+    for case in _replica_cases(grading_seed):
         with trial():
             _check_replicas(attach_allreduce_hooks_fn, case)

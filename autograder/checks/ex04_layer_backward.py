@@ -1,17 +1,15 @@
 """Checks for exercise 04, hand-derived backward passes: linear, softmax (forward and backward), cross-entropy,
 attention, custom Functions.
 
-Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every check's docstring states the
-domain its part allows (shapes, dtypes, values) and every corner of that domain is a fixed case that runs first, at
-every seed (a batch of one, C = 1, an empty batch, d = 1, logits large enough to overflow a naive ``exp`` in
-float64, 0-d inputs...); the seed varies only the rest. Every gradient is compared with autograd and float64 central
-differences, on shapes where the usual mistakes cannot hide: batch > 1 (sums over the batch show), batch, features
-and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows), square softmax batches (a row
-sum without keepdim broadcasts silently), labels that leave the last class out (``F.one_hot`` without
-``num_classes`` is too narrow). Each case is a :func:`~autograder.checking.trial`, and every mistake below shows in
-at least two cases of the visible and of the hidden test, so that it can be named; a case never names a mistake
-whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
+Every check's docstring states the domain its part allows (shapes, dtypes, values) and every corner of that domain is a
+fixed case that runs first, at every seed (a batch of one, C = 1, an empty batch, d = 1, logits large enough to overflow
+a naive ``exp`` in float64, 0-d inputs...); the seed varies only the rest. Every gradient is compared with autograd and
+float64 central differences, on shapes where the usual mistakes cannot hide: batch > 1 (sums over the batch show),
+batch, features and outputs all different (a transpose has the wrong shape), d > 1 (the 1/√d shows), square softmax
+batches (a row sum without keepdim broadcasts silently), labels that leave the last class out (``F.one_hot`` without
+``num_classes`` is too narrow). Each case is a :func:`~autograder.checking.trial`, and every mistake below shows in at
+least two cases of the visible and of the hidden test, so that it can be named; a case never names a mistake whose value
+there is the right answer (:func:`~autograder.misconceptions.armed`).
 
 Parts A–D are derived by hand: the learner's function runs with autograd forbidden
 (:class:`~autograder.routes.Route`), on the caller's own tensors, which must come back unchanged and must not be
@@ -21,7 +19,6 @@ autograd either, and its forward must hand tensors to backward through ``ctx.sav
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
 import warnings
@@ -32,9 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.autograd.gradcheck import GradcheckError
-from torch.overrides import TorchFunctionMode
 
 from ..checking import (
+    CourseBug,
     GradingFailure,
     Misconception,
     Route,
@@ -51,7 +48,9 @@ from ..checking import (
 )
 from ..oracles import autograd_gradient, central_difference
 from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
-from ..seeding import choice, generator, uniform
+from ..routes import watch_calls
+from ..seeding import choice, uniform
+from .cases import case_stream
 from .shared import CE_NOT_DIVIDED
 
 Tensor = torch.Tensor
@@ -199,11 +198,6 @@ class _Case:
     note: str = ""                         # the case's own numbers for the message (e.g. "N = 4")
 
 
-def _stream(part: str, seed: int | None) -> torch.Generator:
-    """Public cases come from a fixed stream of their own; hidden ones from the grading seed."""
-    return generator(f"04/{part}/public", 0) if seed is None else generator(f"04/{part}", seed)
-
-
 def _distinct(gen: torch.Generator, count: int, low: int = 2, high: int = 7) -> list[int]:
     """``count`` different sizes in [low, high], so that no two dimensions can be confused."""
     return (torch.randperm(high - low + 1, generator=gen)[:count] + low).tolist()
@@ -228,7 +222,8 @@ def _same_as(value: Tensor, rtol: float = 1e-4, atol: float = 1e-7) -> Callable[
 
 def _literal_symptoms(mistakes: list[tuple[Misconception, Tensor]]) -> list[Symptom]:
     """A symptom per (mistake, the value it computes here), whether or not that value is finite. A non-finite value
-    that another mistake's computation also gives names neither (finite ones: :func:`armed` sees to it)."""
+    that another mistake's computation also gives names neither (finite ones:
+    :func:`~autograder.misconceptions.armed` sees to it)."""
     symptoms = []
     for mistake, value in mistakes:
         if bool(torch.isfinite(value).all()):
@@ -339,7 +334,7 @@ LINEAR_CORNERS = [(1, 3, 2), (3, 4, 1), (2, 3, 3)]
 
 
 @check
-def check_linear_backward(linear_backward, seed: int | None = None) -> None:
+def check_linear_backward(linear_backward, grading_seed: int | None = None) -> None:
     """Part A: for Y = X·W + b, linear_backward(X, W, dY) returns (dX, dW, db), by hand (no autograd), new tensors,
     arguments unchanged.
 
@@ -347,8 +342,8 @@ def check_linear_backward(linear_backward, seed: int | None = None) -> None:
     every seed (:data:`LINEAR_CORNERS`): N = 1, D_out = 1, a square W (a transposed dW has the right shape); then
     two cases whose three sizes all differ (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    gen = _stream("linear", seed)
-    sizes = [(4, 3, 2), (2, 5, 3)] if seed is None else [_distinct(gen, 3) for _ in range(2)]
+    gen = case_stream("04/linear", grading_seed)
+    sizes = [(4, 3, 2), (2, 5, 3)] if grading_seed is None else [_distinct(gen, 3) for _ in range(2)]
     for n, d_in, d_out in LINEAR_CORNERS + sizes:
         X, W, b = uniform(gen, (n, d_in)), uniform(gen, (d_in, d_out)), uniform(gen, (d_out,))
         case = _linear_case(X, W, b, uniform(gen, (n, d_out), -1, 1))
@@ -362,40 +357,6 @@ def check_linear_backward(linear_backward, seed: int | None = None) -> None:
 #: PyTorch's functions that compute a softmax or its log-sum-exp, by name as a TorchFunctionMode sees them.
 LIBRARY_SOFTMAX_NAMES = frozenset({"softmax", "_softmax", "special_softmax", "log_softmax", "_log_softmax",
                                    "special_log_softmax", "logsumexp", "special_logsumexp", "softmin"})
-
-# Bound when this module is imported, so that learner code cannot swap them.
-_len_function_stack = torch._C._len_torch_function_stack
-_pop_function_stack = torch._C._pop_torch_function_stack
-
-
-class _LibrarySoftmaxWatch(TorchFunctionMode):
-    """Notes calls of PyTorch's softmax family (also through saved references or nn.Softmax) and lets every call
-    through unchanged."""
-
-    def __init__(self):
-        super().__init__()
-        self.used: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in LIBRARY_SOFTMAX_NAMES:
-            self.used.append(name)
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def _watching_library_softmax():
-    """A :class:`_LibrarySoftmaxWatch` for the block. Leaving it never fails: the class grader empties the
-    function-mode stack whenever learner code returns, so the watch may be gone already."""
-    depth = _len_function_stack()
-    watch = _LibrarySoftmaxWatch()
-    watch.__enter__()
-    try:
-        yield watch
-    finally:
-        while _len_function_stack() > depth:
-            _pop_function_stack()
-
 
 def _softmax_corners() -> list[Tensor]:
     """Part B.1's corners, the same at every seed: large logits (a naive exp overflows or underflows: inf / inf,
@@ -413,12 +374,12 @@ def _softmax_corners() -> list[Tensor]:
     ]
 
 
-def _softmax_inputs(seed: int | None) -> list[Tensor]:
+def _softmax_inputs(grading_seed: int | None) -> list[Tensor]:
     """The corners, then one ordinary batch (public) or two drawn stacks whose rows sit at offsets from −1000 to
     1000 (hidden)."""
-    gen = _stream("softmax_forward", seed)
+    gen = case_stream("04/softmax_forward", grading_seed)
     drawn = []
-    if seed is None:
+    if grading_seed is None:
         drawn.append(uniform(gen, (3, 4), -3, 3))
     else:
         n, c = _distinct(gen, 2, 2, 6)
@@ -432,10 +393,10 @@ def _softmax_inputs(seed: int | None) -> list[Tensor]:
 def _run_softmax(softmax, z: Tensor) -> None:
     __tracebackhide__ = True
     what = f"softmax(z) for z of shape {_shape(z)}"
-    with _watching_library_softmax() as watch:
+    with watch_calls(names=LIBRARY_SOFTMAX_NAMES) as watch:
         received = call_learner(softmax, z, what=what, forbid=[Route.AUTOGRAD])
     if watch.used:
-        raise proven_failure(f"{what} called {', '.join(sorted(set(watch.used)))}, which this part rules out.",
+        raise proven_failure(f"{what} called {', '.join(sorted(set(watch.seen)))}, which this part rules out.",
                              LIBRARY_SOFTMAX)
     if type(received) is not torch.Tensor:
         raise GradingFailure(f"{what} returned {type(received).__name__}; expected a tensor of z's shape.")
@@ -446,7 +407,7 @@ def _run_softmax(softmax, z: Tensor) -> None:
 
 
 @check
-def check_softmax(softmax, seed: int | None = None) -> None:
+def check_softmax(softmax, grading_seed: int | None = None) -> None:
     """Part B.1: softmax(z) equals torch.softmax(z, dim=-1) for any finite logits, written by hand (torch.exp, a max,
     a sum: no softmax family, no autograd), a new tensor, z unchanged.
 
@@ -456,7 +417,7 @@ def check_softmax(softmax, seed: int | None = None) -> None:
     of one, C = 1, an empty batch, ties, a 3-D stack; then one ordinary batch (public) or two drawn stacks with rows
     at offsets from −1000 to 1000 (hidden)."""
     __tracebackhide__ = True
-    for z in _softmax_inputs(seed):
+    for z in _softmax_inputs(grading_seed):
         with trial():
             _run_softmax(softmax, z)
 
@@ -485,7 +446,7 @@ def _softmax_case(z: Tensor, ds: Tensor) -> _Case:
 
 
 @check
-def check_softmax_backward(softmax_backward, seed: int | None = None) -> None:
+def check_softmax_backward(softmax_backward, grading_seed: int | None = None) -> None:
     """Part B.2: for s = softmax(z, dim=-1), softmax_backward(s, ds) returns dz (a vector, batches, 3-D stacks, and
     square and cubic ones, where a row sum without keepdim broadcasts silently).
 
@@ -494,9 +455,9 @@ def check_softmax_backward(softmax_backward, seed: int | None = None) -> None:
     C = 1 (dz is 0), an empty batch (0, C); then a vector, a batch, a 3-D stack, a square and a cubic one (public:
     fixed sizes; hidden: drawn)."""
     __tracebackhide__ = True
-    gen = _stream("softmax", seed)
+    gen = case_stream("04/softmax", grading_seed)
     corners = [(1, 5), (3, 1), (0, 4)]
-    if seed is None:
+    if grading_seed is None:
         shapes = [(5,), (3, 4), (2, 3, 5), (4, 4), (3, 3, 3)]
     else:
         n, c = _distinct(gen, 2, 2, 6)
@@ -577,7 +538,7 @@ def _run_cross_entropy(softmax_cross_entropy_backward, case: _Case) -> None:
 
 
 @check
-def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, seed: int | None = None) -> None:
+def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading_seed: int | None = None) -> None:
     """Part C: the gradient of F.cross_entropy(logits, targets) (mean over the batch) with respect to the logits,
     by hand, including batches in which the last classes never occur and logits however large.
 
@@ -586,8 +547,8 @@ def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, seed: i
     spread over 1400, C = 2 with rows 1000 apart (a naive exp, or one shift for the whole batch, gives nan); then
     three batches of distinct sizes, two of them without the last class (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    gen = _stream("cross_entropy", seed)
-    shapes = [(4, 3), (2, 5), (5, 4)] if seed is None else [tuple(_distinct(gen, 2, 3, 7)) for _ in range(3)]
+    gen = case_stream("04/cross_entropy", grading_seed)
+    shapes = [(4, 3), (2, 5), (5, 4)] if grading_seed is None else [tuple(_distinct(gen, 2, 3, 7)) for _ in range(3)]
     cases = [_cross_entropy_case(logits, targets) for logits, targets in _cross_entropy_corners()]
     for index, (n, c) in enumerate(shapes):
         cases.append(_cross_entropy_case(uniform(gen, (n, c)), _ce_targets(gen, n, c, without_last=index > 0)))
@@ -635,15 +596,15 @@ ATTENTION_CORNERS = [(1, 3, 1, 2), (3, 1, 4, 1)]
 
 
 @check
-def check_attention_backward(attention_backward, seed: int | None = None) -> None:
+def check_attention_backward(attention_backward, grading_seed: int | None = None) -> None:
     """Part D: for O = softmax(Q·Kᵀ/√d)·V, attention_backward(Q, K, V, dO) returns (dQ, dK, dV), by hand.
 
     Domain: Q (n, d), K (m, d), V (m, e), dO (n, e), float64, n, m, d, e >= 1, values of order 1. Corners at every
     seed (:data:`ATTENTION_CORNERS`): n = 1 with d = 1, m = 1 with e = 1; then two cases with n != m and d in
     (4, 9, 16), where √d shows (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    gen = _stream("attention", seed)
-    if seed is None:
+    gen = case_stream("04/attention", grading_seed)
+    if grading_seed is None:
         sizes = [(3, 5, 4, 2), (2, 3, 9, 4)]
     else:
         sizes = [(*_distinct(gen, 2), choice(gen, [4, 9, 16]), int(torch.randint(2, 5, (), generator=gen)))
@@ -832,7 +793,7 @@ def _sigmoid_corners() -> list[Tensor]:
 
 
 @check
-def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
+def check_sigmoid_function(sigmoid_cls, grading_seed: int | None = None) -> None:
     """Part E: Sigmoid is a torch.autograd.Function whose forward keeps x's shape and dtype and hands backward its
     tensors through ctx.save_for_backward only (no plain ctx attribute, global or class attribute), and whose own
     backward, from saved tensors and without autograd, returns g·σ(x)(1 − σ(x)), also with two calls in flight.
@@ -843,7 +804,7 @@ def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
     gradcheck in float64 (public: fixed shapes)."""
     __tracebackhide__ = True
     _require_function_class(sigmoid_cls, "Sigmoid")
-    gen = _stream("sigmoid", seed)
+    gen = case_stream("04/sigmoid", grading_seed)
     for x in _sigmoid_corners():
         with trial():
             _check_sigmoid_backward(sigmoid_cls, x, uniform(gen, tuple(x.shape), -1, 1))
@@ -851,7 +812,8 @@ def check_sigmoid_function(sigmoid_cls, seed: int | None = None) -> None:
         x32 = uniform(gen, (2, 3), -4, 4).float()
         what = f"Sigmoid.apply(x) for a float32 x of shape {_shape(x32)}"
         _expect_sigmoid_value(_forward(sigmoid_cls, x32, what), x32, what)
-    shapes = [(3, 4), (5,)] if seed is None else [choice(gen, [(2, 3), (4, 3), (6,), (2, 2, 3)]) for _ in range(2)]
+    drawn = [choice(gen, [(2, 3), (4, 3), (6,), (2, 2, 3)]) for _ in range(0 if grading_seed is None else 2)]
+    shapes = [(3, 4), (5,)] if grading_seed is None else drawn
     for shape in shapes:
         x, grad = uniform(gen, shape), uniform(gen, shape, -1, 1)
         with trial():
@@ -914,18 +876,18 @@ class _Verdict:
     error: str = ""                 # a wrong backward: "small" (a fraction of a percent) or "later input"
 
 
-def _verdict_cases(seed: int | None) -> list[_Verdict]:
+def _verdict_cases(grading_seed: int | None) -> list[_Verdict]:
     """Correct Functions in float32 (twice) and float64; wrong ones by a small factor (twice), and wrong only in the
     gradient of a later input (twice): every way of answering wrongly shows in two cases."""
-    gen = _stream("gradcheck", seed)
-    n, d_in, d_out = (4, 3, 2) if seed is None else _distinct(gen, 3)
-    x_shape = (3, 4) if seed is None else choice(gen, [(2, 3), (5,), (3, 2)])
-    factor = 1.005 if seed is None else choice(gen, [1.005, 0.995])
+    gen = case_stream("04/gradcheck", grading_seed)
+    n, d_in, d_out = (4, 3, 2) if grading_seed is None else _distinct(gen, 3)
+    x_shape = (3, 4) if grading_seed is None else choice(gen, [(2, 3), (5,), (3, 2)])
+    factor = 1.005 if grading_seed is None else choice(gen, [1.005, 0.995])
     # Magnitudes in [0.5, 2]: values whose float32 rounding is coarse, so a float32 gradcheck always shows it.
     signed = lambda shape: uniform(gen, shape, 0.5, 2.0) * torch.where(  # noqa: E731
         torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).double()
     linear = lambda d_out=d_out: tuple(signed(s).float() for s in ((n, d_in), (d_in, d_out), (d_out,)))  # noqa: E731
-    small_dtype = torch.float64 if seed is None else choice(gen, [torch.float32, torch.float64])
+    small_dtype = torch.float64 if grading_seed is None else choice(gen, [torch.float32, torch.float64])
     how = f"{abs(factor - 1):.1%} too {'large' if factor > 1 else 'small'}"
     wrong = lambda function, draw: (function, _seen_by_fast_mode(function, draw))  # noqa: E731
     return [
@@ -957,7 +919,7 @@ def _seen_by_fast_mode(function: Callable, draw: Callable[[], tuple[Tensor, ...]
         leaves = tuple(t.detach().to(torch.float64).requires_grad_(True) for t in inputs)
         if not torch.autograd.gradcheck(function, leaves, fast_mode=True, raise_exception=False):
             return inputs
-    raise RuntimeError("no draw shows the planted error to a fast-mode gradcheck")  # never at the seeds swept
+    raise CourseBug("no draw in 50 shows the planted error to a fast-mode gradcheck.")  # never at the seeds swept
 
 
 def _float32_gradcheck_rejects(case: _Verdict) -> bool:
@@ -1005,7 +967,7 @@ def _check_verdict(passes_gradcheck, case: _Verdict) -> None:
 
 
 @check
-def check_passes_gradcheck(passes_gradcheck, seed: int | None = None) -> None:
+def check_passes_gradcheck(passes_gradcheck, grading_seed: int | None = None) -> None:
     """Part F: passes_gradcheck(function, *inputs) says True for a right backward and False for a wrong one, as a
     bool, never raises, and leaves the caller's tensors as they were (values, dtype, requires_grad).
 
@@ -1014,6 +976,6 @@ def check_passes_gradcheck(passes_gradcheck, seed: int | None = None) -> None:
     (one of them 0-d) and float64 ones, backwards 0.5 % off (float32 or float64 inputs), and backwards wrong only for
     a later input; the seed draws the sizes, values and the sign of the error."""
     __tracebackhide__ = True
-    for case in _verdict_cases(seed):
+    for case in _verdict_cases(grading_seed):
         with trial():
             _check_verdict(passes_gradcheck, case)

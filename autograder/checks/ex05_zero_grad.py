@@ -1,13 +1,11 @@
 """Checks for exercise 05, gradients accumulate: the training loop, micro-batch accumulation, reading a .grad history.
 
-Each ``check_*`` function is one test cell's whole body: without ``seed`` it runs the public cases, with
-``seed=grading_seed()`` fresh random ones. Models are small float64 modules; the loss of Parts A and B is a mean
-over the examples. Every check's docstring states the domain its part allows, and each corner of it is a fixed case
-that runs first at every seed (k = 1, micro-batches of one example, a single update or micro-batch, a model that
-arrives without gradients, an empty or one-step history...); the seed varies only the rest. Every case is a
-:func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the visible test
-and of the hidden test, so that it can be named; a case never names a mistake whose value there is the right answer
-(:func:`~autograder.misconceptions.armed`).
+Models are small float64 modules; the loss of Parts A and B is a mean over the examples. Every check's docstring states
+the domain its part allows, and each corner of it is a fixed case that runs first at every seed (k = 1, micro-batches of
+one example, a single update or micro-batch, a model that arrives without gradients, an empty or one-step history...);
+the seed varies only the rest. Every case is a :func:`~autograder.checking.trial`, and each misconception below shows in
+at least two cases of the visible test and of the hidden test, so that it can be named; a case never names a mistake
+whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
 """
 
 from __future__ import annotations
@@ -207,16 +205,16 @@ def _loop_corners():
     yield _loop_case(gen, (3, 2), k=2, updates=2, size=2, lr=0.1, stale=False)
 
 
-def _loop_cases(seed: int | None):
+def _loop_cases(grading_seed: int | None):
     """The corners, then two cases, each with stale gradients and at least two updates: every mistake shows in
     both."""
     yield from _loop_corners()
-    if seed is None:
+    if grading_seed is None:
         gen = generator("05/train/public", 0)
         yield _loop_case(gen, (3, 1), k=4, updates=2, size=2, lr=0.1)
         yield _loop_case(gen, (2, 3, 2), k=2, updates=3, size=3, lr=0.1)
         return
-    gen = generator("05/train", seed)
+    gen = generator("05/train", grading_seed)
     for _ in range(2):
         sizes = choice(gen, [(3, 1), (2, 3, 1), (4, 2), (3, 4, 2)])
         yield _loop_case(gen, sizes, k=choice(gen, [2, 3, 4]), updates=choice(gen, [2, 3]),
@@ -288,7 +286,7 @@ def _run_loop(train_fn, case: LoopCase) -> None:
 
 
 @check
-def check_train(train_fn, seed: int | None = None) -> None:
+def check_train(train_fn, grading_seed: int | None = None) -> None:
     """Part A: train(model, micro_batches, lr, accumulate_every) takes one plain SGD step per k micro-batches on
     their mean loss (one forward and one backward per micro-batch, in order; stale gradients dropped first), trains
     ``model`` in place (the same parameter tensors; the only argument it changes) and returns the loss of every
@@ -299,7 +297,7 @@ def check_train(train_fn, seed: int | None = None) -> None:
     Corners at every seed (:func:`_loop_corners`): k = 1, micro-batches of one example, a single update, a model
     without gradients; then two cases with stale gradients and two or more updates (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    for case in _loop_cases(seed):
+    for case in _loop_cases(grading_seed):
         with trial():
             _run_loop(train_fn, case)
 
@@ -379,15 +377,15 @@ def _accumulation_corners():
     yield _accumulation_case(gen, (3, 2), [1, 4, 1], classify=False, stale=False)
 
 
-def _accumulation_cases(seed: int | None):
+def _accumulation_cases(grading_seed: int | None):
     """The corners, then two cases, both with unequal micro-batches and stale gradients, one with each loss."""
     yield from _accumulation_corners()
-    if seed is None:
+    if grading_seed is None:
         gen = generator("05/accumulate/public", 0)
         yield _accumulation_case(gen, (3, 2), [6, 4, 2], classify=False)  # the lesson's sizes
         yield _accumulation_case(gen, (3, 4, 3), [2, 5, 3], classify=True)
         return
-    gen = generator("05/accumulate", seed)
+    gen = generator("05/accumulate", grading_seed)
     for classify in (False, True):
         layers = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [2, 3]))
         yield _accumulation_case(gen, layers, _unequal_sizes(gen), classify)
@@ -457,7 +455,7 @@ def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
 
 
 @check
-def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None) -> None:
+def check_accumulated_gradient(accumulated_gradient_fn, grading_seed: int | None = None) -> None:
     """Part B: accumulated_gradient over micro-batches of the given (unequal) sizes, cut in order, one forward and
     backward each, no update; afterwards .grad holds the full-batch mean-loss gradient, and the dict returned holds
     copies of it.
@@ -468,7 +466,7 @@ def check_accumulated_gradient(accumulated_gradient_fn, seed: int | None = None)
     sizes, micro-batches of one example in a model without gradients; then two cases with unequal sizes and stale
     gradients, one per loss (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    for case in _accumulation_cases(seed):
+    for case in _accumulation_cases(grading_seed):
         with trial():
             _run_accumulation(accumulated_gradient_fn, case)
 
@@ -631,11 +629,11 @@ def _history_corners():
     yield _exact_history([[0.5, -1.0, 1.5], [0.25, 0.5, -0.5], [3e-10, -2e-10, 1e-10]], [FRESH, ACCUMULATED, FRESH])
 
 
-def _history_cases(seed: int | None):
+def _history_cases(grading_seed: int | None):
     """The corners, then growing and shrinking traps (size), two histories with None and two with zeros (empty
     .grad), every one with round-off (==): each mistake shows in two histories."""
     yield from _history_corners()
-    if seed is None:
+    if grading_seed is None:
         gen = generator("05/grad_history/public", 0)
         yield _history(gen, [FRESH] * 5, (3,), trap="growing")
         yield _history(gen, [FRESH] + [ACCUMULATED] * 4, (2, 2), trap="shrinking")
@@ -644,7 +642,7 @@ def _history_cases(seed: int | None):
         yield _history(gen, [FRESH, ACCUMULATED, FRESH, ACCUMULATED, EMPTY, FRESH], (3,), empty_as_zeros=True)
         yield _history(gen, [EMPTY, FRESH, EMPTY], (2, 2), empty_as_zeros=True)
         return
-    gen = generator("05/grad_history", seed)
+    gen = generator("05/grad_history", grading_seed)
     yield _history(gen, [FRESH] * int(torch.randint(4, 7, (), generator=gen)), (choice(gen, [2, 3, 4]),),
                    trap="growing")
     yield _history(gen, [FRESH] + [ACCUMULATED] * int(torch.randint(3, 6, (), generator=gen)),
@@ -812,7 +810,7 @@ def _run_history(diagnose_fn, number: int, history: History) -> None:
 
 
 @check
-def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
+def check_diagnose_grad_history(diagnose_fn, grading_seed: int | None = None) -> None:
     """Part C: diagnose_grad_history(grad_history, fresh_history) returns a list of one label per step,
     fresh/accumulated/empty, comparing with a tolerance and leaving the histories unchanged.
 
@@ -825,6 +823,6 @@ def check_diagnose_grad_history(diagnose_fn, seed: int | None = None) -> None:
     cancel, a 1e-10 gradient; then histories that defeat judging by size, with None and with zeros for empty steps
     (public: fixed; hidden: drawn)."""
     __tracebackhide__ = True
-    for number, history in enumerate(_history_cases(seed), start=1):
+    for number, history in enumerate(_history_cases(grading_seed), start=1):
         with trial():
             _run_history(diagnose_fn, number, history)

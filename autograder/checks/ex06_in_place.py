@@ -2,9 +2,6 @@
 training loop that keeps a history of the weights, and sorting snippets the lesson did not show into "raises" /
 "silently wrong" / "fine" with the mechanism that decides each.
 
-Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases.
-
 Two decisions the exercise states to learners:
 
 * a reset gradient is ``None`` (what ``optimizer.zero_grad()`` does since PyTorch 2.0) or all zeros: both pass;
@@ -161,13 +158,13 @@ def _step_corners() -> list[StepCase]:
     return [lesson, zero]
 
 
-def _step_cases(seed: int | None) -> list[StepCase]:
+def _step_cases(grading_seed: int | None) -> list[StepCase]:
     """The corners first, at every seed, then two linear layers, each with a parameter whose .grad is None (so that
     skipping it is seen twice) and weight decay."""
     cases = _step_corners()
-    if seed is None:
+    if grading_seed is None:
         return cases + [_linear_case(torch.Generator().manual_seed(6), 4, 3, 2, 0.1, 0.05)]
-    gen = generator("06/sgd_step", seed)
+    gen = generator("06/sgd_step", grading_seed)
     return cases + [_linear_case(gen, choice(gen, [3, 4, 5]), choice(gen, [2, 3, 4]), choice(gen, [1, 2, 3]),
                                  round(float(uniform(gen, (), 0.05, 0.3)), 3),
                                  round(float(uniform(gen, (), 0.05, 0.5)), 3)) for _ in range(2)]
@@ -320,7 +317,7 @@ def _run_sgd_step(sgd_step, case: StepCase) -> None:
 
 
 @check
-def check_sgd_step(sgd_step, seed: int | None = None) -> None:
+def check_sgd_step(sgd_step, grading_seed: int | None = None) -> None:
     """Part A: sgd_step(params, lr, weight_decay=0.0) updates every parameter with a gradient in place by
     p ← p − lr·(p.grad + weight_decay·p) (no torch.optim, no autograd), resets its gradient, leaves the others and the
     list alone.
@@ -335,7 +332,7 @@ def check_sgd_step(sgd_step, seed: int | None = None) -> None:
     backward and step work on the same parameters.
     """
     __tracebackhide__ = True
-    for case in _step_cases(seed):
+    for case in _step_cases(grading_seed):
         with trial():
             _run_sgd_step(sgd_step, case)
 
@@ -400,16 +397,16 @@ def _regression(gen: torch.Generator, n: int, d: int, lr: float, steps: int, bia
     return Regression(x, y, start, lr, steps, old if stale else None)
 
 
-def _regressions(seed: int | None) -> list[Regression]:
+def _regressions(grading_seed: int | None) -> list[Regression]:
     """The corner first, at every seed: one step (where a snapshot that shares memory still holds the right values,
     so only what happens to it afterwards tells), a single feature, a 0-d bias, and parameters that arrive with a
     .grad left from an earlier backward. Then two problems, so that every mistake shows twice; their parameters
     arrive with a leftover .grad too (in one step, using it cannot be told from never resetting: two steps can)."""
     cases = [_regression(torch.Generator().manual_seed(60), 4, 1, 0.2, 1, bias_shape=(), stale=True)]
-    if seed is None:
+    if grading_seed is None:
         gen = torch.Generator().manual_seed(6)
         return cases + [_regression(gen, 6, 2, 0.1, 5, stale=True), _regression(gen, 5, 1, 0.15, 4, stale=True)]
-    gen = generator("06/train_manually", seed)
+    gen = generator("06/train_manually", grading_seed)
     return cases + [_regression(gen, choice(gen, [5, 6, 7, 8]), choice(gen, [1, 2, 3]),
                                 round(float(uniform(gen, (), 0.05, 0.15)), 3), choice(gen, [2, 3, 4, 5]),
                                 stale=True)
@@ -569,7 +566,7 @@ def _run_training(train_manually, problem: Regression) -> None:
 
 
 @check
-def check_train_manually(train_manually, seed: int | None = None) -> None:
+def check_train_manually(train_manually, grading_seed: int | None = None) -> None:
     """Part B: train_manually(params, loss_fn, lr, steps), without torch.optim, reproduces torch.optim.SGD's losses
     (as Python floats), final weights and the weights after every step, returned as (losses, history).
 
@@ -584,7 +581,7 @@ def check_train_manually(train_manually, seed: int | None = None) -> None:
     change in place afterwards (behaviour, not identity).
     """
     __tracebackhide__ = True
-    for problem in _regressions(seed):
+    for problem in _regressions(grading_seed):
         with trial():
             _run_training(train_manually, problem)
 
@@ -828,18 +825,18 @@ def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
                          uniform(gen, (n,)), round(float(uniform(gen, (), 0.05, 0.2)), 3), choice(gen, [2, 3, 4]))
 
 
-def _snippets_to_check(seed: int | None, *, every: bool = False) -> list[tuple[Snippet, SnippetInputs]]:
+def _snippets_to_check(grading_seed: int | None, *, every: bool = False) -> list[tuple[Snippet, SnippetInputs]]:
     """Visible: the first snippet of every group (``every``: every snippet), on the corner inputs. Hidden: every
     snippet on the corner inputs (at every seed), then every snippet again on its own random inputs (a wrong answer on
     any snippet loses the points at every seed)."""
-    if seed is None and every:
+    if grading_seed is None and every:
         return [(snippet, CORNER_INPUTS) for snippet in SNIPPETS]
-    if seed is None:
+    if grading_seed is None:
         groups: dict[str, Snippet] = {}
         for snippet in SNIPPETS:
             groups.setdefault(snippet.group, snippet)
         return [(snippet, CORNER_INPUTS) for snippet in groups.values()]
-    gen = generator("06/classify_snippets", seed)
+    gen = generator("06/classify_snippets", grading_seed)
     return [(snippet, CORNER_INPUTS) for snippet in SNIPPETS] + [(snippet, _snippet_inputs(gen))
                                                                  for snippet in SNIPPETS]
 
@@ -892,7 +889,7 @@ def _snippet_failure(what: str, snippet: Snippet, inputs: SnippetInputs, said: s
 
 
 @check
-def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
+def check_classify_snippets(classify_snippets, grading_seed: int | None = None) -> None:
     """Part C, verdicts: the verdict given for each snippet is the one running it gives. A verdict is what a learner
     can observe (run the snippet, compare with finite differences), so the visible test checks every snippet's and
     no hidden verdict comes as a surprise; the reason, the mechanism, is graded by :func:`check_snippet_mechanisms`,
@@ -909,7 +906,7 @@ def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
     __tracebackhide__ = True
     what = "classify_snippets()"
     answers = _read_answers(call_learner(classify_snippets, what=what), what)
-    for snippet, inputs in _snippets_to_check(seed, every=True):
+    for snippet, inputs in _snippets_to_check(grading_seed, every=True):
         with trial():
             truth, evidence = measure(snippet, inputs)
             verdict = answers[snippet.id][0]
@@ -919,7 +916,7 @@ def check_classify_snippets(classify_snippets, seed: int | None = None) -> None:
 
 
 @check
-def check_snippet_mechanisms(classify_snippets, seed: int | None = None) -> None:
+def check_snippet_mechanisms(classify_snippets, grading_seed: int | None = None) -> None:
     """Part C, mechanisms: the mechanism named for each snippet checked is the one that decides its outcome; a wrong
     one is named after the true mechanism when two snippets of that mechanism agree. Visible: one snippet of every
     group (the reasoning for the others is the learner's); hidden: every snippet. Same domain and corner as
@@ -927,7 +924,7 @@ def check_snippet_mechanisms(classify_snippets, seed: int | None = None) -> None
     __tracebackhide__ = True
     what = "classify_snippets()"
     answers = _read_answers(call_learner(classify_snippets, what=what), what)
-    for snippet, inputs in _snippets_to_check(seed):
+    for snippet, inputs in _snippets_to_check(grading_seed):
         with trial():
             truth, evidence = measure(snippet, inputs)
             if answers[snippet.id][1] != snippet.mechanism:

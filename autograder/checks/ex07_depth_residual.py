@@ -1,8 +1,7 @@
 """Checks for exercise 07, depth: gradient ratios through chains, global-norm clipping, per-layer norms with hooks.
 
-Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every case is a :func:`trial`; the
-cases are built so that each catalogued mistake shows in at least two of them, visible and hidden.
+Every case is a :func:`trial`; the cases are built so that each catalogued mistake shows in at least two of them,
+visible and hidden.
 """
 
 from __future__ import annotations
@@ -210,12 +209,12 @@ def _ratio_corners() -> list[tuple[str, torch.Tensor, bool]]:
              t([3.0, -3.0] * 350 + [-3.0]), False)]
 
 
-def _ratio_cases(seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
+def _ratio_cases(grading_seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
     """(description, slopes, residual): the corners (:func:`_ratio_corners`) first, at every seed, then the
     visible or drawn cases. Each mistake shows in at least two cases: residual and plain chains, ratios far outside
     float64's range (underflow, overflow), and local derivatives of both signs that fit."""
     cases = _ratio_corners()
-    if seed is None:
+    if grading_seed is None:
         gen = torch.Generator().manual_seed(0)
         # The lesson's draw: the first 50 of 100 normal numbers from a generator seeded with 0, spread 0.1.
         zero_mean = 0.1 * torch.randn(100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)[:50]
@@ -231,7 +230,7 @@ def _ratio_cases(seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
              _with_a_negative(gen, _normal(gen, 30, 0.5, 0.5)), False),
             ("branch derivatives near -1 (mean -1, spread 0.5), 30 layers",
              _with_a_negative(gen, _normal(gen, 30, -1.0, 0.5) + 1) - 1, True)]
-    gen = generator("07/log10_gradient_ratio", seed)
+    gen = generator("07/log10_gradient_ratio", grading_seed)
     spread = float(uniform(gen, (), 0.05, 0.3))
     zero_mean = _normal(gen, randint(gen, 20, 60), 0.0, spread)
     small = uniform(gen, (randint(gen, 300, 500),), 0.005, 0.05)
@@ -251,7 +250,7 @@ def _ratio_cases(seed: int | None) -> list[tuple[str, torch.Tensor, bool]]:
 
 
 @check
-def check_log10_gradient_ratio(log10_gradient_ratio, seed: int | None = None) -> None:
+def check_log10_gradient_ratio(log10_gradient_ratio, grading_seed: int | None = None) -> None:
     """Part A1: log10_gradient_ratio(slopes, residual) = log10 |d h_n / d h_0| of a plain or residual chain whose
     branch derivatives are ``slopes``, as a Python float, by hand (no autograd), leaving ``slopes`` unchanged.
 
@@ -262,7 +261,7 @@ def check_log10_gradient_ratio(log10_gradient_ratio, seed: int | None = None) ->
     caller's ``slopes`` unchanged (call_learner's snapshot), within 1e-9 of autograd and central differences.
     """
     __tracebackhide__ = True
-    for description, slopes, residual in _ratio_cases(seed):
+    for description, slopes, residual in _ratio_cases(grading_seed):
         with trial():
             what = f"log10_gradient_ratio(slopes, residual={residual}) for {description}"
             expected, fd = chain_log10_ratio(slopes, residual)
@@ -300,7 +299,7 @@ def _residual_chain_symptoms(x: float, weights: list[float]) -> list:
 
 
 @check
-def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = None) -> None:
+def check_residual_chain_gradient(residual_chain_gradient, grading_seed: int | None = None) -> None:
     """Part A2: residual_chain_gradient(x, weights) = d h_n / d x for blocks h <- h + tanh(w_k h), as a Python float,
     without autograd, leaving ``weights`` unchanged.
 
@@ -318,10 +317,10 @@ def check_residual_chain_gradient(residual_chain_gradient, seed: int | None = No
     # the edge of the domain, where |w·h| reaches about 100.
     cases = [(0.5, [0.8]), (0.0, [0.7, -1.2, 0.4]), (-1.3, [0.9, 0.0, -0.6, 1.1]), (2.0, [4.0, -3.0, 5.0]),
              (-10.0, [5.0, -5.0] * 5), (10.0, [-0.3, 5.0])]
-    if seed is None:
+    if grading_seed is None:
         cases += [(0.5, [0.8, -0.5, 1.2, 0.3]), (-1.0, [1.5, 1.5, 1.5])]
     else:
-        gen = generator("07/residual_chain_gradient", seed)
+        gen = generator("07/residual_chain_gradient", grading_seed)
         # |x| >= 0.5 and |w| >= 0.3: h really moves from block to block, so every listed mistake shows.
         cases += [(_signed(gen, 0.5, 2.0), [_signed(gen, 0.3, 1.5) for _ in range(randint(gen, 3, 10))])
                   for _ in range(3)]
@@ -439,7 +438,7 @@ def _clip_corners():
     yield "the total norm exactly max_norm", lesson, 13.0, False
 
 
-def _clip_cases(seed: int | None):
+def _clip_cases(grading_seed: int | None):
     """(description, list of .grad tensors or None, max_norm, pass a generator?) for each case: the corners
     (:func:`_clip_corners`) first, at every seed, then the visible or drawn cases.
 
@@ -447,7 +446,7 @@ def _clip_cases(seed: int | None):
     second loop sees nothing), two with a None gradient, the rest above max_norm.
     """
     yield from _clip_corners()
-    if seed is None:
+    if grading_seed is None:
         lesson = [torch.tensor([3.0, 4.0], dtype=torch.float64), torch.tensor([12.0], dtype=torch.float64)]
         small = [torch.tensor([0.6, 0.8], dtype=torch.float64) * k for k in (1.0, 2.0, 0.5, 1.5, 3.0, 0.25)]
         yield "the lesson's example", lesson, 1.0, False
@@ -458,7 +457,7 @@ def _clip_cases(seed: int | None):
         yield "a .grad that is None", [None, *lesson], 1.0, True
         yield "the total norm below max_norm", small, 5.0, False
         return
-    gen = generator("07/clip_grad_norm", seed)
+    gen = generator("07/clip_grad_norm", grading_seed)
     # (description, many small tensors?, total_norm / max_norm range, a None grad?, generator?)
     kinds = [("the total norm above max_norm", False, (2.0, 10.0), False, False),
              ("the total norm below max_norm", False, (0.2, 0.8), False, False),
@@ -542,7 +541,7 @@ def _run_clip_case(clip_grad_norm, description, grads, max_norm, as_generator) -
 
 
 @check
-def check_clip_grad_norm(clip_grad_norm, seed: int | None = None) -> None:
+def check_clip_grad_norm(clip_grad_norm, grading_seed: int | None = None) -> None:
     """Part B: clip_grad_norm(parameters, max_norm) does what torch.nn.utils.clip_grad_norm_ does, from scratch: it
     scales the .grad tensors in place, changes nothing else, and returns the norm before clipping as a 0-d tensor.
 
@@ -554,7 +553,7 @@ def check_clip_grad_norm(clip_grad_norm, seed: int | None = None) -> None:
     versions and requires_grad unchanged; the norm returned is a 0-d tensor sharing no memory with any .grad.
     """
     __tracebackhide__ = True
-    for case in _clip_cases(seed):
+    for case in _clip_cases(grading_seed):
         with trial():
             _run_clip_case(clip_grad_norm, *case)
 
@@ -638,16 +637,16 @@ LAYER_CORNERS = [("plain", [3, 2], nn.Tanh, 1, "mean(out**2)", False),
                  ("plain", [2, 4, 3, 2], nn.Sigmoid, 3, "mean((out - 1)**2)", True)]
 
 
-def _layer_cases(seed: int | None):
+def _layer_cases(grading_seed: int | None):
     """(model description, model, loss description, loss_fn, x) for each case; everything float64. The corners
     (:data:`LAYER_CORNERS`) first, at every seed, then the visible or drawn cases."""
     specs = list(LAYER_CORNERS)
-    if seed is None:
+    if grading_seed is None:
         init_seed, gen = 0, torch.Generator().manual_seed(7)
         specs += [("plain", [3, 6, 6, 5, 2], nn.Tanh, 4, "mean(out**2)", False),
                   ("residual", (3, 5, 2, 3), nn.Tanh, 4, "mean((out - 1)**2)", False)]
     else:
-        gen = generator("07/layer_grad_norms", seed)
+        gen = generator("07/layer_grad_norms", grading_seed)
         init_seed = int(torch.randint(2**31, (), generator=gen))
         for kind in ("plain", "residual"):
             width = randint(gen, 3, 6)
@@ -811,7 +810,7 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
 
 
 @check
-def check_layer_grad_norms(layer_grad_norms, seed: int | None = None) -> None:
+def check_layer_grad_norms(layer_grad_norms, grading_seed: int | None = None) -> None:
     """Part C: layer_grad_norms(model, loss_fn, x) = ‖∂loss/∂(output of each nn.Linear)‖, first to last, as Python
     floats, collected with hooks that are removed, in exactly one backward pass that changes nothing but .grad.
 
@@ -824,5 +823,5 @@ def check_layer_grad_norms(layer_grad_norms, seed: int | None = None) -> None:
     requires_grad, x and loss_fn unchanged (call_learner's snapshot).
     """
     __tracebackhide__ = True
-    for case in _layer_cases(seed):
+    for case in _layer_cases(grading_seed):
         _run_layer_case(layer_grad_norms, *case)

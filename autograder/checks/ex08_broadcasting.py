@@ -1,12 +1,11 @@
 """Checks for exercise 08, broadcasting: ``unbroadcast``, a per-example centring function that rejects the wrong
 shapes, and the fixed version of a training snippet with a broadcasting bug.
 
-Each ``check_*`` function is one test cell's whole body. Without ``seed`` it runs the public cases a learner sees;
-the hidden test cells pass ``seed=grading_seed()`` and get fresh random cases. Every check's docstring states the
-domain its part allows, and each corner of it is a fixed case that runs first at every seed (a 0-d shape, a
-torch.Size, a size-1 dimension to sum, an empty leading dimension, one example, one feature...); the seed varies
-only the rest. Every case is a :func:`trial`, built so that each catalogued mistake shows in at least two of them;
-a case never names a mistake whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
+Every check's docstring states the domain its part allows, and each corner of it is a fixed case that runs first at
+every seed (a 0-d shape, a torch.Size, a size-1 dimension to sum, an empty leading dimension, one example, one
+feature...); the seed varies only the rest. Every case is a :func:`trial`, built so that each catalogued mistake shows
+in at least two of them; a case never names a mistake whose value there is the right answer
+(:func:`~autograder.misconceptions.armed`).
 
 The contract for a wrong shape (stated to learners): ``raise ValueError`` whose message shows both shapes. An
 ``assert`` is not enough: it vanishes under ``python -O`` and raises AssertionError, the signal of a broken
@@ -15,12 +14,10 @@ invariant inside your own code rather than of a caller's bad argument.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..checking import (
     GradingFailure,
@@ -36,6 +33,7 @@ from ..checking import (
     trial,
 )
 from ..oracles import autograd_gradient, central_difference
+from ..routes import watch_calls
 from ..seeding import choice, generator, uniform
 
 Tensor = torch.Tensor
@@ -89,37 +87,8 @@ SUM_TO_SIZE = Misconception(
     "size-1 dimensions with keepdim=True.")
 
 
-# Bound when this module is imported, so that learner code cannot swap them.
+#: Bound when this module is imported, so that learner code cannot swap it.
 _SUM_TO_SIZE = torch.Tensor.sum_to_size
-_len_function_stack = torch._C._len_torch_function_stack
-_pop_function_stack = torch._C._pop_torch_function_stack
-
-
-class _SumToSizeWatch(TorchFunctionMode):
-    """Notes calls of Tensor.sum_to_size (also through a saved reference) and lets every call through unchanged."""
-
-    def __init__(self):
-        super().__init__()
-        self.used = False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is _SUM_TO_SIZE:
-            self.used = True
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def _watching_sum_to_size():
-    """A :class:`_SumToSizeWatch` for the duration of the block. Leaving it never fails: the class grader empties the
-    function-mode stack whenever learner code returns, so the watch may be gone already."""
-    depth = _len_function_stack()
-    watch = _SumToSizeWatch()
-    watch.__enter__()
-    try:
-        yield watch
-    finally:
-        while _len_function_stack() > depth:
-            _pop_function_stack()
 
 
 def broadcast_pair(gen: torch.Generator, *, leading: int | None = None, ones: int | None = None,
@@ -168,14 +137,14 @@ CORNER_PAIRS: list[tuple[Shape, Shape]] = [
 ]
 
 
-def _unbroadcast_cases(seed: int | None) -> list[tuple[Shape, Shape, Tensor]]:
+def _unbroadcast_cases(grading_seed: int | None) -> list[tuple[Shape, Shape, Tensor]]:
     """Visible: the fixed pairs and the corners, then a property check on 12 random pairs. Hidden: the corners, then
     structured and random pairs."""
-    if seed is None:
+    if grading_seed is None:
         gen = generator("08/unbroadcast/property", 0)
         pairs = VISIBLE_PAIRS + CORNER_PAIRS + [broadcast_pair(gen) for _ in range(12)]
     else:
-        gen = generator("08/unbroadcast", seed)
+        gen = generator("08/unbroadcast", grading_seed)
         # Each mistake shows in at least two structured cases: leading dimensions (summed from the wrong end, or
         # kept), one size-1 dimension (keepdim forgotten, without crashing), nothing to sum (sum(dim=()) sums all).
         pairs = CORNER_PAIRS + [broadcast_pair(gen, leading=choice(gen, [1, 2]), ones=0),  # leading dims only
@@ -282,7 +251,7 @@ def _attempt(fn: Callable) -> Callable:
 def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor) -> None:
     __tracebackhide__ = True
     what = f"unbroadcast(grad of shape {grad_shape}, shape={shape})"
-    with _watching_sum_to_size() as watch:  # the caller's own grad: call_learner fails an answer that changes it
+    with watch_calls([_SUM_TO_SIZE]) as watch:  # the caller's own grad: call_learner fails an answer that changes it
         received, error = call_learner(_attempt(unbroadcast), grad, shape, what=what, forbid=[Route.AUTOGRAD])
     if watch.used:
         raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
@@ -318,7 +287,7 @@ def _run_unbroadcast(unbroadcast, grad_shape: Shape, shape: Shape, grad: Tensor)
 
 
 @check
-def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
+def check_unbroadcast(unbroadcast, grading_seed: int | None = None) -> None:
     """Part A: unbroadcast(grad, shape) sums grad down to shape, a tensor (not a Python number) of exactly that shape,
     equal to autograd's gradient for a broadcast, written with sums (no autograd, no Tensor.sum_to_size), leaving grad
     unchanged.
@@ -332,7 +301,7 @@ def check_unbroadcast(unbroadcast, seed: int | None = None) -> None:
     a size-1 dimension stretched to size 0 (twice: zeros of size 1 come back), two leading dimensions; then the
     visible pairs and 12 random ones (public), or structured and random pairs (hidden)."""
     __tracebackhide__ = True
-    for grad_shape, shape, grad in _unbroadcast_cases(seed):
+    for grad_shape, shape, grad in _unbroadcast_cases(grading_seed):
         with trial():
             _run_unbroadcast(unbroadcast, grad_shape, shape, grad)
 
@@ -382,19 +351,19 @@ CORNER_INVALID: list[tuple[Shape, Shape]] = [((4, 3), ()), ((4, 3), (1,)), ((1, 
                                              ((), ())]
 
 
-def _centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
+def _centring_cases(grading_seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
     """(valid (x shape, means shape) pairs, pairs that must raise ValueError); traps come first, corners last."""
-    valid, invalid = _drawn_centring_cases(seed)
+    valid, invalid = _drawn_centring_cases(grading_seed)
     return valid + CORNER_VALID, invalid + CORNER_INVALID
 
 
-def _drawn_centring_cases(seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
-    if seed is None:
+def _drawn_centring_cases(grading_seed: int | None) -> tuple[list[tuple[Shape, Shape]], list[tuple[Shape, Shape]]]:
+    if grading_seed is None:
         valid = [((4, 3), (4,)), ((4, 3), (4, 1)), ((3, 3), (3,)), ((2, 5), (2, 1))]
         invalid = [((4, 3), (3,)), ((3, 3), (1, 3)), ((4, 3), (4, 3)), ((4, 3), (2,)), ((5,), (5,)),
                    ((4, 3, 2), (4,)), ((4, 3), (4, 1, 1))]
         return valid, invalid
-    gen = generator("08/center_per_example", seed)
+    gen = generator("08/center_per_example", grading_seed)
     n, d = choice(gen, [(2, 5), (3, 4), (4, 3), (5, 2), (6, 3), (3, 6)])
     square = choice(gen, [2, 3, 4, 5])
     valid = [((n, d), (n,)), ((n, d), (n, 1)), ((square, square), (square,)), ((square, square), (square, 1))]
@@ -478,7 +447,7 @@ def _invalid_failure(x: Tensor, means: Tensor, outcome, refused_some: bool) -> G
 
 
 @check
-def check_center_per_example(center_per_example, seed: int | None = None) -> None:
+def check_center_per_example(center_per_example, grading_seed: int | None = None) -> None:
     """Part B: subtract one mean per example into a new tensor of x's shape, leaving x and means unchanged; any other
     shape raises ValueError whose message shows both shapes.
 
@@ -488,8 +457,8 @@ def check_center_per_example(center_per_example, seed: int | None = None) -> Non
     with (n,) means, a (n, 1) batch with (1, n) means, both 0-d; then the traps (a square batch, per-feature means)
     with fixed (public) or drawn (hidden) sizes."""
     __tracebackhide__ = True
-    gen = generator("08/center_per_example/values", 0 if seed is None else seed)
-    valid, invalid = _centring_cases(seed)
+    gen = generator("08/center_per_example/values", 0 if grading_seed is None else grading_seed)
+    valid, invalid = _centring_cases(grading_seed)
     for x_shape, means_shape in valid:
         with trial():
             _check_valid(center_per_example, uniform(gen, x_shape), uniform(gen, means_shape))
@@ -568,9 +537,9 @@ def _mse_symptoms(x: Tensor, y: Tensor, s: Tensor, w: Tensor, b: Tensor) -> list
 MSE_CORNERS = [(1, 3), (5, 1), (3, 3)]
 
 
-def _mse_cases(seed: int | None) -> list[tuple[Tensor, ...]]:
-    gen = generator("08/weighted_mse", 0 if seed is None else seed)
-    sizes = [(5, 2), (4, 3)] if seed is None else [(choice(gen, [3, 4, 5, 6, 7]), choice(gen, [1, 2, 3, 4]))
+def _mse_cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
+    gen = generator("08/weighted_mse", 0 if grading_seed is None else grading_seed)
+    sizes = [(5, 2), (4, 3)] if grading_seed is None else [(choice(gen, [3, 4, 5, 6, 7]), choice(gen, [1, 2, 3, 4]))
                                                   for _ in range(3)]
     sizes = MSE_CORNERS + sizes
     return [(uniform(gen, (n, d)), uniform(gen, (n,)), uniform(gen, (n,), 0.5, 2.0), uniform(gen, (d, 1)),
@@ -596,7 +565,7 @@ def _expect_mse_gradients(value, case: tuple[Tensor, ...], leaves: tuple[Tensor,
 
 
 @check
-def check_weighted_mse(weighted_mse, seed: int | None = None) -> None:
+def check_weighted_mse(weighted_mse, grading_seed: int | None = None) -> None:
     """Part C: the fixed weighted_mse returns a 0-d tensor attached to w and b that equals the intended loss, and so
     do its gradients for w and b; it leaves its arguments unchanged (no backward of its own).
 
@@ -604,7 +573,7 @@ def check_weighted_mse(weighted_mse, seed: int | None = None) -> None:
     Corners at every seed (:data:`MSE_CORNERS`): n = 1, d = 1, n = d; then two (public) or three (hidden) cases of
     fixed or drawn sizes."""
     __tracebackhide__ = True
-    for case in _mse_cases(seed):
+    for case in _mse_cases(grading_seed):
         with trial():
             x, y, s, w, b = case
             what = (f"weighted_mse(x of shape {tuple(x.shape)}, y {tuple(y.shape)}, sample_weight {tuple(s.shape)}, "

@@ -71,7 +71,7 @@ class NoSuchStudents(ValueError):
 
 
 def check_modules(notebooks) -> tuple[str, ...]:
-    """The check modules (``autograder.checks.NAME``) the notebooks' cells import."""
+    """The check modules (``autograder.checks.<exercise>``) the notebooks' cells import."""
     found = set()
     for notebook in notebooks:
         for cell in notebook.cells:

@@ -39,6 +39,13 @@ PRELOAD = ("numpy", "torch", "torch.nn", "torch.nn.functional", "torch.autograd"
            "matplotlib.pyplot", "IPython", "IPython.display", "IPython.core.interactiveshell")
 
 
+
+def other_exercises(modules, checks) -> frozenset[str]:
+    """The loaded check modules of exercises other than ``checks`` (``autograder.checks.exNN_slug`` and, for an
+    exercise whose checks are a package, every module in it): they need no restoring while a check runs."""
+    return frozenset(name for name in modules if name.startswith("autograder.checks.ex")
+                     and not any(name == own or name.startswith(own + ".") for own in checks))
+
 class World:
     """What the server prepares once: the IPython shell, the pristine snapshot and its configuration."""
 
@@ -66,10 +73,7 @@ class World:
         self._warm_up(config.warmup)
         from ..isolation import pristine
 
-        # the check modules of other exercises (autograder/checks/exNN_slug.py) need no restoring mid-check
-        others = frozenset(name for name in sys.modules if name.startswith("autograder.checks.ex")
-                           and name not in config.checks)
-        self.restore = pristine.take(others if config.checks else frozenset())
+        self.restore = pristine.take(other_exercises(sys.modules, config.checks) if config.checks else frozenset())
 
     def _warm_up(self, notebooks: list[list[protocol.Cell]]) -> None:
         """Run each notebook once in a throwaway kernel, then leave no trace of it but the modules it loaded."""

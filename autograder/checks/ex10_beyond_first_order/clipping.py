@@ -1,0 +1,196 @@
+"""Part D: per-example gradient clipping with torch.func (the DP-SGD step), against a loop of per-example backward
+passes."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ...checking import CourseBug, GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
+from ...checking import proven_failure as _proven
+from ...seeding import uniform
+from ..cases import case_stream, randint, random_mlp
+from .misconceptions import (
+    CLIP_FACTOR_SWAPPED,
+    CLIPPED_EACH_TENSOR,
+    CLIPPED_SUM,
+    CLIPPED_THE_MEAN,
+    DIVIDED_BY_BATCH,
+    LOOPED,
+    NORM_AS_SUM_OF_NORMS,
+    NORM_WITHOUT_BIASES,
+    NORM_WITHOUT_ROOT,
+    NORMALISED_EVERY_EXAMPLE,
+    NOT_CLIPPED,
+)
+
+Tensor = torch.Tensor
+
+def _per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
+    """The oracle: one backward pass per example (the loop the part replaces); {name: (N, *shape)}."""
+    names = [name for name, _ in model.named_parameters()]
+    params = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+    rows = []
+    for x, y in zip(inputs, targets):
+        out = torch.func.functional_call(model, dict(zip(names, params)), (x[None],))
+        rows.append(torch.autograd.grad(F.cross_entropy(out, y[None]), params))
+    return {name: torch.stack([row[k] for row in rows]) for k, name in enumerate(names)}
+
+
+def _norms(grads: dict[str, Tensor], keep: Callable[[str], bool] = lambda name: True) -> Tensor:
+    """(N,) global norms over the kept parameters."""
+    return torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for name, g in grads.items() if keep(name)))
+
+
+def _scaled_mean(grads: dict[str, Tensor], factors: Tensor, *, total: bool = False) -> dict[str, Tensor]:
+    out = {name: (g * factors.reshape(-1, *[1] * (g.dim() - 1))) for name, g in grads.items()}
+    return {name: g.sum(0) if total else g.mean(0) for name, g in out.items()}
+
+
+def clipped_mean(grads: dict[str, Tensor], max_norm: float) -> dict[str, Tensor]:
+    """The mean over the examples of g_i · min(1, C / ‖g_i‖) (‖g_i‖ over every parameter)."""
+    return _scaled_mean(grads, torch.clamp(max_norm / _norms(grads), max=1.0))
+
+
+def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float) -> dict[str, list]:
+    """{parameter name: the symptoms of that entry}."""
+    n = next(iter(grads.values())).shape[0]
+    norms = _norms(grads)
+    mean = {name: g.mean(0) for name, g in grads.items()}
+    mean_norm = _norms({name: g[None] for name, g in mean.items()})
+    small = {name: g / n for name, g in grads.items()}
+    values = {
+        NOT_CLIPPED: mean,
+        CLIPPED_THE_MEAN: {name: g * min(1.0, max_norm / float(mean_norm)) for name, g in mean.items()},
+        CLIPPED_EACH_TENSOR: {name: (g * torch.clamp(max_norm / _norms({name: g}), max=1.0).reshape(
+            -1, *[1] * (g.dim() - 1))).mean(0) for name, g in grads.items()},
+        NORMALISED_EVERY_EXAMPLE: _scaled_mean(grads, max_norm / norms),
+        CLIP_FACTOR_SWAPPED: _scaled_mean(grads, torch.clamp(max_norm / norms, min=1.0)),
+        CLIPPED_SUM: _scaled_mean(grads, torch.clamp(max_norm / norms, max=1.0), total=True),
+        DIVIDED_BY_BATCH: clipped_mean(small, max_norm),
+        NORM_WITHOUT_ROOT: _scaled_mean(grads, torch.clamp(max_norm / norms**2, max=1.0)),
+        NORM_AS_SUM_OF_NORMS: _scaled_mean(grads, torch.clamp(
+            max_norm / sum(g.flatten(1).norm(dim=1) for g in grads.values()), max=1.0)),
+        NORM_WITHOUT_BIASES: _scaled_mean(grads, torch.clamp(
+            max_norm / _norms(grads, lambda name: not name.endswith("bias")), max=1.0)),
+    }
+    return {name: [mistake.looks_like(value[name]) for mistake, value in values.items()] for name in grads}
+
+
+def _clipping_cases(grading_seed: int | None):
+    """(model, inputs, targets, sizes, where): ``where`` puts C above every example's norm ("none": nothing is
+    clipped), below every one ("all"), between them ("some"), or between the smallest norm and the norm of the mean
+    gradient ("aligned"). The corners (every seed): a batch of one (clipped); a model of one Linear layer (no hidden
+    layer); a batch whose two first examples are equal; C above every norm; C below every norm; two batches of one
+    example three times and a fourth with a shorter gradient, C between the two norms and below the mean gradient's
+    norm (only there do no clipping, clipping the mean and a swapped min/max all give different numbers). Then drawn
+    MLPs D → H → C (Tanh) and batches with C between the norms (public: fixed shapes)."""
+    fixed = torch.Generator().manual_seed(1010)
+    model = random_mlp(fixed, (3, 5, 2))
+    yield model, uniform(fixed, (1, 3)), torch.tensor([1]), "all"
+    model = random_mlp(fixed, (4, 3))
+    yield model, uniform(fixed, (3, 4)), torch.tensor([0, 2, 1]), "some"
+    model = random_mlp(fixed, (2, 4, 3))
+    x = uniform(fixed, (1, 2))
+    yield model, torch.cat([x, x, uniform(fixed, (2, 2))]), torch.tensor([2, 2, 0, 1]), "some"
+    model = random_mlp(fixed, (3, 4, 2))
+    yield model, uniform(fixed, (4, 3)), torch.tensor([0, 1, 1, 0]), "none"
+    model = random_mlp(fixed, (2, 3, 3))
+    yield model, uniform(fixed, (3, 2)), torch.tensor([2, 0, 1]), "all"
+    for start, sizes in ((1016, (3, 4, 2)), (1018, (4, 3))):  # start: a stream where the fourth norm is the shorter
+        aligned = torch.Generator().manual_seed(start)
+        model = random_mlp(aligned, sizes)
+        x, other = uniform(aligned, (1, sizes[0])), uniform(aligned, (1, sizes[0]))
+        yield model, torch.cat([x, x, x, other]), torch.tensor([0, 0, 0, 1]), "aligned"
+    gen = case_stream("10/clipping", grading_seed)
+    shapes = [(5, (3, 4, 3)), (4, (2, 5, 4))] if grading_seed is None else \
+        [(randint(gen, 3, 7), (randint(gen, 2, 5), randint(gen, 3, 6), randint(gen, 2, 4))) for _ in range(2)]
+    for n, sizes in shapes:
+        model = random_mlp(gen, sizes)
+        yield model, uniform(gen, (n, sizes[0])), torch.randint(sizes[-1], (n,), generator=gen), "some"
+
+
+def _threshold(norms: Tensor, where: str, mean_norm: float) -> float:
+    """A round C (3 significant digits) above, below or between the norms (or between the smallest and the mean
+    gradient's norm ``mean_norm``), at least 5 % away from every one."""
+    ordered = sorted(float(v) for v in norms)
+    if where == "aligned":
+        if not ordered[0] * 1.25 < mean_norm < ordered[-1]:
+            raise CourseBug(f"an aligned clipping case has norms {ordered} and a mean gradient of norm {mean_norm}.")
+        target = (ordered[0] * mean_norm) ** 0.5
+    elif where == "none":
+        target = 1.5 * ordered[-1]
+    elif where == "all":
+        target = 0.5 * ordered[0]
+    else:
+        gaps = [(b / a, (a * b) ** 0.5) for a, b in zip(ordered, ordered[1:]) if b > 1.12 * a]
+        target = max(gaps)[1] if gaps else 1.5 * ordered[-1]
+    c = float(f"{target:.3g}")
+    if any(abs(c - v) < 0.05 * v for v in ordered):  # rounding landed too close to a norm: keep the exact target
+        c = target
+    return c
+
+
+def _model_name(model: nn.Module) -> str:
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    return "→".join(str(s) for s in [linears[0].in_features] + [m.out_features for m in linears])
+
+
+def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> None:
+    __tracebackhide__ = True
+    grads = _per_example_gradients(model, inputs, targets)
+    norms = _norms(grads)
+    max_norm = _threshold(norms, where, float(_norms({name: g.mean(0)[None] for name, g in grads.items()})))
+    what = (f"clipped_mean_gradient(model, inputs, targets, max_norm={max_norm!r}) for an MLP {_model_name(model)} "
+            f"and a batch of {len(inputs)} (the examples' gradient norms: {fmt(norms, 4)})")
+    routes = Routes()
+    answer = call_learner(clipped_mean_gradient, model, inputs, targets, max_norm, what=what, routes=routes)
+    if routes.backward_runs > 1:
+        raise _proven(f"{what} ran {routes.backward_runs} backward passes for {len(inputs)} examples.", LOOPED)
+    names = list(grads)
+    if type(answer) not in (dict, OrderedDict):
+        raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict {{name: tensor}} with the "
+                             f"names of model.named_parameters(): {', '.join(names)}.")
+    if sorted(map(str, answer)) != sorted(names):
+        raise GradingFailure(f"{what} returned the keys {', '.join(map(str, answer))}; expected {', '.join(names)}, "
+                             "the names of model.named_parameters().")
+    expected = clipped_mean(grads, max_norm)
+    symptoms = _clipping_symptoms(grads, max_norm)
+    # A mean of per-example terms can cancel down to tiny entries: the tolerance follows the terms' scale, so that a
+    # factor computed as C / (‖g‖ + 1e-6), as DP libraries do, passes.
+    scale = max(float(g.abs().max()) for g in grads.values())
+    for name in names:
+        got = answer[name]
+        if not isinstance(got, Tensor) or type(got) not in (Tensor, nn.Parameter):
+            raise GradingFailure(f"{what}: entry {name!r} is {type(got).__name__}; expected a tensor of shape "
+                                 f"{tuple(expected[name].shape)}.")
+        if tuple(got.shape) != tuple(expected[name].shape):
+            raise GradingFailure(f"{what}: entry {name!r} has shape {tuple(got.shape)}; expected "
+                                 f"{tuple(expected[name].shape)}, the shape of that parameter.")
+        expect_close(got.detach(), expected[name], what=f"{what}: entry {name!r}", source="a loop", rtol=1e-5,
+                     atol=1e-6 * scale, symptoms=symptoms[name])
+
+
+@check
+def check_clipped_mean_gradient(clipped_mean_gradient, grading_seed: int | None = None) -> None:
+    """Part D: clipped_mean_gradient(model, inputs, targets, max_norm) is the DP-SGD gradient without its noise: the
+    mean over the examples of g_i · min(1, C / ‖g_i‖), g_i the gradient of example i's own loss, ‖g_i‖ its global norm
+    over every parameter.
+
+    Domain: ``model`` a float64 MLP (Linear layers, Tanh between them, one layer or more); ``inputs`` (N, D) float64,
+    N >= 1; ``targets`` (N,) int64 in [0, C); ``max_norm`` a float > 0. Corners at every seed: N = 1, a single Linear
+    layer, two equal examples, C above every example's norm (nothing clipped: the batch-mean gradient), C below every
+    norm (all clipped), C between the norms and below the mean gradient's norm (one example three times and a
+    shorter one, twice); otherwise C lies between the norms, 5 % or more away from each. Contract: a dict with exactly
+    the names of model.named_parameters(), each a tensor of that parameter's shape (a graph on it is allowed, the
+    test reads values); one backward pass for the whole batch (torch.func: a vmapped grad counts one engine run); the
+    model (its parameters and their .grad) and the batch unchanged.
+    """
+    __tracebackhide__ = True
+    for model, inputs, targets, where in _clipping_cases(grading_seed):
+        with trial():
+            _run_clipping(clipped_mean_gradient, model, inputs, targets, where)

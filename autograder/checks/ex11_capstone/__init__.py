@@ -1,0 +1,30 @@
+"""Checks for exercise 11, the capstone: train real models with the learner's own code, one module per part.
+
+* :mod:`.value_mlp` (A) and :mod:`.moons` (B) run on the learner's exercise-02 ``Value`` engine: an MLP class, then
+  training on two moons generated in code, to a clean boundary;
+* :mod:`.silu` (C), :mod:`.batchnorm` (D: batch normalisation by hand, training-mode batch statistics against
+  evaluation-mode running statistics), :mod:`.network` (E: the whole backward of the digits network Linear ->
+  BatchNorm -> SiLU -> Linear) and :mod:`.digits` (F: training it on the handwritten digits with global-norm
+  clipping and a gradcheck gate) on hand-derived tensor backward passes;
+* :mod:`.misconceptions`: every mistake the six parts name.
+
+Autograd is forbidden wherever a part computes gradients itself; the checks count backward passes to tell. Every pass
+mark (MOONS_ACCURACY, DIGITS_ACCURACY) sits below the worst the reference reaches over many draws of the hidden
+tests' cases and above the best a barely trained model reaches: ``python -m tools.capstone_margins`` measures both.
+
+Learners whose earlier work is broken may use the course's references (:mod:`autograder.references`), clearly marked
+as such in the notebook: the capstone never blocks on an earlier exercise. Until a learner pastes their code, the
+notebook's names hold :func:`~autograder.checking.not_pasted` placeholders, so an untouched notebook fails every test
+with "Not written yet", never a NameError.
+"""
+
+from .batchnorm import BN_EPS, batchnorm, check_batchnorm_backward, check_batchnorm_forward
+from .digits import DIGITS_ACCURACY, accuracy, check_train_digits
+from .moons import MOONS_ACCURACY, MOONS_BUDGET, check_train_moons, try_train_moons
+from .network import DIGITS_KEYS, check_mlp_gradients, mlp_logits, mlp_loss
+from .silu import check_silu_backward
+from .value_mlp import check_value_mlp
+
+__all__ = ["BN_EPS", "DIGITS_ACCURACY", "DIGITS_KEYS", "MOONS_ACCURACY", "MOONS_BUDGET", "accuracy", "batchnorm",
+           "check_batchnorm_backward", "check_batchnorm_forward", "check_mlp_gradients", "check_silu_backward",
+           "check_train_digits", "check_train_moons", "check_value_mlp", "mlp_logits", "mlp_loss", "try_train_moons"]
