@@ -235,16 +235,22 @@ def _wrong_axis(grad: Tensor, shape: Shape) -> Tensor | None:
     return grad
 
 
+def _returned_or_raised(fn: Callable, *args) -> tuple:
+    """(value, None) when ``fn(*args)`` returns, (None, (exception class, message)) when it raises; NotImplementedError
+    stays loud. Called inside call_learner, so that the message is read there: a learner's exception class may define
+    its own __str__."""
+    try:
+        return fn(*args), None
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        return None, (type(error), str(error))
+
+
 def _attempt(fn: Callable) -> Callable:
-    """``fn`` returning (value, None), or (None, (exception class, message)) when it raises; NotImplementedError stays
-    loud. The message is read inside call_learner: a learner's exception class may define its own __str__."""
+    """``fn(grad, shape)`` as :func:`_returned_or_raised` (named arguments: a changed one is named in the message)."""
     def attempt(grad, shape):
-        try:
-            return fn(grad, shape), None
-        except NotImplementedError:
-            raise
-        except Exception as error:
-            return None, (type(error), str(error))
+        return _returned_or_raised(fn, grad, shape)
     return attempt
 
 
@@ -373,19 +379,10 @@ def _drawn_centring_cases(grading_seed: int | None) -> tuple[list[tuple[Shape, S
 
 
 def _outcome(fn: Callable, x: Tensor, means: Tensor, *, what: str):
-    """(returned value, None) or (None, (exception class, message)) of the learner's code, called on the caller's
-    own x and means (which must stay unchanged).
-
-    The message is read inside call_learner: a learner's exception class may define its own __str__.
-    NotImplementedError stays loud.
-    """
+    """:func:`_returned_or_raised` of the learner's code, called on the caller's own x and means (which must stay
+    unchanged)."""
     def attempt(x, means):
-        try:
-            return fn(x, means), None
-        except NotImplementedError:
-            raise
-        except Exception as error:
-            return None, (type(error), str(error))
+        return _returned_or_raised(fn, x, means)
     return call_learner(attempt, x, means, what=what)
 
 

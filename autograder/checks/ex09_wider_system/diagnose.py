@@ -154,15 +154,14 @@ def check_diagnose(diagnose, grading_seed: int | None = None) -> None:
     depend on the seed. A failed run whose own table quantity lies inside its stated band is tried once more with
     only that quantity pushed far beyond it: a right label then proves a threshold past the bound.
 
-    Domain: traces of :func:`training_trace` (40 steps, or fewer when ``raised`` is set: 1 step for an update
-    outside no_grad); ``loss`` and ``grad_norm`` finite except in a diverging exploding run (inf and nan); ``loss``
-    a mean or, for a healthy run's summed variant, a sum over 256 examples (every loss and gradient 256 times
-    larger); ``layer_grad_norms`` 3 to 17 positive floats; ``val_loss`` and ``baseline_loss`` positive. Corners at
-    every seed: the edge runs of :data:`.traces.MARGINS` (the quiet run that climbs most, the bounce that climbs least, the
-    healthy run nearest the baseline, the stuck run furthest below it, the extreme depth ratios, a summed loss) and,
-    drawn, a one-step run that raised and a run whose loss turns to nan.
-    Contracts checked: a label among LABELS (a string, surrounding spaces allowed); the trace unchanged afterwards
-    (deep comparison with a copy, nan equal to nan)."""
+    Domain: traces of :func:`training_trace` (40 steps, or fewer when ``raised`` is set: 1 step for an update outside
+    no_grad); ``loss`` and ``grad_norm`` finite except in a diverging exploding run (inf and nan); ``loss`` a mean or,
+    for a healthy run's summed variant, a sum over 256 examples (every loss and gradient 256 times larger);
+    ``layer_grad_norms`` 3 to 17 positive floats; ``val_loss`` and ``baseline_loss`` positive. Corners at every seed:
+    the edge runs of :data:`.traces.MARGINS` (the quiet run that climbs most, the bounce that climbs least, the healthy
+    run nearest the baseline, the stuck run furthest below it, the extreme depth ratios, a summed loss) and, drawn, a
+    one-step run that raised and a run whose loss turns to nan. Contracts checked: a label among LABELS (a string,
+    surrounding spaces allowed); the trace unchanged afterwards (deep comparison with a copy, nan equal to nan)."""
     __tracebackhide__ = True
     if grading_seed is None:
         runs = list(VISIBLE_RUNS)
