@@ -1,5 +1,6 @@
-"""The grading package's shape (issue 22): three rooms that import only downwards, each small enough to read, each
-with a map; one name for one thing.
+"""The package's shape: the grading package's three rooms import only downwards, each small enough to read, each
+with a map, one name for one thing (issue 22); the whole package has no import circle, the checks import nothing
+above them, and no check module is too long to read (issue 33).
 
 Read from the source, nothing is run: ``orchestration`` may import ``worker`` and ``isolation``, ``worker`` only
 ``isolation``, ``isolation`` neither; each room holds at most :data:`MAX_LINES` lines of code (blank lines, comments
@@ -127,3 +128,54 @@ def test_course_bugs_are_known_by_type_and_the_learner_event_is_defined_once():
                                                                for t in node.targets)
                           for node in ast.walk(ast.parse(path.read_text())))]
     assert [p.name for p in definitions] == ["checking.py"]
+
+
+# ------------------------------------------------------------------------------------ the whole package (issue 33)
+
+PACKAGE = course.ROOT / "autograder"
+#: The most lines of code one check module may hold: an exercise whose checks outgrow it becomes a package by part.
+MAX_CHECK_LINES = 800
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(course.ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Every module of the package -> the package's modules it imports."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imported(path) if m in paths and m != name} for name, path in paths.items()}
+
+
+def test_the_package_has_no_import_circle():
+    graph = _package_imports()
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(graph[name]):
+            if state.get(other) == 1:
+                circles.append(path[path.index(other):] + [other])
+            elif other not in state:
+                visit(other, [*path, other])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not circles, circles
+
+
+def test_checks_import_nothing_above_them():
+    """The checks use the checking core, oracles, data and references; never the grader or the LMS tools."""
+    above = ("autograder.grading", "autograder.lms", "autograder.course", "autograder.release", "autograder.__main__")
+    wrong = {f"{name} imports {other}" for name, others in _package_imports().items()
+             if name.startswith("autograder.checks") for other in others if other.startswith(above)}
+    assert not wrong, sorted(wrong)
+
+
+def test_no_check_module_is_too_long_to_read():
+    counts = {str(p.relative_to(PACKAGE)): lines_of_code(p) for p in (PACKAGE / "checks").rglob("*.py")}
+    assert max(counts.values()) <= MAX_CHECK_LINES, {k: v for k, v in counts.items() if v > MAX_CHECK_LINES}
