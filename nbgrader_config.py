@@ -42,6 +42,14 @@ c.OverwriteCells.add_missing_cells = True
 c.IgnorePattern.pattern = r"\w*Warning\b"
 c.IgnorePattern.enabled = True
 
+# Feedback explains the mistakes the tests named: while a learner works, a failing test names a likely misconception
+# and asks a question; what the mistake is and what to do instead is added here, after grading
+# (autograder/feedback.py).
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "autograder.feedback.ExplainMistakes",
+]
+
 # Keep feedback readable when a submission prints a lot or fails deep in a stack.
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 60

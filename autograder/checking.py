@@ -40,7 +40,7 @@ from .routes import Route, Routes
 
 __all__ = ["CourseBug", "GradingFailure", "Misconception", "NotPasted", "NotWritten", "Route", "Routes", "Symptom",
            "as_answer", "call_learner", "check", "describe_mismatch", "expect_close", "expect_pasted", "expect_tensor",
-           "fmt", "not_pasted", "trial"]
+           "fmt", "has_failed", "not_pasted", "trial"]
 
 Tensor = torch.Tensor
 
@@ -256,6 +256,14 @@ class _Trials:
 
 _TRIALS: contextvars.ContextVar[_Trials | None] = contextvars.ContextVar("autograder_trials", default=None)
 
+#: The checks that have failed in this process (a notebook's kernel), by name: what opens a part's later hints.
+_FAILED: set[str] = set()
+
+
+def has_failed(check_name: str) -> bool:
+    """Whether the check called ``check_name`` has failed in this kernel (see :mod:`autograder.hints`)."""
+    return check_name in _FAILED
+
 
 def check(function: Callable) -> Callable:
     """Make ``function`` a check: the body of one test cell, run as a set of :func:`trial` cases.
@@ -285,6 +293,7 @@ def check(function: Callable) -> Callable:
             _TRIALS.reset(token)
         verdict = trials.verdict()
         if verdict is not None:
+            _FAILED.add(function.__name__)
             raise verdict
         _passed(function, trials.count, hidden=hidden)
 

@@ -1,6 +1,7 @@
 """Named mistakes, how a check recognises them, and how a diagnosis reaches the learner and the class report.
 
-A :class:`Misconception` is a definition: a name and what to do instead. Every one is created once, at import, in
+A :class:`Misconception` is a definition: a name, the question a learner reads while working, and the explanation
+(what the mistake is and what to do instead) that only graded feedback adds. Every one is created once, at import, in
 the module of the checks that diagnose it (or in :mod:`autograder.checks.shared`, when several exercises diagnose it),
 and is registered here (:data:`REGISTRY`; a name defined twice with different hints is an error), so that the whole
 catalogue of names can be listed and tested. A check recognises one through a :class:`Symptom`: the value the
@@ -9,13 +10,15 @@ mistaken method would produce for this case (``FORWARD_DIFFERENCE.looks_like(val
 (``ROUND_OFF.given(x.dtype == torch.float32)``). A case arms only the symptoms that the right answer does not show
 (:func:`armed`): a mistake whose value equals the right answer's is never named.
 
-One formatter, :meth:`Misconception.line`, writes the sentence a learner reads in a failing test::
+One formatter, :meth:`Misconception.line`, writes the sentence a learner reads in a failing test: the mistake named,
+and a question that points at the concept, never the code of a fix (the numbers of the case follow it)::
 
-    Likely misconception: forward difference. Your numbers match (f(x + h) - f(x)) / h ...
+    Likely misconception: forward difference. Which points does your difference compare x with?
 
 and :func:`publish` sends the same diagnosis as structured data (a display output of MIME type :data:`MIME`, with an
 empty ``text/plain`` so that nobody sees it twice), which the class report reads
-(:func:`autograder.grading.orchestration.report.misconceptions`) instead of parsing sentences.
+(:func:`autograder.grading.orchestration.report.misconceptions`) instead of parsing sentences, and which the graded
+feedback turns into the explanation (:class:`autograder.feedback.ExplainMistakes`).
 """
 
 from __future__ import annotations
@@ -85,12 +88,16 @@ class GradingFailure(LearnerFacing, AssertionError):
 
 @dataclass(frozen=True)
 class Misconception:
-    """A known mistake: its name (a short noun phrase, any punctuation) and what to do instead. Defined once, at
-    module level; each case says how it recognises it with a symptom, ``looks_like(value)`` or ``when(predicate)``.
+    """A known mistake: its name (a short noun phrase, any punctuation); ``hint``, the explanation, what the mistake
+    is and what to do instead (graded feedback and the class report: it may show the fix); ``question``, what a
+    learner reads while working (a question that points at the concept, never the code of a fix; none: the name
+    alone). Defined once, at module level; each case says how it recognises it with a symptom, ``looks_like(value)``
+    or ``when(predicate)``.
     """
 
     name: str
     hint: str
+    question: str = ""
 
     def __post_init__(self) -> None:
         known = REGISTRY.setdefault(self.name, self)
@@ -98,8 +105,12 @@ class Misconception:
             raise ValueError(f"the misconception {self.name!r} is defined twice with different hints")
 
     def line(self) -> str:
-        """The sentence a learner reads."""
-        return f"Likely misconception: {self.name}. {self.hint}"
+        """The sentence a learner reads while working: the mistake named, and its question (never the fix)."""
+        return f"Likely misconception: {self.name}." + (f" {self.question}" if self.question else "")
+
+    def explanation(self) -> str:
+        """What graded feedback adds under a failed test: the mistake and what to do instead."""
+        return f"{self.name}: {self.hint}"
 
     def looks_like(self, value: Any, *, rtol: float = 1e-4, atol: float = 1e-7) -> Symptom:
         """Recognised when the answer is close to ``value``, what this mistake produces for the case."""

@@ -9,7 +9,10 @@ the tests typed catalogue entries and reads the results back.
 from __future__ import annotations
 
 import html
+import io
 import re
+import textwrap
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +51,31 @@ def catalogue(assignment: str) -> list[WrongAnswer]:
 def solution_sources(assignment: str) -> dict[str, str]:
     """The reference code of every solution cell, by grade id."""
     return synthetic.reference_answers(course.ROOT, assignment)
+
+
+#: A reference solution region.
+SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+
+
+def without_comments(code: str) -> str:
+    """``code`` (a solution region, indented as in its cell) without its comments: what a comment explains is not the
+    answer's code."""
+    lines = code.splitlines()
+    dedented = textwrap.dedent(code)
+    try:
+        comments = [t.start for t in tokenize.generate_tokens(io.StringIO(dedented).readline)
+                    if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return code
+    shift = len(lines[0]) - len(dedented.splitlines()[0]) if lines else 0
+    for row, col in reversed(comments):
+        lines[row - 1] = lines[row - 1][:col + shift]
+    return "\n".join(lines)
+
+
+def answer_code(source: str) -> str:
+    """The reference answer in a solution cell's ``source``: its solution regions, comments left out."""
+    return "\n".join(without_comments(region) for region in SOLUTION_REGION.findall(source))
 
 
 def graded_cells(assignment: str) -> dict[str, float]:

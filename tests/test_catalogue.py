@@ -19,15 +19,35 @@ shortcut changes no verdict). The learner's scratch cells carry no grade and are
 
 from __future__ import annotations
 
+import functools
+
+import nbformat
 import pytest
 from conftest import NIGHTLY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from submissions import catalogue, graded_cells, solution_sources
+from submissions import answer_code, catalogue, graded_cells, solution_sources, without_comments
 
 from autograder import course
 from autograder.seeding import SEED_VARIABLE
 from tools.inprocess import cells_below_first_answer, cells_reaching_answers, run_cells
+
+#: A line of a reference answer is long enough to give something away at this many characters (spaces aside).
+TELLING = 12
+
+
+@functools.cache
+def reference_lines(assignment: str) -> tuple[str, ...]:
+    """The lines of the reference answers' code that give something away, spaces removed: comments, block headers
+    (``for ... :``, ``with torch.no_grad():``) and lines the student notebook itself shows are left out. The feedback a
+    learner reads while working shows the evidence and names the concept, never the code of the fix."""
+    release = nbformat.read(course.release_notebook(assignment), as_version=4)
+    shown = "".join("".join(cell.source.split()) for cell in release.cells)
+    lines = {"".join(line.split()) for source in solution_sources(assignment).values()
+             for line in answer_code(source).splitlines()}
+    return tuple(sorted(line for line in lines if len(line) >= TELLING and not line.endswith(":")
+                        and line not in shown))
+
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 #: One grading seed an answer (over 600 answers; the capstone's train two models each); three with `make test-all`.
@@ -54,6 +74,10 @@ def test_wrong_answer_loses_exactly_its_points(monkeypatch, assignment, wrong, s
     text = " ".join(" ".join(r.message.split()) for r in results.values() if not r.passed)
     for phrase in wrong.feedback:
         assert " ".join(phrase.split()) in text, f"seed {seed}: feedback for {wrong.name!r} lacks {phrase!r}"
+    # what the learner wrote is theirs to read back: a reference line counts only where their submission lacks it
+    own = {"".join(line.split()) for source in answers.values() for line in without_comments(source).splitlines()}
+    told = [line for line in reference_lines(assignment) if line in "".join(text.split()) and line not in own]
+    assert not told, f"{wrong.name!r}: what a learner reads while working holds the reference answer's {told}"
 
 
 def test_only_cells_whose_names_reach_a_changed_answer_are_skipped():

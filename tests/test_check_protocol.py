@@ -332,3 +332,26 @@ def test_every_check_the_notebooks_call_is_a_check():
                 found += 1
                 assert getattr(getattr(module, name), "is_check", False), f"{info.name}.{name} is not a @check"
     assert found >= 30
+
+
+def test_a_learner_reads_the_question_and_the_feedback_adds_the_explanation():
+    """While working, a failing test names the mistake and asks its question, never the explanation (which may show
+    the fix); graded feedback turns the published diagnosis into the explanation (autograder.feedback)."""
+    import nbformat
+
+    from autograder.feedback import ExplainMistakes
+    from autograder.misconceptions import MIME
+
+    mistake = Misconception("a mistake of the feedback test", "Do it like this: x.clone().", question="Is x yours?")
+    assert mistake.line() == "Likely misconception: a mistake of the feedback test. Is x yours?"
+    assert "x.clone()" not in mistake.line() and "x.clone()" in mistake.explanation()
+    cell = nbformat.v4.new_code_cell("checks.check_x(x)", outputs=[
+        nbformat.v4.new_output("display_data", data={MIME: {"misconception": mistake.name, "check": "check_x",
+                                                            "cases": 2, "proven": False}, "text/plain": ""}),
+        nbformat.v4.new_output("display_data", data={MIME: {"misconception": "<script>a name we never made",
+                                                            "check": "check_x", "cases": 2, "proven": False},
+                                                      "text/plain": ""})])
+    ExplainMistakes().preprocess_cell(cell, {}, 0)
+    explained, forged = (output["data"] for output in cell.outputs)
+    assert "Do it like this: x.clone()." in explained["text/html"] and "About this mistake" in explained["text/plain"]
+    assert "text/html" not in forged and forged["text/plain"] == ""  # only the course's own names are explained

@@ -13,6 +13,7 @@ A second, tiny class proves re-runs: unchanged submissions are skipped, --force 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from conftest import require_sandbox
 from submissions import catalogue, graded_cells, scores
 
 from autograder import course
+from autograder.checks.ex01_chain_rule import FORWARD_DIFFERENCE
 from tools import synthetic
 
 ASSIGNMENT = "01-chain-rule"
@@ -223,7 +225,10 @@ def test_feedback_csv_and_class_report(batch):
     assert "| forward difference | 1 |" in report  # wrong00 is the forward-difference entry of the catalogue
     assert (folder / "report.png").read_bytes()[:4] == b"\x89PNG"
     feedback = (batch.root / "feedback" / "wrong00" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-    assert "Likely misconception: forward difference" in re.sub(r"<[^>]+>", "", feedback)
+    text = html.unescape(" ".join(re.sub(r"<[^>]+>", "", feedback).split()))
+    assert "Likely misconception: forward difference" in text
+    # graded feedback adds what the notebook never showed while the learner worked: the explanation
+    assert f"About this mistake ({FORWARD_DIFFERENCE.name}): {' '.join(FORWARD_DIFFERENCE.hint.split())}" in text
 
 
 def test_answers_that_import_what_no_reference_imports_are_graded_as_nbgrader_grades_them(batch, scratch):

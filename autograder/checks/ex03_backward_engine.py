@@ -141,7 +141,8 @@ NO_AVERAGING = Misconception(
     "no averaging happened", "all_reduce was never called and every replica kept its own shard's gradient: your "
     "hooks never found a bucket complete. A bucket is complete once every replica's gradient of every one of its "
     "parameters has arrived: hook every parameter of every replica, count those arrivals per bucket, and let the "
-    "hook that completes the count call all_reduce.")
+    "hook that completes the count call all_reduce.",
+    question="Did any bucket ever look complete to your hooks? Count what arrives per bucket in a backward pass.")
 BYPASSED_ALL_REDUCE = Misconception(
     "averaged without all_reduce", "The .grad values are right, but the replicas stand for processes on different "
     "machines: their gradients may be combined only through the all_reduce the test hands you, once per bucket per "
@@ -156,7 +157,8 @@ AVERAGED_EARLY = Misconception(
     "one arrival per (replica, parameter) and reduce when the count reaches replicas × parameters in the bucket, "
     "whatever order the replicas run in. Common causes: counting replicas instead of (replica, parameter) pairs, "
     "one record shared by all buckets, a hard-coded number of replicas, or a hook defined in a loop that sees the "
-    "loop's LAST bucket (bind it: def hook(param, bucket=bucket, record=record)).")
+    "loop's LAST bucket (bind it: def hook(param, bucket=bucket, record=record)).",
+    question="When is a bucket complete? Which record and which bucket does each of your hooks see when it runs?")
 TENSOR_HOOK_READS_GRAD = Misconception(
     "read .grad in a hook that runs before .grad is written", "Tensor.register_hook calls fn(grad) BEFORE this "
     "backward's gradient reaches param.grad, so inside it param.grad is still None (or an old value). Use the grad "

@@ -357,7 +357,8 @@ NOT_MODIFIED = Misconception(
 GENERATOR_TWICE = Misconception(
     "a generator of parameters iterated twice",
     "Your function left the gradients alone when `parameters` was a generator (like model.parameters()): a generator "
-    "can be iterated only once, so a second loop over it sees nothing. Make a list first: params = list(parameters).")
+    "can be iterated only once, so a second loop over it sees nothing. Make a list first: params = list(parameters).",
+    question="How many times can a generator such as model.parameters() be looped over?")
 CLAMPED = Misconception(
     "clipped values instead of the norm",
     "clip_grad_norm_ rescales the whole gradient vector; clamping each element to [-max_norm, max_norm] is "

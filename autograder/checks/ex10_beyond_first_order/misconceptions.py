@@ -46,7 +46,9 @@ ZERO_BLOCKS = Misconception(
     "Where f is linear in a tensor, with no cross terms, or does not use it, ⟨∇f, v⟩ does not depend on it and its "
     "part of H·v is zero; where f is linear in all of them, ∇f is a constant with no grad_fn and H·v is all zeros. "
     "autograd reports both as errors unless you ask otherwise: read what allow_unused and materialize_grads of "
-    "torch.autograd.grad do, and look at requires_grad before you differentiate a second time.")
+    "torch.autograd.grad do, and look at requires_grad before you differentiate a second time.",
+    question="What should H·v hold for a tensor f does not use, or uses only linearly, and what does autograd give "
+    "you there?")
 OWN_BLOCKS_ONLY = Misconception(
     "left out the cross terms between the tensors",
     "Entry i of H·v is Σ_j (∂²f/∂x_i∂x_j) v_j over ALL the tensors j, not only (∂²f/∂x_i²) v_i: differentiate the "
