@@ -26,8 +26,9 @@ from tools.synthetic import grade_id
 @dataclass(frozen=True)
 class WrongAnswer:
     """One catalogue entry. ``scores`` lists the test cells it loses (empty: a correct answer, which must get full
-    marks); ``source`` says who wrote it: "authors" (the course's authors, who saw the checks) or "blind" (a reviewer
-    who saw only the student notebook and the lessons)."""
+    marks); ``source`` says who wrote it: "authors" (the course's authors, who saw the checks), "blind" (a reviewer
+    who saw only the student notebook and the lessons) or "ported" (the lesson's nearest code pasted as the answer,
+    which must lose points unless the part's text says to reuse it)."""
 
     name: str
     replace: dict[str, str]
@@ -36,8 +37,9 @@ class WrongAnswer:
     source: str = "authors"
 
     def __post_init__(self) -> None:
-        if self.source not in ("authors", "blind"):
-            raise ValueError(f"catalogue entry {self.name!r}: source is 'authors' or 'blind', not {self.source!r}")
+        if self.source not in ("authors", "blind", "ported"):
+            raise ValueError(f"catalogue entry {self.name!r}: source is 'authors', 'blind' or 'ported', not "
+                             f"{self.source!r}")
 
     def lost(self, points: dict[str, float]) -> set[str]:
         """The test cells among ``points`` (grade id -> points) that this answer does not get full marks for."""
