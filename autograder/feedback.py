@@ -15,6 +15,7 @@ import importlib
 import pkgutil
 
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 from .misconceptions import MIME, REGISTRY, Misconception
 
@@ -37,6 +38,8 @@ def explanation_html(misconception: Misconception) -> str:
 
 class ExplainMistakes(Preprocessor):
     """Gives every published diagnosis in a graded notebook its explanation (``text/html`` and ``text/plain``)."""
+
+    enabled = Bool(True, help="nbconvert runs a registered preprocessor only when it is enabled").tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
