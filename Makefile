@@ -70,7 +70,12 @@ release: $(STAMP)
 bench-lessons: $(STAMP)
 	$(BIN)/python -m tools.lessons bench
 
-.PHONY: grade-demo bench
+# Check my work: every exercise notebook in exercises/ (or EXERCISE=NN-slug), every test, hidden ones included, at a
+# fresh grading seed (SEED=N to repeat one); the results also go to the progress map (progress.ipynb).
+check: $(STAMP)
+	$(BIN)/python -m autograder check $(if $(EXERCISE),exercises/$(EXERCISE)/$(EXERCISE).ipynb) $(if $(SEED),--seed $(SEED))
+
+.PHONY: check grade-demo bench
 
 # Grade a synthetic demo class (correct, wrong, blank and hostile submissions); print the summary and the report path.
 # The grading tooling lives in tools/ (it reads tests/), run from the repository root.

@@ -5,7 +5,10 @@
                      class report (see autograder/grading/);
 * ``collect``, ``export``, ``late``, ``extend``: LMS downloads in, grades out to an LMS, late penalties,
                      extensions (autograder/lms/; also
-                     ``python -m autograder.lms``).
+                     ``python -m autograder.lms``);
+* ``check``          a learner's own grade: every test of a saved exercise notebook, hidden ones included
+                     (autograder/selfcheck.py);
+* ``progress``       a learner's progress across the course (autograder/progress.py).
 """
 
 from __future__ import annotations
@@ -38,6 +41,29 @@ def grade(args: argparse.Namespace) -> int:
     return grade_main(args)
 
 
+def check(args: argparse.Namespace) -> int:
+    """Check saved exercise notebooks as the class grader would (the named ones, or every exercise's)."""
+    from . import progress, selfcheck
+
+    paths = [Path(p) for p in args.notebooks] or [course.release_notebook(a) for a in course.assignments()]
+    for path in paths:
+        try:
+            report = selfcheck.check_file(path, args.seed)
+        except (ValueError, OSError) as error:
+            print(f"{path}: {error}", file=sys.stderr)
+            return 2
+        progress.record(report)
+        print(selfcheck.as_text(report) + "\n")
+    return 0
+
+
+def show_progress(args: argparse.Namespace) -> int:
+    from . import progress
+
+    print(progress.as_text())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     from .lms.cli import add_commands
 
     add_commands(commands)
+    check_parser = commands.add_parser("check", help="check my work: every test of saved exercise notebooks, hidden "
+                                                     "ones included, at a fresh grading seed")
+    check_parser.add_argument("notebooks", nargs="*", help="exercise notebooks (default: every one in exercises/)")
+    check_parser.add_argument("--seed", type=int, default=None, help="this grading seed instead of a fresh one")
+    check_parser.set_defaults(run=check)
+    progress_parser = commands.add_parser("progress", help="my progress across the course")
+    progress_parser.set_defaults(run=show_progress)
     args = parser.parse_args(argv)
     return args.run(args)
 

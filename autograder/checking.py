@@ -250,8 +250,9 @@ class _Trials:
         if misconception is not None:  # the named mistake first: it is what a learner reads before the numbers
             text = misconception.line() + "\n" + text
             publish(misconception, check=self.check, cases=cases, proven=proven)
-        return GradingFailure(text, proven=misconception if proven else None,
-                              suspects=() if misconception is None or proven else (misconception,))
+        kind = NotWritten if isinstance(failure, NotWritten) else GradingFailure  # typed: "not written" stays so
+        return kind(text, proven=misconception if proven else None,
+                    suspects=() if misconception is None or proven else (misconception,))
 
 
 _TRIALS: contextvars.ContextVar[_Trials | None] = contextvars.ContextVar("autograder_trials", default=None)

@@ -7,9 +7,11 @@ sources, ``exercises/NN-slug/NN-slug.ipynb`` the student release generated from 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +61,37 @@ def release_notebook(assignment: str, root: Path = ROOT) -> Path:
     return root / "exercises" / assignment / f"{assignment}.ipynb"
 
 
+@dataclass(frozen=True)
+class TestCell:
+    """One graded test cell of an exercise's source: its part, its points and its code (hidden tests included)."""
+
+    grade_id: str
+    part: str
+    points: float
+    source: str
+
+    @property
+    def hidden(self) -> bool:
+        return "### BEGIN HIDDEN TESTS" in self.source
+
+
+def test_cells(assignment: str, root: Path = ROOT) -> list[TestCell]:
+    """The graded test cells of ``assignment``'s nbgrader source, in order, each with the part it grades (the
+    ``part_*`` cell above it: ``part_b2`` is Part B2)."""
+    import nbformat
+
+    notebook = nbformat.read(source_notebook(assignment, root), as_version=4)
+    cells, part = [], "?"
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = meta.get("grade_id", "")
+        if cell.cell_type == "markdown" and re.fullmatch(r"part_\w+", grade_id):
+            part = grade_id.removeprefix("part_").upper()
+        elif meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
+            cells.append(TestCell(grade_id, part, float(meta.get("points", 0)), cell.source))
+    return cells
+
+
 def tool_environment(**extra: str) -> dict[str, str]:
     """The environment for nbgrader and kernels: this interpreter's bin first (nbgrader runs `alembic` from PATH)."""
     env = dict(os.environ)
@@ -69,6 +102,28 @@ def tool_environment(**extra: str) -> dict[str, str]:
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(extra)
     return env
+
+
+def run_notebook(notebook, folder: Path, *, timeout: int = 120, allow_errors: bool = False, **env: str):
+    """Run every cell of ``notebook`` (an nbformat notebook, changed in place: outputs added) in a new python3 kernel
+    started in ``folder``; raise on an error unless ``allow_errors`` (then errors are outputs, as in nbgrader).
+    ``timeout`` bounds each cell. The kernel talks over IPC sockets in a private folder, not TCP ports: kernels
+    started at the same moment cannot pick the same port, and nothing listens on the network."""
+    import tempfile
+
+    from jupyter_client import KernelManager
+    from nbclient import NotebookClient
+
+    with tempfile.TemporaryDirectory(prefix="kernel-") as sockets:
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "ipc"))
+        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=allow_errors,
+                                resources={"metadata": {"path": str(folder)}})
+        try:
+            client.execute(env=tool_environment(**env))  # passed on to jupyter_client's start_kernel
+        finally:  # nbclient shuts down only kernel managers it made itself
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
+    return notebook
 
 
 def nbgrader(*args: str, course: Path = ROOT, check: bool = True, **env: str) -> subprocess.CompletedProcess:

@@ -23,8 +23,10 @@ feedback turns into the explanation (:class:`autograder.feedback.ExplainMistakes
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,8 +181,29 @@ def armed(symptoms, expected: torch.Tensor, *, rtol: float, atol: float) -> list
     return [s for s in candidates if not shared(s)]
 
 
+#: Where :func:`publish` sends diagnoses while :func:`collecting` (None: to the notebook).
+_COLLECTED: contextvars.ContextVar[list[dict] | None] = contextvars.ContextVar("autograder_diagnoses", default=None)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[dict]]:
+    """Diagnoses published inside the block, as records (check my work reads them instead of the notebook)."""
+    records: list[dict] = []
+    token = _COLLECTED.set(records)
+    try:
+        yield records
+    finally:
+        _COLLECTED.reset(token)
+
+
 def publish(misconception: Misconception, *, check: str, cases: int, proven: bool) -> None:
-    """Send a diagnosis to the notebook as structured data (nothing happens outside IPython)."""
+    """Send a diagnosis to the notebook as structured data (nothing happens outside IPython), or to the records of
+    :func:`collecting`."""
+    record = {"misconception": misconception.name, "check": check, "cases": cases, "proven": proven}
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append(record)
+        return
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -188,5 +211,4 @@ def publish(misconception: Misconception, *, check: str, cases: int, proven: boo
         return
     if get_ipython() is None:
         return
-    record = {"misconception": misconception.name, "check": check, "cases": cases, "proven": proven}
     display({MIME: record, "text/plain": ""}, raw=True)

@@ -39,7 +39,8 @@ def imported(path: Path) -> set[str]:
             if node.level:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
-            names.add(base)
+            if node.module:  # `from . import course` imports the module course, not what the package itself holds
+                names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 

@@ -2,8 +2,10 @@
 kernel, no gradebook), used by the seed sweep (``make sweep``), ``tools.sweep --quick`` while an exercise is being
 written, tests/test_catalogue.py and tests/test_hidden_tests_over_seeds.py.
 
-A test cell fails only when a check raised its GradingFailure; any other exception out of a test cell (a CourseBug,
-a TypeError inside a check...) raises :class:`CheckCrashed`, since a crashing check is a bug, not a verdict.
+A test cell runs as check my work runs it (:func:`autograder.selfcheck.run_test_cell`), so the catalogue proves the
+learner's own check gives the class grader's verdicts. It fails only when a check raised its GradingFailure; any
+other exception out of a test cell (a CourseBug, a TypeError inside a check...) raises :class:`CheckCrashed`, since
+a crashing check is a bug, not a verdict.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
     """
     import torch
 
-    from autograder.checking import GradingFailure
+    from autograder.course import TestCell
+    from autograder.selfcheck import Status, run_test_cell
 
     namespace: dict = {"__name__": "__main__"}
     results: dict[str, CellResult] = {}
@@ -67,19 +70,17 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
                 continue
             if not scratch and not meta:
                 continue
+            if meta.get("grade") and not meta.get("solution"):  # a test cell, graded as check my work grades it
+                verdict = run_test_cell(TestCell(grade_id(cell), "", 0.0, cell.source), namespace)
+                if verdict.status is Status.ERROR:
+                    raise CheckCrashed(f"{assignment}: test cell {grade_id(cell)} crashed with {verdict.message}")
+                results[grade_id(cell)] = CellResult(verdict.status is Status.PASSED, verdict.message)
+                continue
             source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
-            result = CellResult(True)
             try:
                 exec(compile(source, f"<{grade_id(cell) or 'cell'}>", "exec"), namespace)
-            except GradingFailure as failure:
-                result = CellResult(False, str(failure))
-            except Exception as error:  # a wrong answer may break its own cell, exactly as in a kernel
-                if meta.get("grade"):
-                    raise CheckCrashed(f"{assignment}: test cell {grade_id(cell)} crashed with "
-                                       f"{type(error).__name__}: {error}") from error
-                result = CellResult(False, f"{type(error).__name__}: {error}")
-            if meta.get("grade"):
-                results[grade_id(cell)] = result
+            except Exception:  # a wrong answer may break its own cell, exactly as in a kernel
+                pass
     return results
 
 
