@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab lab-instructor test test-all release bench-lessons clean
+.PHONY: setup lab lab-instructor test test-all release html bench-lessons clean
 
 setup: $(STAMP)
 
@@ -65,6 +65,11 @@ test-all: $(STAMP)
 # Regenerate the student release (exercises/) from the nbgrader sources (solutions/).
 release: $(STAMP)
 	$(BIN)/python -m autograder release
+
+# The course as HTML pages for reading offline or with assistive technology: every lesson executed, every exercise as
+# released, in html/ (accessible stylesheet, figures with their text alternatives, formulas as MathML).
+html: $(STAMP)
+	$(BIN)/python -m autograder html
 
 # Execute every lesson in a fresh kernel and print how long each took (a report, not a test).
 bench-lessons: $(STAMP)

@@ -47,8 +47,16 @@ c.IgnorePattern.enabled = True
 # (autograder/feedback.py).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "autograder.feedback.ExplainMistakes",
+    "autograder.feedback.ExplainMistakes", "autograder.export.MathToMathML",
 ]
+# ... on a page for everyone (autograder/templates/autograd_feedback: its language, AA contrast, formulas as MathML).
+try:
+    from autograder.export import feedback_template_dirs
+
+    c.HTMLExporter.template_name = "autograd_feedback"
+    c.HTMLExporter.extra_template_basedirs = feedback_template_dirs()
+except ImportError:  # a course folder used without the course package: nbgrader's own feedback page
+    pass
 
 # Keep feedback readable when a submission prints a lot or fails deep in a stack.
 c.LimitOutput.max_lines = 200

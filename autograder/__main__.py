@@ -8,7 +8,8 @@
                      ``python -m autograder.lms``);
 * ``check``          a learner's own grade: every test of a saved exercise notebook, hidden ones included
                      (autograder/selfcheck.py);
-* ``progress``       a learner's progress across the course (autograder/progress.py).
+* ``progress``       a learner's progress across the course (autograder/progress.py);
+* ``html``           the lessons and exercises as accessible HTML pages (autograder/export.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ def check(args: argparse.Namespace) -> int:
     return 0
 
 
+def html(args: argparse.Namespace) -> int:
+    from .export import OUTPUT, export_course
+
+    written = export_course(Path(args.output) if args.output else OUTPUT, execute=not args.no_execute)
+    print(f"{len(written)} pages in {(Path(args.output) if args.output else OUTPUT)}")
+    return 0
+
+
 def show_progress(args: argparse.Namespace) -> int:
     from . import progress
 
@@ -84,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     check_parser.add_argument("notebooks", nargs="*", help="exercise notebooks (default: every one in exercises/)")
     check_parser.add_argument("--seed", type=int, default=None, help="this grading seed instead of a fresh one")
     check_parser.set_defaults(run=check)
+    html_parser = commands.add_parser("html", help="the lessons (executed) and exercises as accessible HTML pages")
+    html_parser.add_argument("--output", help="folder for the pages (default: html/)")
+    html_parser.add_argument("--no-execute", action="store_true", help="export the lessons without running them")
+    html_parser.set_defaults(run=html)
     progress_parser = commands.add_parser("progress", help="my progress across the course")
     progress_parser.set_defaults(run=show_progress)
     args = parser.parse_args(argv)

@@ -9,10 +9,10 @@ import itertools
 import matplotlib
 
 matplotlib.use("agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from autograder import figures  # noqa: E402
+from autograder import figures
 
 #: Sharma, Wu and Dalal's published test pairs for CIEDE2000 (L, a, b) x2 -> ΔE00, a selection across the hues.
 SHARMA = [((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),

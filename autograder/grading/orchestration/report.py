@@ -112,11 +112,12 @@ def write_failure_feedback(path: Path, student: str, assignment: str, outcome: O
     """A feedback page for a submission nbgrader could not grade (nbgrader writes none for it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in outcome.reasons)
-    path.write_text(f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(assignment)}: feedback"
-                    f"</title></head><body><h1>{html.escape(assignment)}: your submission could not be graded</h1>"
+    name = html.escape(assignment)
+    path.write_text(f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{name}: feedback</title>"
+                    f"</head><body><main><h1>{name}: your submission could not be graded</h1>"
                     f"<p>Student: {html.escape(student)}. Score: 0 / {outcome.max_score:g}.</p><ul>{reasons}</ul>"
                     "<p>Submit the assignment notebook again (File &rarr; Save, then submit it unchanged in name).</p>"
-                    "</body></html>\n")
+                    "</main></body></html>\n")
 
 
 def cell_text(text: str) -> str:
@@ -128,7 +129,8 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
                  cell_scores: dict[str, dict[str, float]], max_scores: dict[str, float],
                  diagnosed: dict[str, dict[str, list[str]]], *, sandboxed: bool = True,
                  course_bugs: dict[str, list[str]] | None = None, late: list[str] = ()) -> Path:
-    """Write ``report.md`` and ``report.png`` in ``folder``; return the Markdown path. ``diagnosed``: per student, the
+    """Write ``report.md``, the same as a page (``report.html``, for reading in a browser or with a screen reader) and
+    ``report.png`` in ``folder``; return the Markdown path. ``diagnosed``: per student, the
     misconceptions each test cell's failure named; ``late``: the late submissions' section
     (:func:`.late.report_lines`)."""
     graded = [s for s, o in outcomes.items() if o.status == GRADED]
@@ -153,7 +155,7 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
     if not sandboxed:
         lines += ["**Graded without the sandbox** (`--no-sandbox`): the submissions ran with the grader's own "
                   "permissions, with no isolation from the machine, the course or each other.", ""]
-    lines += ["![pass rates and misconceptions](report.png)", "",
+    lines += [f"![{CHART_ALT}](report.png)", "",
              "## Pass rate per test", "", "| test cell | points | passed | pass rate |", "|---|---:|---:|---:|"]
     for cell in cells:
         passed = round(pass_rate[cell] * len(graded))
@@ -178,8 +180,25 @@ def class_report(folder: Path, assignment: str, outcomes: dict[str, Outcome],
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / "report.md"
     report.write_text("\n".join(lines) + "\n")
+    (folder / "report.html").write_text(_page(f"Class report: {assignment}", "\n".join(lines)))
     _chart(folder / "report.png", assignment, cells, pass_rate, counts)
     return report
+
+
+#: The chart's text alternative: the tables under it hold its numbers.
+CHART_ALT = ("Two bar charts: the pass rate of every test cell (0 to 100 %) and the misconceptions diagnosed in most "
+             "students; the tables below give the same numbers")
+
+
+def _page(title: str, markdown: str) -> str:
+    """A Markdown report as a page anyone can read: its language, a main landmark, AA contrast, underlined links."""
+    import mistune
+
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            "<style>body{font-family:sans-serif;color:#1b1b1b;max-width:60em;margin:1em auto;padding:0 1em}"
+            "a{color:#0b4f8a;text-decoration:underline}table{border-collapse:collapse}"
+            "th,td{border:1px solid #767676;padding:0.2em 0.5em}img{max-width:100%}</style></head>"
+            f"<body><main>{mistune.html(markdown)}</main></body></html>\n")
 
 
 def _chart(path: Path, assignment: str, cells: list[str], pass_rate: dict[str, float], counts: Counter) -> None:
