@@ -9,7 +9,8 @@ from ..checking import GradingFailure, Misconception, proven_failure
 
 CE_NOT_DIVIDED = Misconception(
     "cross-entropy gradient missing the 1/batch", "F.cross_entropy averages the loss over the N rows, so each row's "
-    "share of the gradient, p − y, is divided by N as well.")
+    "share of the gradient, p − y, is divided by N as well.",
+    question="Is each row's share divided by the number of rows the mean runs over?")
 SQUARED_NORMS = Misconception(
     "squared norms", "A norm is the square root of the sum of squares (grad.norm()), not the sum of squares itself.")
 LOSSES_AS_TENSORS = Misconception(

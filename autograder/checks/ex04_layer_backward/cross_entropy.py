@@ -1,0 +1,158 @@
+"""Part B: the gradient of F.cross_entropy(logits, targets, label_smoothing=ε, ignore_index=k) with respect to the
+logits, by hand, with PyTorch's semantics exactly (its mean divides by the kept targets; smoothing mixes in the
+uniform distribution over all C classes)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ...checking import Symptom, check, trial
+from ...seeding import choice, uniform
+from ..cases import case_stream
+from ..shared import CE_NOT_DIVIDED
+from .common import Case, distinct, literal_symptoms, make_case, run_case, unstable_softmaxes
+from .misconceptions import (
+    CE_BATCH_AXIS,
+    CE_BY_CLASSES,
+    CE_NO_TARGET,
+    CE_REVERSED,
+    DIVIDED_BY_ALL_ROWS,
+    IGNORED_BY_VALUE,
+    IGNORED_ROWS_KEPT,
+    SMOOTHING_IGNORED,
+    SMOOTHING_OVER_OTHERS,
+    SMOOTHING_TARGET_UNSCALED,
+    SMOOTHING_UNIFORM_MISSING,
+)
+
+Tensor = torch.Tensor
+
+DEFAULT_IGNORE = -100
+
+
+def _target_distribution(targets: Tensor, kept: Tensor, classes: int, smoothing: float, *,
+                         spread: str = "all") -> Tensor:
+    """q per row (float64): the one-hot of the target mixed with a uniform part; ``spread`` reproduces mistakes
+    ("others": ε/(C − 1) on the other classes, "none": no uniform part, "unscaled": the one-hot not scaled, "ignored":
+    the one-hot itself)."""
+    onehot = F.one_hot(torch.where(kept, targets, 0), classes).to(torch.float64)
+    if spread == "others":
+        return (1 - smoothing) * onehot + smoothing / (classes - 1) * (1 - onehot)
+    if spread == "none":
+        return (1 - smoothing) * onehot
+    if spread == "ignored":
+        return onehot
+    if spread == "unscaled":
+        return onehot + smoothing / classes
+    return (1 - smoothing) * onehot + smoothing / classes
+
+
+def _gradient(p: Tensor, q: Tensor, kept: Tensor, count: float) -> Tensor:
+    return (p - q) * kept.unsqueeze(-1) / count
+
+
+def _rows_ignored_kept(right: Tensor, kept: Tensor) -> Symptom:
+    """The kept rows right and some ignored row not zero (whatever the learner put there)."""
+
+    def matches(answer: Tensor) -> bool:
+        if answer.shape != right.shape or bool(kept.all()) or not bool(torch.isfinite(answer).all()):
+            return False
+        good = torch.allclose(answer[kept], right[kept], rtol=1e-8, atol=1e-12)
+        return good and bool((answer[~kept].abs() > 1e-9).any())
+
+    return IGNORED_ROWS_KEPT.when(matches)
+
+
+def _cross_entropy_case(logits: Tensor, targets: Tensor, smoothing: float, ignore_index: int) -> Case:
+    n, c = logits.shape
+    kept = targets != ignore_index
+    count = float(kept.sum())
+    p = torch.softmax(logits, dim=-1)
+    q = _target_distribution(targets, kept, c, smoothing)
+    right = _gradient(p, q, kept, count)
+    by_value = targets >= 0
+    mistakes = [(CE_NOT_DIVIDED, _gradient(p, q, kept, 1.0)), (CE_BY_CLASSES, _gradient(p, q, kept, c)),
+                (CE_REVERSED, -right), (CE_BATCH_AXIS, _gradient(torch.softmax(logits, dim=0), q, kept, count)),
+                (CE_NO_TARGET, _gradient(p, 0 * q, kept, count)), (DIVIDED_BY_ALL_ROWS, _gradient(p, q, kept, n)),
+                (IGNORED_BY_VALUE, _gradient(p, _target_distribution(targets, by_value, c, smoothing), by_value,
+                                             float(by_value.sum())))]
+    mistakes += [(mistake, _gradient(p, _target_distribution(targets, kept, c, smoothing, spread=spread), kept,
+                                     count))
+                 for mistake, spread in [(SMOOTHING_OVER_OTHERS, "others"), (SMOOTHING_UNIFORM_MISSING, "none"),
+                                         (SMOOTHING_TARGET_UNSCALED, "unscaled"), (SMOOTHING_IGNORED, "ignored")]]
+    mistakes += [(mistake, _gradient(unstable, q, kept, count)) for mistake, unstable in unstable_softmaxes(logits)]
+    symptoms = [*literal_symptoms(mistakes), _rows_ignored_kept(right, kept)]
+    options = {}
+    if smoothing:
+        options["label_smoothing"] = smoothing
+    if ignore_index != DEFAULT_IGNORE:
+        options["ignore_index"] = ignore_index
+    note = (f"N = {n} rows ({int(count)} kept), C = {c} classes, targets {targets.tolist()}, "
+            f"label_smoothing = {smoothing:g}, ignore_index = {ignore_index}")
+    return make_case("softmax_cross_entropy_backward", {"logits": logits, "targets": targets},
+                     {"dlogits": "logits"},
+                     lambda z: F.cross_entropy(z, targets, label_smoothing=smoothing, ignore_index=ignore_index),
+                     (logits,), (symptoms,), options=options, note=note)
+
+
+def _corners() -> list[tuple[Tensor, Tensor, float, int]]:
+    """Part B's corners, (logits, targets, label_smoothing, ignore_index), the same at every seed: the plain
+    two-argument call on one row; logits near 1000 with smoothing; rows ignored with the default −100; ignore_index
+    a real class (0) with smoothing; smoothing 1 on rows ±800 apart with an ignored row; rows at ±1000 and one spread
+    over 1400, the last class the one ignored; smoothing 0.3 with no row ignored."""
+    rows = lambda *values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
+    labels = lambda *values: torch.tensor(values)  # noqa: E731
+    return [
+        (rows([0.3, -1.2, 2.0, 0.7]), labels(3), 0.0, DEFAULT_IGNORE),
+        (1000 + rows([0.5, -1.0, 2.0], [1.5, 0.0, -2.5], [-0.5, 3.0, 1.0]), labels(2, 0, 1), 0.1, DEFAULT_IGNORE),
+        (rows([0.2, 1.0, -0.5], [1.5, -0.3, 0.4], [-1.0, 0.6, 2.2], [0.9, 0.1, -1.4], [0.0, -2.0, 1.1]),
+         labels(2, -100, 0, -100, 1), 0.0, DEFAULT_IGNORE),
+        (rows([0.5, -0.2, 1.3, 0.1], [1.1, 0.4, -0.9, 2.0], [-0.6, 1.8, 0.2, -1.1], [0.3, -1.5, 0.8, 0.6]),
+         labels(0, 2, 1, 3), 0.2, 0),
+        (rows([800.0, 801.5, 799.0], [-800.0, -801.0, -798.5], [1.0, -2.0, 0.5]), labels(1, -100, 2), 1.0,
+         DEFAULT_IGNORE),
+        (rows([1000.0, 998.5, 1001.0, 997.0], [-1000.0, -1002.0, -999.5, -1001.0], [700.0, 0.0, -700.0, 2.0]),
+         labels(3, 1, 2), 0.05, 3),
+        (rows([0.4, -1.1, 2.3, 0.0, 0.9], [1.7, 0.2, -0.6, 1.1, -2.0], [-0.3, 0.8, 0.5, -1.4, 1.6],
+              [2.1, -0.9, 0.3, 0.7, -0.2]), labels(4, 0, 2, 2), 0.3, DEFAULT_IGNORE),
+    ]
+
+
+def _drawn(gen: torch.Generator, grading_seed: int | None) -> list[tuple[Tensor, Tensor, float, int]]:
+    """Two batches: one with rows ignored by −100, one whose ignore_index is the last class (public: fixed; hidden:
+    drawn sizes, smoothing and labels)."""
+    found = []
+    for index in range(2):
+        n, c = (4, 3) if grading_seed is None and index == 0 else (5, 6) if grading_seed is None \
+            else tuple(distinct(gen, 2, 3, 7))
+        smoothing = (0.1, 0.05)[index] if grading_seed is None else choice(gen, [0.05, 0.1, 0.2, 0.3])
+        targets = torch.randint(c, (n,), generator=gen)
+        ignore_index = DEFAULT_IGNORE if index == 0 else c - 1
+        if index == 0:
+            targets[int(torch.randint(n, (), generator=gen))] = DEFAULT_IGNORE
+        else:  # the last class is ignored wherever it occurs; at least one row uses it and one does not
+            targets[0], targets[1] = c - 1, int(torch.randint(c - 1, (), generator=gen))
+        found.append((uniform(gen, (n, c), -3, 3), targets, smoothing, ignore_index))
+    return found
+
+
+@check
+def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading_seed: int | None = None) -> None:
+    """Part B: the gradient of F.cross_entropy(logits, targets, label_smoothing=ε, ignore_index=k) (mean reduction)
+    with respect to the logits, by hand (no autograd), a new float64 tensor; called with two arguments it is the plain
+    mean cross-entropy's gradient.
+
+    Domain: logits float64 (N, C), N >= 1, C >= 2, any finite values; targets int64 (N,), each in [0, C) or equal to
+    ignore_index, at least one not ignored; label_smoothing in [0, 1] and ignore_index any int (a class index too),
+    both keyword arguments, left out when they have their defaults (0.0 and −100). Corners at every seed
+    (:func:`_corners`): one row with two arguments, logits near 1000 (a naive exp gives nan), −100 rows,
+    ignore_index 0 with smoothing, smoothing 1, rows at ±1000 with the last class ignored, smoothing 0.3 with
+    nothing ignored; then two batches of
+    distinct sizes (public: fixed; hidden: drawn)."""
+    __tracebackhide__ = True
+    gen = case_stream("04/cross_entropy", grading_seed)
+    for logits, targets, smoothing, ignore_index in _corners() + _drawn(gen, grading_seed):
+        case = _cross_entropy_case(logits, targets, smoothing, ignore_index)
+        with trial():
+            run_case(softmax_cross_entropy_backward, case)
