@@ -102,7 +102,7 @@ def test_hub_config_lets_server_tokens_use_their_users_permissions():
 
 
 def fake_spawner(*groups: str, environment: dict | None = None):
-    user = SimpleNamespace(groups=[SimpleNamespace(name=g) for g in groups])
+    user = SimpleNamespace(name="no-such-account-on-this-machine", groups=[SimpleNamespace(name=g) for g in groups])
     return SimpleNamespace(user=user, environment=environment if environment is not None else {})
 
 
@@ -234,3 +234,24 @@ def test_deploy_readme_covers_what_a_course_team_needs():
                   "nbgrader-autograd-course", "/srv/nbgrader/exchange", "ReadWriteMany", "shared-volume caveat",
                   "nbgitpuller", "JupyterLab", "release_assignment", "collect", "autograde", "release_feedback"):
         assert topic in text, f"deploy/README.md does not mention {topic!r}"
+
+
+def test_pre_spawn_hook_makes_a_users_home_hers_alone(tmp_path, monkeypatch):
+    """On one machine (TLJH: accounts jupyter-<name>), a learner's home holds her work and feedback: 0700 before her
+    server starts. A hub whose users have no account on its machine (Kubernetes) is left alone."""
+    import os
+    import pwd
+
+    config = run_config(HUB_CONFIG)
+    home = tmp_path / "jupyter-learner01"
+    home.mkdir(mode=0o755)
+    accounts = {"jupyter-learner01": SimpleNamespace(pw_dir=str(home))}
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: accounts[name])
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    spawner = fake_spawner("nbgrader-autograd-course", environment={})
+    spawner.user.name, spawner.unix_username_template = "learner01", "jupyter-{USERNAME}"
+    config.Spawner.pre_spawn_hook(spawner)
+    assert home.stat().st_mode & 0o777 == 0o700
+    kubernetes = fake_spawner("nbgrader-autograd-course", environment={})
+    kubernetes.user.name = "learner02"  # no account of that name here: nothing to do, nothing raised
+    config.Spawner.pre_spawn_hook(kubernetes)

@@ -1,4 +1,4 @@
-"""JupyterHub settings for the autograd course: groups, the grader's tools, JupyterLab as the default UI.
+"""JupyterHub settings for the autograd course: groups, the grader's tools, private homes, JupyterLab as the default UI.
 
 TLJH: deploy/tljh/install.sh copies this file to /opt/tljh/config/jupyterhub_config.d/.
 Zero to JupyterHub: deploy/z2jh/config.yaml carries the same text in hub.extraConfig (tests/test_deploy.py checks).
@@ -49,4 +49,26 @@ def instructor_tools_for_graders(spawner):
         spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": f"{GRADER_CONFIG}:{HUB_CONFIG}"}
 
 
-c.Spawner.pre_spawn_hook = instructor_tools_for_graders
+def private_home(spawner):
+    """On one machine (TLJH, or any hub whose users are Unix accounts), a user's home holds her working copies and
+    her fetched feedback: mode 0700, so that no other learner can read it (useradd's default is often 0755). The
+    account is TLJH's jupyter-<name> or, for other spawners, the hub user's own name; on Kubernetes there is none
+    on the hub's machine, and nothing happens."""
+    import os
+    import pwd
+
+    template = getattr(spawner, "unix_username_template", "{USERNAME}")
+    try:
+        home = pwd.getpwnam(template.format(USERNAME=spawner.user.name)).pw_dir
+    except KeyError:
+        return
+    if os.path.isdir(home) and os.geteuid() == 0:
+        os.chmod(home, 0o700)
+
+
+def prepare_server(spawner):
+    instructor_tools_for_graders(spawner)
+    private_home(spawner)
+
+
+c.Spawner.pre_spawn_hook = prepare_server

@@ -1,0 +1,193 @@
+"""A term on a real JupyterHub (issue 36): the course's hub settings loaded unchanged (tests/hub.py), real Unix
+accounts for two learners and the grader, nbgrader's exchange, the idle culler as the hub's service.
+
+The grader releases exercise 01 from a clone of the course, as deploy/README.md says; learner01 fetches it through her
+server's Assignments list, solves Part A, validates and submits; learner02 submits the untouched release; the grader
+collects, grades with ``python -m autograder grade`` (sandboxed, as the grader) and releases the feedback; each learner
+fetches her own and finds her own score. Learner02 cannot read or overwrite learner01's submission or feedback, from a
+shell of her own. An idle server is stopped by the culler.
+
+The test needs root (tests/hub.py says what it creates and removes); elsewhere it skips with the reason, and in CI
+(CI=true) it fails unless .ci/run said why the hub cannot run (COURSE_NO_HUB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+import urllib.error
+from pathlib import Path
+
+import nbformat
+import pytest
+from hub import CULL_SECONDS, EXCHANGE, GRADER, HubUnavailable, as_user, start_hub
+from submissions import solution_sources
+
+COURSE = "autograd-course"
+ASSIGNMENT = "01-chain-rule"
+A, B = "learner01", "learner02"
+
+pytestmark = pytest.mark.xdist_group("hub")
+
+
+def require_hub(reason: str) -> None:
+    if os.environ.get("COURSE_NO_HUB"):
+        pytest.skip(f"{reason}; {os.environ['COURSE_NO_HUB']}")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; in CI the hub test must run, not skip")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hub")
+    folder.chmod(0o755)
+    try:
+        yield from start_hub(folder)
+    except HubUnavailable as unavailable:
+        require_hub(str(unavailable))
+
+
+class Term:
+    """What the term's steps leave for the tests to look at."""
+
+    def __init__(self, hub):
+        self.hub = hub
+        self.tokens = {}
+        self.lists = {}
+
+    def token(self, user: str) -> str:
+        if user not in self.tokens:
+            self.tokens[user] = self.hub.user_token(user)
+        return self.tokens[user]
+
+    def terminal(self, user: str, command: str, check: bool = True):
+        """``command`` as ``user`` with what a terminal of her hub server has (the hub's API and her token)."""
+        return as_user(user, command, check=check, JUPYTERHUB_API_URL=self.hub.api_url,
+                       JUPYTERHUB_API_TOKEN=self.token(user), JUPYTERHUB_USER=user)
+
+    def call(self, user: str, method: str, path: str, body: dict | None = None):
+        """A request to her server, started first if the culler stopped it meanwhile (as her next visit would)."""
+        if not self.hub.api("GET", f"users/{user}")["servers"].get("", {}).get("ready"):
+            self.hub.start_server(user)
+        return self.hub.server(user, method, path, self.token(user), body)
+
+    def assignments(self, user: str, action: str | None = None) -> list[dict]:
+        """The learner's Assignments list (what the panel shows), after ``action`` (fetch, submit, fetch_feedback),
+        as the panel asks her server."""
+        if action is None:
+            found = self.call(user, "GET", f"assignments?course_id={COURSE}")
+        else:
+            found = self.call(user, "POST", f"assignments/{action}", {"course_id": COURSE, "assignment_id": ASSIGNMENT})
+        assert found["success"], found
+        return found["value"]
+
+    def notebook_path(self, user: str) -> str:
+        """Where her fetched notebook is, relative to her server's root (her home)."""
+        return f"{COURSE}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+
+
+@pytest.fixture(scope="module")
+def term(hub):
+    term = Term(hub)
+    for user in (A, B, GRADER):
+        if not any(u["name"] == user for u in hub.api("GET", "users")):
+            hub.api("POST", f"users/{user}")
+    hub.start_server(GRADER)
+    # The grader's account, as deploy/README.md's "The grader account" says; the repository is cloned from the copy
+    # the hub serves instead of GitHub (root's, so git asks the grader to trust it first).
+    term.terminal(GRADER, f"git config --global --add safe.directory /srv/{COURSE}/.git && git clone --quiet "
+                          f"/srv/{COURSE} ~/{COURSE} && cd ~/{COURSE} && ln -s {EXCHANGE} .exchange && nbgrader "
+                          f"generate_assignment {ASSIGNMENT} --force && nbgrader db student add {A} && nbgrader db "
+                          f"student add {B} && nbgrader release_assignment {ASSIGNMENT}")
+    return term
+
+
+def test_the_grader_releases_and_the_learners_see_it(term):
+    for user in (A, B):
+        listed = term.assignments(user)
+        assert [(a["assignment_id"], a["status"]) for a in listed] == [(ASSIGNMENT, "released")], (user, listed)
+
+
+def test_a_learner_fetches_solves_validates_and_submits(term, hub):
+    fetched = term.assignments(A, "fetch")
+    assert [a["status"] for a in fetched] == ["fetched"]
+    path = term.notebook_path(A)
+    model = term.call(A, "GET", f"api/contents/{path}?content=1&type=notebook")
+    notebook = nbformat.from_dict(model["content"])
+    for cell in notebook.cells:  # Part A solved, as she would type it; the rest left as released
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "central_difference":
+            cell.source = solution_sources(ASSIGNMENT)["central_difference"]
+    term.call(A, "PUT", f"api/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
+    validated = term.call(A, "POST", "assignments/validate", {"path": path})
+    assert validated["success"], validated
+    failed = [f["source"] for f in validated["value"].get("failed", [])]  # Validate: Parts B and C not written
+    assert failed and not [source for source in failed if "central_difference" in source], failed
+    submitted = term.assignments(A, "submit")
+    assert "submitted" in [a["status"] for a in submitted]
+
+
+def test_another_learner_submits_the_untouched_release(term):
+    term.assignments(B, "fetch")
+    assert "submitted" in [a["status"] for a in term.assignments(B, "submit")]
+
+
+def test_the_grader_collects_grades_and_releases_feedback(term):
+    done = term.terminal(GRADER, f"cd ~/{COURSE} && nbgrader collect {ASSIGNMENT} && python -m autograder grade "
+                                 f"{ASSIGNMENT} --jobs 1 --quiet && nbgrader release_feedback {ASSIGNMENT}")
+    term.graded = done.stdout
+    assert "2 graded, 0 could not be graded" in done.stdout, done.stdout
+
+
+def test_each_learner_fetches_her_own_feedback_and_score(term, hub):
+    for user, score in ((A, "4.0 / 12.0"), (B, "0.0 / 12.0")):
+        listed = term.assignments(user, "fetch_feedback")
+        assert '"has_local_feedback": true' in json.dumps(listed), listed
+        home = Path(f"/home/{user}")
+        pages = list((home / COURSE / ASSIGNMENT / "feedback").glob("*/*.html"))
+        assert len(pages) == 1, pages
+        text = pages[0].read_text()
+        assert f"Score: {score}" in text and user in json.dumps(listed), (user, text[:300])
+
+
+def test_no_learner_reads_or_overwrites_anothers_work(term):
+    """What a learner can try from a terminal of her own server. nbgrader's exchange keeps submissions apart by
+    names nobody can list or guess: the inbound folder can be written into but not read (mode 2733), and each
+    submission's folder is named learner+assignment+timestamp+12 random characters; feedback files are named by a
+    hash of the submission. Her home, which holds her working copy and her fetched feedback, is hers alone."""
+    inbound = EXCHANGE / COURSE / "inbound"
+    hers = sorted(p for p in inbound.iterdir() if p.name.startswith(f"{A}+"))
+    assert hers, "learner01's submission is in the exchange"
+    stamp = hers[0].name.rsplit("+", 1)[0]  # everything but the random part: what another learner might guess
+    attempts = {
+        "list the submissions": f"ls {inbound}",
+        "find hers by pattern": f"cat {inbound}/{A}+*/{ASSIGNMENT}.ipynb",
+        "open a guessed name": f"cat {shlex.quote(f'{inbound}/{stamp}+000000000000/{ASSIGNMENT}.ipynb')}",
+        "list the released feedback": f"ls {EXCHANGE / COURSE / 'feedback'}",
+        "read her home": f"ls /home/{A}",
+        "read her working copy": f"cat /home/{A}/{COURSE}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+        "read her feedback": f"cat /home/{A}/{COURSE}/{ASSIGNMENT}/feedback/*/*.html",
+        "overwrite her working copy": f"echo '{{}}' > /home/{A}/{COURSE}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+    }
+    for what, command in attempts.items():
+        done = term.terminal(B, command, check=False)
+        assert done.returncode != 0, f"learner02 could {what}: {done.stdout[:300]}"
+    for submission in hers:
+        assert json.loads((submission / f"{ASSIGNMENT}.ipynb").read_text())["cells"], "her submission is intact"
+
+
+def test_an_idle_server_is_culled(term, hub):
+    deadline = time.monotonic() + CULL_SECONDS + 90
+    while time.monotonic() < deadline:
+        servers = hub.api("GET", f"users/{B}")["servers"]
+        if not servers:
+            return
+        time.sleep(5)
+    pytest.fail(f"learner02's idle server was not culled within {CULL_SECONDS} s + 90 s:\n{hub.log()[-2000:]}")
+
+
+def test_a_server_that_is_gone_answers_no_more(term, hub):
+    with pytest.raises(urllib.error.HTTPError):
+        hub.server(B, "GET", "api/status", term.token(B))
