@@ -1,9 +1,8 @@
 """Exercise 06's snippet bank on the installed PyTorch: each snippet's recorded verdict is what running it gives, on
-the corner inputs and on the inputs the hidden tests draw; a snippet that raises raises the error of its mechanism;
-the domain the part states (steps >= 2, x not all zero) is the one where the verdicts hold; no snippet is one of
-lesson 06's; and the tests see every snippet (hidden, corner first; the visible verdict test too) and every group
-(the visible mechanism test) with at least two snippets per group and per mechanism, so that a misconception can be
-named."""
+the corner inputs and on the inputs the tests draw; a snippet that raises raises the error of its mechanism; the
+domain the part states (steps >= 2, x not all zero) is the one where the verdicts hold; no snippet is one of lesson
+06's; the three graded groups cover the bank, each snippet judged twice (corner first) so that a misconception can
+be named; and no message a learner reads while working shows a snippet's right verdict or mechanism."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import nbformat
 import pytest
 
 from autograder import course
-from autograder.checks import ex06_in_place as ex06
+from autograder.checks.ex06_in_place import snippets as ex06
 
 #: The exception a raising snippet throws, by mechanism: its type and a phrase of its message.
 ERRORS = {"leaf guard": ("RuntimeError", "leaf Variable that requires grad is being used in an in-place operation"),
@@ -38,8 +37,9 @@ def test_recorded_verdict_and_mechanism_hold(snippet):
 def test_verdicts_hold_on_the_inputs_the_hidden_tests_draw():
     """20 seeds of drawn inputs (x of 3 to 5 entries, steps 2 to 4): measure() raises a CourseBug on any change."""
     for seed in range(20):
-        for snippet, inputs in ex06._snippets_to_check(1_000 + seed):
-            ex06.measure(snippet, inputs)
+        for group in (1, 2, 3):
+            for snippet, inputs in ex06._snippets_to_check(group, 1_000 + seed):
+                ex06.measure(snippet, inputs)
 
 
 def test_the_stated_domain_is_needed_two_snippets_change_verdict_at_one_step():
@@ -60,9 +60,10 @@ def test_run_snippet_prints_what_happens(capsys):
     ex06.run_snippet("s21", steps=1)
     ex06.run_snippet("S05")
     out = capsys.readouterr().out
-    assert "S21 (update snippet" in out and "steps = 1" in out and "-> fine:" in out
-    assert "-> raises: RuntimeError: a leaf Variable" in out
+    assert "S21 (update snippet" in out and "steps = 1" in out and "-> ran without an error:" in out
+    assert "-> raised RuntimeError: a leaf Variable" in out
     assert "leaf guard" not in out.replace("a leaf Variable", "")  # the outcome, never the mechanism
+    assert not any(f"-> {verdict}" in out for verdict in ex06.VERDICTS)  # nor the verdict's word
 
 
 def test_no_snippet_is_one_of_the_lessons():
@@ -81,17 +82,36 @@ def test_two_snippets_per_group_and_per_mechanism():
     assert min(Counter(s.mechanism for s in ex06.SNIPPETS).values()) >= 2
 
 
-def test_visible_tests_show_every_group_and_hidden_tests_every_snippet_corner_first():
-    visible_verdicts = ex06._snippets_to_check(None, every=True)
-    assert [s for s, _ in visible_verdicts] == ex06.SNIPPETS
-    assert all(inputs is ex06.CORNER_INPUTS for _, inputs in visible_verdicts)
-    visible = [snippet for snippet, _ in ex06._snippets_to_check(None)]
-    hidden = ex06._snippets_to_check(12345)
-    assert {s.group for s in visible} == set(ex06.GROUPS) and len(visible) == len(ex06.GROUPS)
-    assert [s for s, _ in hidden[:len(ex06.SNIPPETS)]] == ex06.SNIPPETS
-    assert all(inputs is ex06.CORNER_INPUTS for _, inputs in hidden[:len(ex06.SNIPPETS)])
-    assert [s for s, _ in hidden[len(ex06.SNIPPETS):]] == ex06.SNIPPETS
-    assert all(inputs.steps >= 2 for _, inputs in hidden)
+def test_the_groups_cover_the_bank_and_judge_every_snippet_twice_corner_first():
+    assert [s for group in (1, 2, 3) for s in ex06.group_of(group)] == ex06.SNIPPETS
+    for seed in (None, 12345):
+        for group in (1, 2, 3):
+            judged = ex06._snippets_to_check(group, seed)
+            snippets = ex06.group_of(group)
+            assert [s for s, _ in judged] == snippets + snippets
+            assert all(inputs is ex06.CORNER_INPUTS for _, inputs in judged[:len(snippets)])
+            assert all(inputs.steps >= 2 and inputs is not ex06.CORNER_INPUTS for _, inputs in judged[len(snippets):])
+
+
+@pytest.mark.parametrize("snippet", ex06.SNIPPETS, ids=lambda snippet: snippet.id)
+def test_no_message_shows_the_right_verdict_or_mechanism(snippet):
+    """Every wrong answer to a snippet (verdict, mechanism or both) fails with a message that never quotes what is
+    right, unless the learner's own answer said it; the misconception it may name says the situation, not the label."""
+    truth = (snippet.verdict, snippet.mechanism)
+    for verdict in ex06.VERDICTS:
+        for mechanism in ex06.MECHANISMS:
+            if (verdict, mechanism) == truth:
+                continue
+            with pytest.raises(ex06.GradingFailure) as failure:
+                ex06._judge(snippet, ex06.CORNER_INPUTS, (verdict, mechanism), "f()")
+            message = failure.value.message
+            if verdict != truth[0]:
+                assert repr(truth[0]) not in message
+            if truth[1] not in (verdict, mechanism):  # "fine" is a verdict and a mechanism: theirs to read back
+                assert repr(truth[1]) not in message
+    named = ex06.GROUPS[snippet.group][1]
+    if snippet.mechanism not in (".data", "detach"):  # those two are words of the snippet's own code
+        assert snippet.mechanism not in named.line()
 
 
 def test_answers_are_read_leniently_but_completely():

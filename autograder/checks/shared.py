@@ -12,11 +12,13 @@ CE_NOT_DIVIDED = Misconception(
     "share of the gradient, p − y, is divided by N as well.",
     question="Is each row's share divided by the number of rows the mean runs over?")
 SQUARED_NORMS = Misconception(
-    "squared norms", "A norm is the square root of the sum of squares (grad.norm()), not the sum of squares itself.")
+    "squared norms", "A norm is the square root of the sum of squares (grad.norm()), not the sum of squares itself.",
+    question="Is your number a length, or the square of one?")
 LOSSES_AS_TENSORS = Misconception(
     "losses kept as tensors instead of Python floats",
     "Keep each loss as a number, loss.item(): a stored loss tensor keeps its whole computation graph alive for as "
-    "long as the list lives, and the part asks for floats.")
+    "long as the list lives, and the part asks for floats.",
+    question="What does a stored loss tensor keep alive, and what type does the part ask for?")
 
 
 def read_losses(answer, count: int, what: str, *, per: str = "update") -> torch.Tensor:

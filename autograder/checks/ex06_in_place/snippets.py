@@ -1,0 +1,369 @@
+"""Part C of exercise 06: 24 snippets the lesson did not show, each sorted into "raises" / "silently wrong" / "fine"
+with the mechanism that decides it, graded snippet by snippet in three groups of eight. A verdict is measured by
+running the snippet on the installed PyTorch (a recorded verdict that disagrees is a course bug); no message shows a
+snippet's right verdict or mechanism, only what running it gives and, when two cases agree, what its group's
+situation is, as a question."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from ...checking import CourseBug, GradingFailure, Misconception, call_learner, check, fmt, trial
+from ...oracles import central_difference
+from ...seeding import choice, uniform
+from ..cases import case_stream
+
+Tensor = torch.Tensor
+VERDICTS = ("raises", "silently wrong", "fine")
+
+# ---------------------------------------------------------------------------------------------------------------
+# Part C: raises / silently wrong / fine, measured by running each snippet; and the mechanism behind it, graded
+# snippet by snippet in three groups of eight
+
+#: What decides a snippet's outcome (the learner names it for every snippet).
+MECHANISMS = ("leaf guard", "version counter", ".data", "detach", "rebinding", "accumulation", "fine")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A few lines of code; ``kind`` says what the code is meant to do and so how its verdict is measured.
+
+    * "gradient": ``x`` is a leaf (float64, requires grad); the code computes ``loss`` and then ``loss.backward()``
+      runs. Fine means x.grad equals the central finite difference of the same code.
+    * "update": ``w`` is a model's parameter (a leaf), ``loss_of(w)`` a scalar loss, ``lr`` and ``steps`` numbers;
+      the code means to do gradient descent on ``w`` (``steps`` times if it loops, else once; ``steps`` >= 2, as the
+      part says: with a single step, forgetting to reset .grad does no harm yet). Fine means the parameter that was
+      passed in holds what plain gradient descent gives.
+
+    ``verdict`` is what running it gives on this PyTorch (the check runs it and treats a disagreement as a course
+    bug); ``group`` decides the mechanism (:data:`GROUPS`).
+    """
+
+    id: str
+    group: str
+    kind: str
+    verdict: str
+    source: str
+
+    @property
+    def mechanism(self) -> str:
+        return GROUPS[self.group][0]
+
+
+def _bank(*entries: tuple[str, str, str, str]) -> list[Snippet]:
+    return [Snippet(f"S{number:02d}", *entry) for number, entry in enumerate(entries, start=1)]
+
+
+RAISES, WRONG, FINE = VERDICTS
+#: None of these is a snippet of lesson 06: each is a variant of a mechanism the lesson shows (a saved INPUT where
+#: the lesson overwrote saved outputs, a write through a view or through .data into a saved input, an in-place op
+#: whose backward needs its own result, a loop that trains a copy, a reset that comes too early...).
+SNIPPETS = _bank(
+    ("saved", "gradient", RAISES, "y = x * 3\nz = y ** 2\ny.add_(1)\nloss = z.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\ny.exp_()\nloss = y.sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x.tanh()\ny.data.mul_(0.5)\nloss = y.sum()"),
+    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                       "    with torch.no_grad():\n        w.sub_(lr * w.grad)\n"
+                                       "        w.grad.zero_()"),
+    ("leaf", "gradient", RAISES, "x.clamp_(-1.0, 1.0)\nloss = (x ** 2).sum()"),
+    ("detach_write", "gradient", RAISES, "y = torch.tanh(x)\nd = y.detach()\nd[0] = 0.0\nloss = y.sum()"),
+    ("rebinding", "update", WRONG, "loss_of(w).backward()\nwith torch.no_grad():\n    w = w - lr * w.grad"),
+    ("clone", "gradient", FINE, "y = x.exp()\nz = y.clone()\nz[0] = 0.0\nloss = (y + z).sum()"),
+    ("no_reset", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
+                                  "        w -= lr * w.grad"),
+    ("data_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
+                                    "    w.data.add_(w.grad, alpha=-lr)\n    w.grad.zero_()"),
+    ("saved", "gradient", RAISES, "y = x.sin()\nz = y * x\ny.zero_()\nloss = z.sum()"),
+    ("leaf", "update", RAISES, "for _ in range(steps):\n    loss_of(w).backward()\n    w.sub_(lr * w.grad)\n"
+                               "    w.grad = None"),
+    ("detach_cut", "gradient", WRONG, "y = x.sin()\nloss = (y * x.detach()).sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x * 3\nz = y ** 2\ny.data.add_(1)\nloss = z.sum()"),
+    ("rebinding", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
+                                   "        w = w - lr * w.grad\n    w.requires_grad_(True)"),
+    ("clone", "gradient", FINE, "y = torch.sigmoid(x)\ny = y.clone()\ny.mul_(2)\nloss = y.sum()"),
+    ("saved", "gradient", RAISES, "y = x.tanh()\ny[1:] = 0.0\nloss = y.sum()"),
+    ("harmless", "gradient", FINE, "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
+    ("detach_write", "gradient", RAISES, "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
+    ("no_grad_update", "update", FINE, "for _ in range(steps):\n    w.grad = None\n    loss_of(w).backward()\n"
+                                       "    with torch.no_grad():\n        w.copy_(w - lr * w.grad)"),
+    ("no_reset", "update", WRONG, "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
+                                  "    with torch.no_grad():\n        w -= lr * w.grad"),
+    ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y * y.detach()).sum()"),
+    ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
+    ("leaf", "gradient", RAISES, "x.mul_(1.0)\nloss = x.sum()"),
+)
+
+#: Every group: its mechanism, and what a wrong answer on a snippet of the group misjudged (named after the situation
+#: the code shows, never after the mechanism that decides it; the explanation, for graded feedback, may say more).
+GROUPS = {
+    "leaf": ("leaf guard", Misconception(
+        "an in-place write into a leaf, misjudged", "Outside torch.no_grad(), an in-place write into a leaf that "
+        "requires grad is refused on the spot by the leaf guard: RuntimeError 'a leaf Variable that requires grad is "
+        "being used in an in-place operation', before any backward.",
+        "What does PyTorch do with an in-place write into a tensor created with requires_grad=True, and when?")),
+    "saved": ("version counter", Misconception(
+        "an overwrite of a tensor backward saved, misjudged", "Backward nodes keep what their derivative needs: exp, "
+        "tanh and sigmoid their output, a power or a product its inputs. An in-place edit of such a tensor (also "
+        "through an index, y[1:] = 0) bumps its version counter, and backward() raises 'modified by an inplace "
+        "operation'.", "Which tensors did the backward nodes here keep, and what wrote into one of them afterwards?")),
+    "detach_write": ("version counter", Misconception(
+        "a write through detach(), misjudged", "detach() shares memory and the version counter with the original: "
+        "writing into it changes the saved tensor, the counter sees it, and backward raises. Use clone() for a copy "
+        "you may modify.", "What does a detached tensor share with the tensor it came from, besides its values?")),
+    "data_intermediate": (".data", Misconception(
+        "a write through .data into a saved tensor, misjudged", "Writes through .data skip the version counter: no "
+        "error, but backward multiplies by the overwritten values. The gradient is wrong and only a finite-difference "
+        "check shows it.", "Which checks does a write through .data pass, and which values does backward then use?")),
+    "detach_cut": ("detach", Misconception(
+        "a detach() inside the loss, misjudged", "A tensor made by detach() is a constant to backward: whatever is "
+        "computed from it contributes nothing to x.grad, so the gradient is wrong without an error.",
+        "Which factors of the loss does backward treat as constants here?")),
+    "rebinding": ("rebinding", Misconception(
+        "w = w - ... in an update, misjudged", "It builds a new tensor and binds the name w to it: the parameter that "
+        "was passed in keeps its values, and nothing tells you. Even in a loop that runs without an error (a new leaf "
+        "made with requires_grad_), what trains is a copy, not the parameter.",
+        "After the update line, which tensor does the name w refer to, and which one did the caller pass in?")),
+    "no_reset": ("accumulation", Misconception(
+        "what .grad holds between steps, misjudged", "backward() adds into .grad. Without a reset after every update, "
+        "the second step uses the sum of both gradients: no error, wrong weights.",
+        "What does w.grad hold after the second step's backward?")),
+    "harmless": ("fine", Misconception(
+        "an in-place op on a tensor nothing saved, misjudged", "An in-place edit only matters when it overwrites a "
+        "leaf or a tensor that a backward node saved. Adding or multiplying by a constant saves nothing, so editing "
+        "y = x * 2 or x + 1 in place is fine; and an in-place op such as exp_() saves its own new result, which "
+        "nothing edits afterwards.", "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
+    "clone": ("fine", Misconception(
+        "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original and "
+        "everything backward saved from it alone, and gradients still flow through the clone.",
+        "Which memory does the write after clone() change, and does any backward node read it?")),
+    "no_grad_update": ("fine", Misconception(
+        "an in-place update under no_grad, misjudged", "Inside torch.no_grad() nothing is recorded, so the leaf "
+        "guard allows the write; w stays the same leaf and, with .grad reset each step, this is exactly SGD.",
+        "Is autograd recording during the update, and what does .grad hold at the next backward?")),
+    "data_update": ("fine", Misconception(
+        "a weight update through .data, misjudged", "For a plain step, w.data -= lr * w.grad writes the same memory "
+        "as a no_grad update, so the numbers are right. Its danger is elsewhere: it hides the write from the version "
+        "counter, so a graph that saved w would silently use the new value.",
+        "Did any graph save w before this .data write, and is that graph walked after it?")),
+}
+
+@dataclass(frozen=True)
+class SnippetInputs:
+    x: Tensor        # for "gradient" snippets
+    w: Tensor        # for "update" snippets: start value, and loss_of(w) = sum((w * a - b)**2)
+    a: Tensor
+    b: Tensor
+    lr: float
+    steps: int
+
+    def describe(self, kind: str) -> str:
+        if kind == "gradient":
+            return f"x = {fmt(self.x)}"
+        return f"w = {fmt(self.w)}, loss_of(w) = sum((w * {fmt(self.a)} - {fmt(self.b)})**2), lr = {self.lr:g}, " \
+               f"steps = {self.steps}"
+
+
+def _run_source(source: str, namespace: dict) -> dict:
+    with warnings.catch_warnings():  # e.g. reading .grad of a non-leaf: part of what a snippet does, not news
+        warnings.simplefilter("ignore")
+        exec(compile(source, "<snippet>", "exec"), namespace)
+    return namespace
+
+
+def _first_line(error: Exception) -> str:
+    message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {message if len(message) <= 220 else message[:217] + '...'}"
+
+
+def measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
+    """Run a snippet on the installed PyTorch: its verdict and the evidence for it (a CourseBug if the verdict is
+    not the one the bank records, so that a mechanism is never graded against a behaviour that changed)."""
+    verdict, evidence = _measure(snippet, inputs)
+    if verdict != snippet.verdict:
+        raise CourseBug(f"snippet {snippet.id} is {verdict!r} on PyTorch {torch.__version__} ({evidence}), but the "
+                        f"exercise records {snippet.verdict!r}.")
+    return verdict, evidence
+
+
+def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
+    if snippet.kind == "gradient":
+        x = inputs.x.clone().requires_grad_(True)
+        try:
+            _run_source(snippet.source, {"torch": torch, "x": x})["loss"].backward()
+        except Exception as error:
+            return RAISES, _first_line(error)
+        (fd,) = central_difference(lambda v: _run_source(snippet.source, {"torch": torch, "x": v.clone()})["loss"],
+                                   inputs.x)
+        got, truth = x.grad, fd
+        evidence = f"x.grad = {fmt(got)}, finite differences of the same code = {fmt(fd)}"
+    else:
+        w = inputs.w.clone().requires_grad_(True)
+
+        def loss_of(v):
+            return ((v * inputs.a - inputs.b) ** 2).sum()
+
+        try:
+            _run_source(snippet.source, {"torch": torch, "w": w, "loss_of": loss_of, "lr": inputs.lr,
+                                         "steps": inputs.steps})
+        except Exception as error:
+            return RAISES, _first_line(error)
+        truth = inputs.w.clone()
+        for _ in range(inputs.steps if "range(steps)" in snippet.source else 1):
+            (grad,) = central_difference(loss_of, truth)
+            truth = truth - inputs.lr * grad
+        got = w.detach()
+        evidence = f"the parameter passed in now holds {fmt(got)}; gradient descent gives {fmt(truth)}"
+    fine = bool(torch.allclose(got.to(torch.float64), truth, rtol=1e-6, atol=1e-8))
+    return (FINE if fine else WRONG), evidence
+
+
+#: The corner of Part C's domain, run at every seed: x with a zero entry and entries of both signs, the fewest
+#: steps the part allows (2: at 1, the two "accumulation" snippets would be fine). The part's x is never all zeros:
+#: there, S13's missing term sin(x) vanishes and S13 would be fine.
+CORNER_INPUTS = SnippetInputs(torch.tensor([0.0, -1.2, 0.7], dtype=torch.float64),
+                              torch.tensor([0.4, -0.3, 1.1], dtype=torch.float64),
+                              torch.tensor([1.0, 0.5, 1.5], dtype=torch.float64),
+                              torch.tensor([0.3, 1.0, -0.2], dtype=torch.float64), 0.1, 2)
+
+def _snippet_inputs(gen: torch.Generator | None) -> SnippetInputs:
+    """The part's domain: x a 1-D float64 leaf of 3 to 5 entries in [-1.5, 1.5), not all zero (a uniform draw never
+    is); w of 3 to 5 entries in [-2, 2),
+    a in [0.5, 1.5), b in [-2, 2) (so w is not at the minimum of loss_of), lr in [0.05, 0.2), steps 2 to 4."""
+    if gen is None:
+        return CORNER_INPUTS
+    n = choice(gen, [3, 4, 5])
+    return SnippetInputs(uniform(gen, (n,), -1.5, 1.5), uniform(gen, (n,)), uniform(gen, (n,), 0.5, 1.5),
+                         uniform(gen, (n,)), round(float(uniform(gen, (), 0.05, 0.2)), 3), choice(gen, [2, 3, 4]))
+
+
+#: Part C's snippets are graded in groups of this many, in their order (S01-S08, S09-S16, S17-S24).
+GROUP_SIZE = 8
+
+
+def group_of(group: int) -> list[Snippet]:
+    """The snippets of group 1, 2 or 3."""
+    if group not in (1, 2, 3):
+        raise CourseBug(f"there is no snippet group {group!r}: the groups are 1, 2 and 3.")
+    return SNIPPETS[(group - 1) * GROUP_SIZE:group * GROUP_SIZE]
+
+
+def _snippets_to_check(group: int, grading_seed: int | None) -> list[tuple[Snippet, SnippetInputs]]:
+    """The group's snippets on the corner inputs, then again on inputs drawn from the case stream (the public
+    stream for the visible test): each snippet is judged twice, so that a wrong answer names its misconception."""
+    drawn = _snippet_inputs(case_stream("06/classify_snippets", grading_seed))
+    return [(snippet, inputs) for inputs in (CORNER_INPUTS, drawn) for snippet in group_of(group)]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.strip().lower().replace("_", " ").replace("-", " ").replace("()", "").split())
+
+
+def _one_of(value, options: tuple[str, ...]) -> str | None:
+    """``value`` read as one of ``options`` (case, '_', '-', '()' and a leading '.' do not matter), else None."""
+    if type(value) is not str:
+        return None
+    wanted = _words(value).lstrip(".")
+    return next((option for option in options if _words(option).lstrip(".") == wanted), None)
+
+
+def _read_answers(answer, what: str) -> dict[str, tuple[str, str]]:
+    """{snippet id: (verdict, mechanism)} from the learner's dict, or a GradingFailure saying what is missing."""
+    __tracebackhide__ = True
+    example = "{'S01': ('<verdict>', '<mechanism>'), 'S02': ..., ...}"
+    if type(answer) is not dict:
+        raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict such as {example}.")
+    missing = [s.id for s in SNIPPETS if s.id not in answer]
+    if missing:
+        raise GradingFailure(f"{what} has no answer for {', '.join(missing)}: give one for every snippet.")
+    read, invalid = {}, []
+    for snippet in SNIPPETS:
+        pair = answer[snippet.id]
+        if type(pair) not in (tuple, list) or len(pair) != 2:
+            invalid.append(f"{snippet.id}: {pair!r:.40} is not a pair (verdict, mechanism)")
+            continue
+        verdict, mechanism = _one_of(pair[0], VERDICTS), _one_of(pair[1], MECHANISMS)
+        if verdict is None:
+            invalid.append(f"{snippet.id}: verdict {pair[0]!r:.30} is not one of {', '.join(map(repr, VERDICTS))}")
+        if mechanism is None:
+            invalid.append(f"{snippet.id}: mechanism {pair[1]!r:.30} is not one of "
+                           f"{', '.join(map(repr, MECHANISMS))}")
+        read[snippet.id] = (verdict, mechanism)
+    if invalid:
+        raise GradingFailure(f"{what}: {'; '.join(invalid[:4])}{' ...' if len(invalid) > 4 else ''}. Expected a "
+                             f"dict such as {example}.")
+    return read
+
+
+def _judge(snippet: Snippet, inputs: SnippetInputs, answer: tuple[str, str], what: str) -> None:
+    """The learner's verdict must be what running the snippet gives, and the mechanism the one that decides it. The
+    message shows the snippet, the answer and the evidence of running it, never the right verdict or mechanism."""
+    __tracebackhide__ = True
+    truth, evidence = measure(snippet, inputs)
+    verdict, mechanism = answer
+    if verdict == truth and mechanism == snippet.mechanism:
+        return
+    if verdict != truth:
+        said = f"you said {verdict!r}; running it: {evidence}."
+    else:
+        said = (f"your verdict {verdict!r} is what running it gives ({evidence}), but {mechanism!r} is not what "
+                "decides it.")
+    code = "\n".join("      " + line for line in snippet.source.splitlines())
+    raise GradingFailure(f"{what}: {snippet.id} ({snippet.kind} snippet, run with {inputs.describe(snippet.kind)}):"
+                         f"\n{code}\n    {said}", suspects=(GROUPS[snippet.group][1],))
+
+
+@check
+def check_snippets(classify_snippets, group: int, grading_seed: int | None = None) -> None:
+    """Part C, a group of snippets: in group 1 (S01-S08), 2 (S09-S16) or 3 (S17-S24) every snippet's verdict is the
+    one running it gives and its mechanism the one that decides it; one wrong snippet costs its group's point
+    (visible) and the same group's hidden point. A wrong answer is named after what its snippet's group misjudged
+    when two cases agree (every snippet is judged on two inputs).
+
+    Domain (the part's text): the bank's snippets with their inputs (:func:`_snippet_inputs`): gradient snippets on a
+    float64 leaf x of 3 to 5 entries in [-1.5, 1.5), not all zero, update snippets with lr in [0.05, 0.2) and steps
+    >= 2. Corner pinned at every seed: :data:`CORNER_INPUTS` (a zero entry, both signs, steps = 2). Contracts
+    checked: a dict with a pair (verdict, mechanism) from the two lists for every snippet; each verdict is the one
+    running the snippet on the installed PyTorch gives (a recorded verdict that disagrees is a course bug, not the
+    learner's).
+    """
+    __tracebackhide__ = True
+    what = "classify_snippets()"
+    answers = _read_answers(call_learner(classify_snippets, what=what), what)
+    for snippet, inputs in _snippets_to_check(group, grading_seed):
+        with trial():
+            _judge(snippet, inputs, answers[snippet.id], what)
+
+
+def run_snippet(snippet_id: str, *, steps: int = 2, x=None) -> None:
+    """Run one snippet of the bank as the tests do and print what happened: the error it raises, or the result beside
+    the right one (finite differences of the same code, or plain gradient descent). The verdict and the mechanism are
+    the learner's to conclude. ``steps`` (update snippets) and ``x`` (gradient snippets) default to the corner
+    inputs."""
+    snippet = next((s for s in SNIPPETS if s.id == str(snippet_id).upper()), None)
+    if snippet is None:
+        raise ValueError(f"no snippet {snippet_id!r}: the bank has S01 to S{len(SNIPPETS):02d}.")
+    inputs = CORNER_INPUTS
+    if x is not None:
+        inputs = dataclasses.replace(inputs, x=torch.as_tensor(x, dtype=torch.float64).detach().clone())
+    inputs = dataclasses.replace(inputs, steps=int(steps))
+    verdict, evidence = _measure(snippet, inputs)
+    print(f"{snippet.id} ({snippet.kind} snippet, run with {inputs.describe(snippet.kind)}):")
+    print("\n".join("    " + line for line in snippet.source.splitlines()))
+    print(f"-> {'raised ' if verdict == RAISES else 'ran without an error: '}{evidence}")
+
+
+def show_snippets() -> None:
+    """Display the bank of snippets (every snippet's code, by group)."""
+    from IPython.display import Markdown, display
+
+    lines = []
+    for snippet in SNIPPETS:
+        if (int(snippet.id[1:]) - 1) % GROUP_SIZE == 0:
+            lines += [f"#### Group {(int(snippet.id[1:]) - 1) // GROUP_SIZE + 1}", ""]
+        lines += [f"**{snippet.id}** — *{snippet.kind}*", "", "```python", snippet.source, "```", ""]
+    display(Markdown("\n".join(lines)))
+
