@@ -1,20 +1,90 @@
 """Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product by double backward for
-a function of several tensors (:mod:`.hvp`), Hutchinson's estimate of the Hessian's diagonal with random sign probes,
-one H·z per probe (:mod:`.hutchinson`), the WGAN-GP gradient penalty at interpolates (:mod:`.penalty`), per-example
-gradient clipping with torch.func, the DP-SGD step (:mod:`.clipping`), activation checkpointing in groups of k blocks
-(:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name.
+a function of several tensors (:mod:`.hvp`); Hutchinson's estimate of the Hessian's diagonal, one H·z per probe, and
+the number of probes a given accuracy needs (:mod:`.hutchinson`); the WGAN-GP gradient penalty at interpolates
+(:mod:`.penalty`); the DP-SGD step with torch.func for a model with frozen parameters and running statistics
+(:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows (:mod:`.checkpoint`);
+:mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
-the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B), a loop of
-per-example backward passes (Part D), central differences of the penalty (Part C), a plain forward from the same
-random state (Part E).
+the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), the
+exact expected error and a measurement of drawn probes (B.2), a loop of per-example backward passes (Part D),
+central differences of the penalty (Part C), a plain forward from the same random state and the check's own
+measurement of each block's saved bytes (Part E).
 """
 
-from .checkpoint import check_checkpointed_forward
+from ...hints import HintBook, PartHints
+from .checkpoint import check_budgeted_forward
 from .clipping import check_clipped_mean_gradient
-from .hutchinson import check_hessian_diagonal, check_rademacher_probes
+from .hutchinson import check_hessian_diagonal, check_probes_needed
 from .hvp import check_hvp
 from .penalty import check_gradient_penalty
 
-__all__ = ["check_checkpointed_forward", "check_clipped_mean_gradient", "check_gradient_penalty",
-           "check_hessian_diagonal", "check_hvp", "check_rademacher_probes"]
+__all__ = ["check_budgeted_forward", "check_clipped_mean_gradient", "check_gradient_penalty",
+           "check_hessian_diagonal", "check_hvp", "check_probes_needed", "hint"]
+
+#: For each part a question, then a check value or a smaller case, then the approach in words.
+hint = HintBook({
+    "A": PartHints(texts=(
+        r"With one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ tensors and "
+        r"$m$ directions, which single scalar has every entry of $Hv$ as its gradient, cross terms included?",
+        r"Smaller cases to test against: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and "
+        r"$(Hv)_s = 2$. Then run your function on $f(u, w) = \sum u^4/4 + 2\sum w$ (linear in $w$) and on "
+        r"$f(u, W) = 3\sum u - \sum W$ (linear in both): what does autograd say in each, and what does the "
+        "mathematics say the answer is there?",
+        "In words: leaves of your own, one gradient call that records its work, one scalar that pairs every gradient "
+        "with its direction, one more gradient call over all the leaves. Where the gradient does not depend on a "
+        "tensor, autograd has nothing to differentiate: the docstring of torch.autograd.grad has two arguments about "
+        "inputs that were not used, and whether the scalar requires grad tells you, before the second call, if there "
+        "is anything to differentiate at all."),
+        checks=("check_hvp",), cells=("hvp",)),
+    "B": PartHints(texts=(
+        r"For B.2: each entry of $z \odot Hz$ is $H_{ii}$ plus a sum of terms $H_{ij} z_i z_j$. What is the variance "
+        r"of that sum, given that the products $z_i z_j$ for different $j$ are independent fair signs? And what does "
+        "averaging $k$ independent estimates do to a variance?",
+        r"Check values for B.2: for a Hessian $\begin{pmatrix}2 & 1\\ 1 & 2\end{pmatrix}$ a target of 0.2 needs 7 "
+        "probes; for f(x) = log(1 + sum(x**2)) at x = (1, 2, 3) a target of 0.5 needs 7, 0.2 needs 44 and 0.1 needs "
+        "173; any f with a diagonal Hessian needs 1. Your formula must also agree with the try-it cell's measurement: "
+        r"the error of $k$ probes is that of one probe divided by $\sqrt{k}$. For B.1, the four sign vectors of its "
+        "try-it cell must give diag(H) = (4, 12) exactly.",
+        "In words, for B.2: write the expected squared error of one probe's estimate as a sum over entries of H "
+        "(which entries enter it, and which never do?); the mean of k independent probes divides it by k; compare it "
+        "with the bound, squared on both sides, and take the smallest whole k that keeps the bound. For B.1: one "
+        "H·z per probe with your hvp, each multiplied by its own z, then the mean over the rows."),
+        checks=("check_hessian_diagonal", "check_probes_needed"), cells=("hessian_diagonal", "probes_needed")),
+    "C": PartHints(texts=(
+        "Autograd differentiates only with respect to a tensor that requires grad, and real and fake do not: which "
+        "tensor is it here, and why does the gradient of the summed scores hold every row's own gradient?",
+        "Check values: a linear critic with weight (3, 4) gives a penalty of 160 for weight 10, whatever alpha, and "
+        "its weight's gradient (48, 64) (the try-it cell prints both). For the mixing, take B = D = 2 and print "
+        r"your interpolates next to $\alpha_i\,\mathrm{real}_i + (1 - \alpha_i)\,\mathrm{fake}_i$ worked out row by "
+        "row.",
+        "In words: build the interpolates as a new tensor that requires grad, take the gradient of the summed scores "
+        "with respect to it while recording that work (lesson 10, section 1), one norm per row, then the penalty. "
+        "Test it as the test does: differentiate the penalty with respect to the critic's parameters. The last "
+        "layer's bias gets no gradient: why does it never affect the penalty?"),
+        checks=("check_gradient_penalty",), cells=("gradient_penalty",)),
+    "D": PartHints(texts=(
+        "torch.func.functional_call runs the module with the tensors of the dict you pass: where does it take the "
+        "tensors you leave out, and which of the model's tensors should torch.func.grad differentiate?",
+        "A smaller case: in the try-it cell's model, freeze everything but the last layer. Each example's gradient "
+        "for the last bias is then softmax(logits) − onehot(target), so one norm can be checked by hand; the try-it "
+        "loop over the examples must agree with your dict entry by entry, keys included. After your call the "
+        "BatchNorm's running mean and its num_batches_tracked must be what they were.",
+        "In words: a dict of the trainable parameters only, for functional_call to use and for grad to "
+        "differentiate (the module supplies its frozen parameters and buffers itself), vmapped over the examples; "
+        "each example's norm over those entries alone; one clip factor per example; the mean. Leave the model's "
+        "mode alone."),
+        checks=("check_clipped_mean_gradient",), cells=("clipped_mean_gradient",)),
+    "E": PartHints(texts=(
+        "What does a block save when it runs plainly, and what does it save inside a checkpoint of its own? Which "
+        "block gives back the most bytes for its one rerun?",
+        "Check values: the try-it cell's plain forward saves 36,864 bytes, and a checkpoint of one block saves "
+        "1,024 (its (16, 8) float64 input). There a budget of 30,000 needs 2 checkpoints and 20,000 needs 3, and the "
+        "widest block (hidden 40, ReLU) is not among the best choices. If your output differs from the plain "
+        "forward, what did your measuring draw from the random state?",
+        "In words: measure each block once, plainly, on a leaf shaped like x (the bytes do not depend on the "
+        "values), and put the global random state back afterwards; a checkpoint gives back a block's plain bytes "
+        "minus the input it keeps; take the blocks in the order of what they give back until the total fits; then "
+        "run the forward, each chosen block in its own checkpoint."),
+        checks=("check_budgeted_forward",), cells=("budgeted_forward",)),
+})

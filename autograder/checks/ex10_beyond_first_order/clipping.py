@@ -1,5 +1,5 @@
-"""Part D: per-example gradient clipping with torch.func (the DP-SGD step), against a loop of per-example backward
-passes."""
+"""Part D: per-example gradient clipping with torch.func (the DP-SGD step) for a model with frozen parameters and
+BatchNorm layers in eval mode (running statistics), against a loop of per-example backward passes."""
 
 from __future__ import annotations
 
@@ -15,11 +15,15 @@ from ...checking import proven_failure as _proven
 from ...seeding import uniform
 from ..cases import case_stream, randint, random_mlp
 from .misconceptions import (
+    BUFFERS_DIFFERENTIATED,
+    CHANGED_MODE,
     CLIP_FACTOR_SWAPPED,
     CLIPPED_EACH_TENSOR,
     CLIPPED_SUM,
     CLIPPED_THE_MEAN,
     DIVIDED_BY_BATCH,
+    FROZEN_IN_NORM,
+    FROZEN_IN_RESULT,
     LOOPED,
     NORM_AS_SUM_OF_NORMS,
     NORM_WITHOUT_BIASES,
@@ -30,14 +34,32 @@ from .misconceptions import (
 
 Tensor = torch.Tensor
 
-def _per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
-    """The oracle: one backward pass per example (the loop the part replaces); {name: (N, *shape)}."""
-    names = [name for name, _ in model.named_parameters()]
-    params = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+def trainable_names(model: nn.Module) -> list[str]:
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def frozen_names(model: nn.Module) -> list[str]:
+    return [name for name, p in model.named_parameters() if not p.requires_grad]
+
+
+def statistic_names(model: nn.Module) -> list[str]:
+    """The floating-point buffers (running means and variances)."""
+    return [name for name, b in model.named_buffers() if b.is_floating_point()]
+
+
+def per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor,
+                          names: list[str] | None = None) -> dict[str, Tensor]:
+    """The oracle: one backward pass per example (the loop the part replaces); {name: (N, *shape)} for the named
+    tensors of the model (parameters or buffers; default: the trainable parameters), the others as they are."""
+    names = trainable_names(model) if names is None else names
+    if not names:
+        return {}
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    leaves = [tensors[name].detach().clone().requires_grad_(True) for name in names]
     rows = []
     for x, y in zip(inputs, targets):
-        out = torch.func.functional_call(model, dict(zip(names, params)), (x[None],))
-        rows.append(torch.autograd.grad(F.cross_entropy(out, y[None]), params))
+        out = torch.func.functional_call(model, dict(zip(names, leaves)), (x[None],))
+        rows.append(torch.autograd.grad(F.cross_entropy(out, y[None]), leaves))
     return {name: torch.stack([row[k] for row in rows]) for k, name in enumerate(names)}
 
 
@@ -56,8 +78,9 @@ def clipped_mean(grads: dict[str, Tensor], max_norm: float) -> dict[str, Tensor]
     return _scaled_mean(grads, torch.clamp(max_norm / _norms(grads), max=1.0))
 
 
-def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float) -> dict[str, list]:
-    """{parameter name: the symptoms of that entry}."""
+def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float, others: dict[str, Tensor]) -> dict[str, list]:
+    """{parameter name: the symptoms of that entry}; ``others``: the per-example gradients of the frozen parameters,
+    for the mistake that counts them in the norm."""
     n = next(iter(grads.values())).shape[0]
     norms = _norms(grads)
     mean = {name: g.mean(0) for name, g in grads.items()}
@@ -78,6 +101,8 @@ def _clipping_symptoms(grads: dict[str, Tensor], max_norm: float) -> dict[str, l
         NORM_WITHOUT_BIASES: _scaled_mean(grads, torch.clamp(
             max_norm / _norms(grads, lambda name: not name.endswith("bias")), max=1.0)),
     }
+    if others:
+        values[FROZEN_IN_NORM] = _scaled_mean(grads, torch.clamp(max_norm / _norms(grads | others), max=1.0))
     return {name: [mistake.looks_like(value[name]) for mistake, value in values.items()] for name in grads}
 
 
@@ -106,12 +131,64 @@ def _clipping_cases(grading_seed: int | None):
         model = random_mlp(aligned, sizes)
         x, other = uniform(aligned, (1, sizes[0])), uniform(aligned, (1, sizes[0]))
         yield model, torch.cat([x, x, x, other]), torch.tensor([0, 0, 0, 1]), "aligned"
+    yield from _frozen_corners()
     gen = case_stream("10/clipping", grading_seed)
     shapes = [(5, (3, 4, 3)), (4, (2, 5, 4))] if grading_seed is None else \
         [(randint(gen, 3, 7), (randint(gen, 2, 5), randint(gen, 3, 6), randint(gen, 2, 4))) for _ in range(2)]
-    for n, sizes in shapes:
-        model = random_mlp(gen, sizes)
+    for k, (n, sizes) in enumerate(shapes):
+        model = dp_model(gen, sizes, batchnorm=True, frozen=FREEZES[k if grading_seed is None else
+                                                                    randint(gen, 0, len(FREEZES) - 1)])
         yield model, uniform(gen, (n, sizes[0])), torch.randint(sizes[-1], (n,), generator=gen), "some"
+
+
+#: What a case freezes: nothing, the first Linear layer (a pretrained feature layer), the BatchNorm's affine
+#: parameters, everything but the last layer (fine-tuning a head).
+FREEZES = ("nothing", "first", "batchnorm", "all but last")
+
+
+def dp_model(gen: torch.Generator, sizes: tuple[int, ...], *, batchnorm: bool, frozen: str) -> nn.Sequential:
+    """A float64 MLP (Linear, [BatchNorm1d,] Tanh, ..., Linear) in eval mode: weights uniform in [-1, 1), every
+    BatchNorm with an affine transform and running statistics of its own (means in [-1, 1), variances in [0.5, 2),
+    7 batches tracked); ``frozen`` (one of :data:`FREEZES`) says which parameters have requires_grad=False."""
+    mlp = random_mlp(gen, sizes)
+    layers: list[nn.Module] = []
+    for layer in mlp:
+        if isinstance(layer, nn.Tanh) and batchnorm:
+            norm = nn.BatchNorm1d(layers[-1].out_features, dtype=torch.float64)
+            with torch.no_grad():
+                norm.weight.copy_(uniform(gen, tuple(norm.weight.shape), 0.5, 1.5))
+                norm.bias.copy_(uniform(gen, tuple(norm.bias.shape), -0.5, 0.5))
+                norm.running_mean.copy_(uniform(gen, tuple(norm.running_mean.shape), -1.0, 1.0))
+                norm.running_var.copy_(uniform(gen, tuple(norm.running_var.shape), 0.5, 2.0))
+                norm.num_batches_tracked.fill_(7)
+            layers.append(norm)
+        layers.append(layer)
+    model = nn.Sequential(*layers).eval()
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    if frozen == "first":
+        linears[0].requires_grad_(False)
+    elif frozen == "batchnorm":
+        for m in model:
+            if isinstance(m, nn.BatchNorm1d):
+                m.requires_grad_(False)
+    elif frozen == "all but last":
+        for m in model[:-1]:
+            m.requires_grad_(False)
+    return model
+
+
+def _frozen_corners():
+    """Frozen parameters and running statistics (every seed): a frozen first layer with a BatchNorm (the lesson's
+    code differentiates and clips the frozen layer too); a BatchNorm whose affine parameters are frozen; only the
+    last layer trainable, two hidden layers, C between the norms; a frozen first layer without a BatchNorm, C below
+    every norm."""
+    fixed = torch.Generator().manual_seed(1013)
+    for sizes, batchnorm, frozen, n, where in (((3, 5, 2), True, "first", 4, "some"),
+                                               ((4, 3, 3), True, "batchnorm", 3, "some"),
+                                               ((2, 4, 3, 3), True, "all but last", 5, "some"),
+                                               ((3, 4, 2), False, "first", 3, "all")):
+        model = dp_model(fixed, sizes, batchnorm=batchnorm, frozen=frozen)
+        yield model, uniform(fixed, (n, sizes[0])), torch.randint(sizes[-1], (n,), generator=fixed), where
 
 
 def _threshold(norms: Tensor, where: str, mean_norm: float) -> float:
@@ -136,30 +213,58 @@ def _threshold(norms: Tensor, where: str, mean_norm: float) -> float:
 
 
 def _model_name(model: nn.Module) -> str:
-    linears = [m for m in model if isinstance(m, nn.Linear)]
-    return "→".join(str(s) for s in [linears[0].in_features] + [m.out_features for m in linears])
+    """'3 → 5 (frozen) → BatchNorm → Tanh → 2', the layers as a learner reads them."""
+    parts = [str(model[0].in_features)]
+    for layer in model:
+        frozen = " (frozen)" if any(not p.requires_grad for p in layer.parameters()) else ""
+        if isinstance(layer, nn.Linear):
+            parts.append(f"Linear {layer.out_features}{frozen}")
+        elif isinstance(layer, nn.BatchNorm1d):
+            parts.append(f"BatchNorm{frozen}")
+        else:
+            parts.append(type(layer).__name__)
+    return " → ".join(parts)
 
 
 def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> None:
     __tracebackhide__ = True
-    grads = _per_example_gradients(model, inputs, targets)
+    grads = per_example_gradients(model, inputs, targets)
     norms = _norms(grads)
     max_norm = _threshold(norms, where, float(_norms({name: g.mean(0)[None] for name, g in grads.items()})))
-    what = (f"clipped_mean_gradient(model, inputs, targets, max_norm={max_norm!r}) for an MLP {_model_name(model)} "
-            f"and a batch of {len(inputs)} (the examples' gradient norms: {fmt(norms, 4)})")
+    what = (f"clipped_mean_gradient(model, inputs, targets, max_norm={max_norm!r}) for a model {_model_name(model)} "
+            f"in eval mode and a batch of {len(inputs)} (the examples' gradient norms over the trainable parameters: "
+            f"{fmt(norms, 4)})")
+    modes = [m.training for m in model.modules()]
     routes = Routes()
-    answer = call_learner(clipped_mean_gradient, model, inputs, targets, max_norm, what=what, routes=routes)
+    try:
+        answer = call_learner(clipped_mean_gradient, model, inputs, targets, max_norm, what=what, routes=routes)
+    except GradingFailure as failure:  # autograd refuses to differentiate a BatchNorm's running statistics
+        statistics = any(name.rsplit(".", 1)[-1] in failure.message for name in statistic_names(model)) or (
+            "num_batches_tracked" in failure.message)
+        raise GradingFailure(failure.message, proven=BUFFERS_DIFFERENTIATED if statistics else failure.proven,
+                             suspects=failure.suspects) from None
+    if [m.training for m in model.modules()] != modes:
+        model.eval()
+        raise _proven(f"{what} left the model with another training mode than it came in.", CHANGED_MODE)
     if routes.backward_runs > 1:
         raise _proven(f"{what} ran {routes.backward_runs} backward passes for {len(inputs)} examples.", LOOPED)
     names = list(grads)
+    keys = set(map(str, answer)) if type(answer) in (dict, OrderedDict) else set()
+    if keys & set(frozen_names(model)):
+        raise _proven(f"{what} returned entries for {', '.join(sorted(keys & set(frozen_names(model))))}, which "
+                      "the model has frozen (requires_grad=False).", FROZEN_IN_RESULT)
+    if keys & set(statistic_names(model)):
+        raise _proven(f"{what} returned entries for {', '.join(sorted(keys & set(statistic_names(model))))}: "
+                      "buffers of the model, not parameters.", BUFFERS_DIFFERENTIATED)
     if type(answer) not in (dict, OrderedDict):
         raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict {{name: tensor}} with the "
-                             f"names of model.named_parameters(): {', '.join(names)}.")
+                             f"names of the trainable parameters: {', '.join(names)}.")
     if sorted(map(str, answer)) != sorted(names):
         raise GradingFailure(f"{what} returned the keys {', '.join(map(str, answer))}; expected {', '.join(names)}, "
-                             "the names of model.named_parameters().")
+                             "the names of the trainable parameters in model.named_parameters().")
     expected = clipped_mean(grads, max_norm)
-    symptoms = _clipping_symptoms(grads, max_norm)
+    others = per_example_gradients(model, inputs, targets, frozen_names(model))
+    symptoms = _clipping_symptoms(grads, max_norm, others)
     # A mean of per-example terms can cancel down to tiny entries: the tolerance follows the terms' scale, so that a
     # factor computed as C / (‖g‖ + 1e-6), as DP libraries do, passes.
     scale = max(float(g.abs().max()) for g in grads.values())

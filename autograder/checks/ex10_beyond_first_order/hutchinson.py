@@ -1,137 +1,38 @@
-"""Part B: Hutchinson's estimate of the Hessian's diagonal: ``rademacher_probes`` (fair, independent random signs from
-the caller's generator) and ``hessian_diagonal`` (one H·z per probe)."""
+"""Part B.1: Hutchinson's estimate of the Hessian's diagonal, ``hessian_diagonal`` (one H·z per probe)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
-from ...checking import GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
+from ...checking import CourseBug, GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
 from ...checking import proven_failure as _proven
 from ...seeding import choice, uniform
 from ..cases import case_stream, randint
 from .hvp import DRAWN, FUNCTIONS, LINEAR_1D, SEPARABLE, Watched, full_hessian, not_required, tensor_like, vector
 from .misconceptions import (
     DIVIDED_BY_DIMENSION,
+    ERROR_AS_ONE_OVER_K,
+    ERROR_NOT_SQUARED,
     FINITE_DIFFERENCES,
     FORGOT_PROBE,
     FULL_HESSIAN,
+    GAUSSIAN_VARIANCE,
     NO_GRAPH,
+    NO_PROBE_FOR_DIAGONAL,
+    NOISE_WITH_DIAGONAL,
     NOT_AVERAGED,
-    NOT_FROM_GENERATOR,
-    PROBES_NOT_SIGNS,
+    PAIRS_ONCE,
+    PER_ENTRY_ERROR,
+    PROBES_BELOW_ONE,
+    ROUNDED_TO_NEAREST,
     TORCH_FUNC_HVP,
     TRACE_ESTIMATE,
 )
 
 Tensor = torch.Tensor
-
-def _probe_cases(grading_seed: int | None) -> list[tuple[int, int]]:
-    """(count, n): the corners (one probe of one entry, one probe, one entry), two drawn shapes, and a large draw
-    whose statistics show fair, independent signs."""
-    gen = case_stream("10/probes", grading_seed)
-    drawn = [(3, 5), (6, 4)] if grading_seed is None else [(randint(gen, 2, 8), randint(gen, 3, 8)) for _ in range(2)]
-    return [(1, 1), (1, 6), (5, 1), *drawn, (2000, 5)]
-
-
-def _draw_probes(rademacher_probes, count: int, n: int, gen: torch.Generator, global_seed: int, what: str):
-    __tracebackhide__ = True
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(global_seed)
-        return call_learner(rademacher_probes, count, n, gen, what=what)
-
-
-def _signs(answer, count: int, n: int, what: str) -> Tensor:
-    __tracebackhide__ = True
-    if not isinstance(answer, Tensor) or type(answer) is not Tensor:
-        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected a float64 tensor "
-                             f"of shape {(count, n)}.")
-    if tuple(answer.shape) != (count, n):
-        raise GradingFailure(f"{what} returned shape {tuple(answer.shape)}; expected {(count, n)}: one row per probe, "
-                             "one column per entry of x.")
-    values = answer.detach().double()
-    if not bool(torch.isfinite(values).all()) or not bool((values.abs() == 1).all()):
-        seen = sorted({float(v) for v in values.reshape(-1)[:2000].tolist()})
-        listing = ", ".join(fmt(v) for v in seen[:5]) + (", ..." if len(seen) > 5 else "")
-        kind = f"the values {listing}; a probe's entries are −1 and +1 only"
-        raise _proven(f"{what} returned {kind}.", PROBES_NOT_SIGNS)
-    if answer.dtype != torch.float64:
-        raise GradingFailure(f"{what} returned signs of dtype {answer.dtype}; expected float64, like every tensor in "
-                             "this exercise.")
-    if answer.requires_grad:
-        raise GradingFailure(f"{what} returned probes that require grad; probes are data, not parameters.")
-    return values
-
-
-def _fairness(z: Tensor, what: str) -> None:
-    """A large draw: signs fair overall and per column, neighbours uncorrelated (bounds of 6 to 10 standard errors,
-    so a correct answer passes at every seed)."""
-    __tracebackhide__ = True
-    count = z.shape[0]
-    share = float((z > 0).double().mean())
-    columns = z.mean(dim=0)
-    across = (z[:, :-1] * z[:, 1:]).mean(dim=0)
-    down = (z[:-1] * z[1:]).mean(dim=0)
-    problems = []
-    if abs(share - 0.5) > 0.05:
-        problems.append(f"{share:.1%} of the entries are +1 (fair signs: 50% ± 5%)")
-    if float(columns.abs().max()) > 0.2:
-        problems.append(f"a column averages {fmt(columns[columns.abs().argmax()])} (fair: 0 ± 0.2)")
-    if float(across.abs().max()) > 0.15 or float(down.abs().max()) > 0.15:
-        problems.append(f"neighbouring entries agree on average by {fmt(max(across.abs().max(), down.abs().max()))} "
-                        "(independent signs: 0 ± 0.15)")
-    if problems:
-        raise GradingFailure(f"{what}: {count} probes are not independent fair signs: {'; '.join(problems)}.")
-
-
-def _run_probes(rademacher_probes, count: int, n: int, gen_seed: int) -> None:
-    __tracebackhide__ = True
-    what = f"rademacher_probes({count}, {n}, generator)"
-    gen = torch.Generator().manual_seed(gen_seed)
-    before = gen.get_state()
-    z = _signs(_draw_probes(rademacher_probes, count, n, gen, 1, what), count, n, what)
-    advanced = not torch.equal(gen.get_state(), before)
-    again = _signs(_draw_probes(rademacher_probes, count, n, torch.Generator().manual_seed(gen_seed), 2, what),
-                   count, n, what)
-    if not torch.equal(z, again):
-        raise _proven(f"{what} returned different probes for two generators in the same state (the global random "
-                      "state was different).", NOT_FROM_GENERATOR)
-    if not advanced:
-        raise _proven(f"{what} returned probes, but the generator it was given is still in the state it came in: "
-                      "nothing was drawn from it, so the next call would return the same probes.",
-                      NOT_FROM_GENERATOR)
-    if count * n >= 24:  # two fair draws agree with probability 2**-24: only a fixed draw does
-        other = _signs(_draw_probes(rademacher_probes, count, n, torch.Generator().manual_seed(gen_seed + 1), 1,
-                                    what), count, n, what)
-        if torch.equal(z, other):
-            raise _proven(f"{what} returned the same probes for two generators seeded differently.",
-                          NOT_FROM_GENERATOR)
-        following = _signs(_draw_probes(rademacher_probes, count, n, gen, 1, what), count, n, what)
-        if torch.equal(z, following):
-            raise _proven(f"{what} returned the same probes on two calls in a row with one generator (it should "
-                          "have moved on).", NOT_FROM_GENERATOR)
-    if count >= 1000:
-        _fairness(z, what)
-
-
-@check
-def check_rademacher_probes(rademacher_probes, grading_seed: int | None = None) -> None:
-    """Part B: rademacher_probes(count, n, generator) draws a (count, n) float64 tensor of independent fair signs ±1.
-
-    Domain: integers count >= 1 and n >= 1 (count = 0 is outside the part), a torch.Generator. Corners at every
-    seed: (1, 1), (1, 6), (5, 1); a draw of 2000 x 5 for the statistics. Contract: exactly the shape (count, n),
-    float64, every entry -1 or +1; drawn from ``generator`` itself: it advances (its state after the call differs;
-    two calls in a row give two draws), the same state gives the same probes whatever the global random state, two
-    seeds give two draws; fair and independent (share of +1, column means, neighbours' agreement, within 6 to 10
-    standard errors).
-    """
-    __tracebackhide__ = True
-    gen = case_stream("10/probe-seeds", grading_seed)
-    for count, n in _probe_cases(grading_seed):
-        with trial():
-            _run_probes(rademacher_probes, count, n, randint(gen, 0, 10**9))
-
 
 def _all_signs(n: int) -> Tensor:
     return torch.tensor(list(itertools.product([-1.0, 1.0], repeat=n)), dtype=torch.float64)
@@ -208,7 +109,7 @@ def _run_diagonal(hessian_diagonal, name: str, x: Tensor, probes: Tensor) -> Non
 
 @check
 def check_hessian_diagonal(hessian_diagonal, grading_seed: int | None = None) -> None:
-    """Part B: hessian_diagonal(f, x, probes) is Hutchinson's estimate: the mean over the rows z of probes of
+    """Part B.1: hessian_diagonal(f, x, probes) is Hutchinson's estimate: the mean over the rows z of probes of
     z ⊙ (H(x)·z).
 
     Domain: ``f`` a smooth scalar function of a 1-D float64 ``x`` of n >= 1 elements, possibly linear (H = 0);
@@ -222,3 +123,145 @@ def check_hessian_diagonal(hessian_diagonal, grading_seed: int | None = None) ->
     for name, x, probes in _diagonal_cases(grading_seed):
         with trial():
             _run_diagonal(hessian_diagonal, name, x, probes)
+
+
+# ------------------------------------------------------------------------------------- B.2: how many probes
+
+#: The error targets a drawn case takes one of (round numbers a learner would ask for).
+TARGETS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05)
+
+
+def _noise(hessian: Tensor) -> tuple[float, float, Tensor]:
+    """(S, D, per-entry noise): S = Σ_{i≠j} H_ij², the expected squared error of one probe's z ⊙ Hz; D = ‖diag H‖²;
+    the per-entry terms Σ_{j≠i} H_ij²."""
+    squares = hessian**2
+    per_entry = squares.sum(dim=1) - hessian.diagonal() ** 2
+    return float(per_entry.sum()), float((hessian.diagonal() ** 2).sum()), per_entry
+
+
+def _smallest_k(ratio: float) -> int:
+    return max(1, math.ceil(ratio))
+
+
+def probes_for(hessian: Tensor, rel_error: float) -> int:
+    """The smallest k with E‖d̂_k − diag H‖² = S / k at most rel_error² ‖diag H‖²."""
+    s, d, _ = _noise(hessian)
+    return _smallest_k(s / (rel_error**2 * d))
+
+
+def measured_error(hessian: Tensor, k: int, gen: torch.Generator, draws: int = 20_000) -> float:
+    """The RMS relative error of the k-probe estimate, measured: ``draws`` single Rademacher probes give the mean
+    squared error of one probe, and the mean of k independent probes has 1/k of it."""
+    n = hessian.shape[0]
+    z = _random_signs(gen, draws, n)
+    errors = (z * (z @ hessian) - hessian.diagonal()).pow(2).sum(dim=1).mean()
+    return math.sqrt(float(errors) / k) / float(hessian.diagonal().norm())
+
+
+def _near_whole(ratio: float) -> bool:
+    return abs(ratio - round(ratio)) <= 1e-6 * max(1.0, ratio)
+
+
+def _probes_cases(grading_seed: int | None) -> list[tuple[str, Tensor, float]]:
+    """(function, x, rel_error). The corners (every seed): a separable f (a diagonal Hessian: one probe is exact, for
+    any target); n = 1; a target of 1 that one probe already meets though H is not diagonal; 691 probes for 5 %;
+    three bounds just above a whole number (2.46, 50.4 and 26.2 probes: rounding to the nearest falls short).
+    Then three drawn functions, points and round targets for which 3 to 400 probes are needed, never within 1e-6 of
+    a whole number."""
+    corners = [
+        (SEPARABLE, vector([-1.3, 0.2, 0.9, -0.1]), 0.1),
+        ("log(1 + sum(x**2))", vector([0.6]), 0.05),
+        ("sum(exp(x / 2)) * sum(sin(x))", vector([1.0, 2.0, 3.0]), 1.0),
+        ("log(1 + sum(x**2))", vector([1.0, 2.0, 3.0]), 0.05),
+        ("log(1 + sum(x**2))", vector([0.5, -1.0, 1.5, 0.25]), 0.5),
+        ("sum(x**4)/4 + sum(x[:-1] * x[1:])", vector([0.3, -0.2, 0.4]), 0.5),
+        ("sum(tanh(x))**2", vector([0.3, -0.8, 1.1]), 0.2),
+    ]
+    gen = case_stream("10/probes-needed", grading_seed)
+    drawn: list[tuple[str, Tensor, float]] = []
+    while len(drawn) < 3:
+        name = choice(gen, DRAWN)
+        x = uniform(gen, (4 if grading_seed is None else randint(gen, 3, 7),), -1.5, 1.5)
+        s, d, _ = _noise(full_hessian(FUNCTIONS[name], x))
+        fits = [r for r in TARGETS if 3 <= s / (r * r * d) <= 400 and not _near_whole(s / (r * r * d))]
+        if d > 1e-6 and fits:
+            drawn.append((name, x, choice(gen, fits)))
+    return corners + drawn
+
+
+def _probes_symptoms(hessian: Tensor, rel_error: float) -> list:
+    s, d, per_entry = _noise(hessian)
+    r2 = rel_error**2
+    ratio = s / (r2 * d)
+    nonzero = hessian.diagonal() != 0
+    per_entry_k = float((per_entry[nonzero] / (r2 * hessian.diagonal()[nonzero] ** 2)).max()) if bool(nonzero.any()) \
+        else math.inf
+    values = {NOISE_WITH_DIAGONAL: (s + d) / (r2 * d), GAUSSIAN_VARIANCE: (s + 2 * d) / (r2 * d),
+              PAIRS_ONCE: s / 2 / (r2 * d), ERROR_NOT_SQUARED: s / (rel_error * d),
+              ERROR_AS_ONE_OVER_K: math.sqrt(ratio), PER_ENTRY_ERROR: per_entry_k}
+    symptoms = [mistake.looks_like(_smallest_k(value)) for mistake, value in values.items() if math.isfinite(value)]
+    if ratio > 1:
+        symptoms.append(ROUNDED_TO_NEAREST.looks_like(max(1, round(ratio))))
+    return symptoms
+
+
+def _whole_number(answer, what: str) -> int:
+    """The learner's k: a Python int, or a float or 0-d tensor holding a whole number."""
+    __tracebackhide__ = True
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, Tensor)) or (
+            isinstance(answer, Tensor) and (type(answer) is not Tensor or answer.numel() != 1)):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.60}); expected an int, a number "
+                             "of probes.")
+    value = float(answer)
+    if not math.isfinite(value) or value != math.floor(value):
+        raise GradingFailure(f"{what} returned {fmt(value)}; a number of probes is a whole number.")
+    return int(value)
+
+
+def _run_probes_needed(probes_needed, name: str, x: Tensor, rel_error: float, gen: torch.Generator) -> None:
+    __tracebackhide__ = True
+    f = Watched(FUNCTIONS[name], x)
+    what = f"probes_needed(f, x, rel_error={rel_error!r}) for f(x) = {name}, x = {fmt(x)}"
+    answer = call_learner(probes_needed, f, x, rel_error, what=what)
+    if f.elsewhere:
+        raise GradingFailure(f"{what} evaluated f at {f.elsewhere} point(s) other than x; the Hessian at x is all "
+                             "this part needs.")
+    k = _whole_number(answer, what)
+    hessian = full_hessian(FUNCTIONS[name], x)
+    s, _, _ = _noise(hessian)
+    if k < 1:
+        raise _proven(f"{what} returned {k}; at least one probe is needed for an estimate at all (here the "
+                      f"off-diagonal entries of H are {'all zero' if s == 0 else 'not all zero'}).",
+                      NO_PROBE_FOR_DIAGONAL if s == 0 else PROBES_BELOW_ONE)
+    expected = probes_for(hessian, rel_error)
+    exact = math.sqrt(s / expected) / float(hessian.diagonal().norm())
+    measured = measured_error(hessian, 1, gen)
+    if abs(measured - math.sqrt(s) / float(hessian.diagonal().norm())) > 0.15 * measured + 1e-12:
+        raise CourseBug(f"the measured error of one probe ({measured}) and the exact one disagree for {what}.")
+    at_k, below = measured / math.sqrt(k), (measured / math.sqrt(k - 1) if k > 1 else math.inf)
+    extra = (f"  measured at your k = {k}: RMS relative error {at_k:.4g} (20,000 drawn probes, the mean of k of "
+             f"them has 1/k of one probe's mean squared error); at k − 1 = {k - 1}: "
+             f"{'no estimate' if k == 1 else f'{below:.4g}'}; the target: {rel_error}; exact at the expected k "
+             f"= {expected}: {exact:.4g}")
+    expect_close(k, expected, what=what, source="expected", rtol=0, atol=0.25, extra=extra,
+                 symptoms=_probes_symptoms(hessian, rel_error))
+
+
+@check
+def check_probes_needed(probes_needed, grading_seed: int | None = None) -> None:
+    """Part B.2: probes_needed(f, x, rel_error) is the smallest k ≥ 1 for which the k-probe Hutchinson estimate has an
+    RMS relative error √(E‖d̂_k − diag H‖²) / ‖diag H‖ of at most rel_error: k = max(1, ⌈S / (rel_error² ‖diag H‖²)⌉)
+    with S = Σ_{i≠j} H_ij².
+
+    Domain: ``f`` a smooth scalar function of a 1-D float64 ``x`` (n >= 1) with diag H(x) not all zero; ``rel_error``
+    a float in (0, 1], the bound never within 1e-6 of a whole number of probes. Corners at every seed: a diagonal
+    Hessian (k = 1), n = 1, a target one probe meets, hundreds of probes, bounds just above a whole number.
+    Contract: a whole number (an int, or a float or 0-d tensor holding one), at least 1, equal to the expected k; f
+    evaluated at x only; x unchanged. The exact expectation is checked against the test's own measurement (20,000
+    drawn probes), which every failure shows at the learner's k.
+    """
+    __tracebackhide__ = True
+    gen = case_stream("10/probes-measured", grading_seed)
+    for name, x, rel_error in _probes_cases(grading_seed):
+        with trial():
+            _run_probes_needed(probes_needed, name, x, rel_error, gen)

@@ -1,5 +1,5 @@
-"""Part C: the WGAN-GP gradient penalty at interpolates between real and fake examples, checked against central
-differences of the penalty."""
+"""Part C: the WGAN-GP gradient penalty at interpolates between real and fake examples of any shape (vectors,
+images), checked against central differences of the penalty."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .misconceptions import (
     NAN_AT_ZERO_NORM,
     NO_GRAPH,
     NORM_OVER_BATCH_AXIS,
+    NORM_OVER_ONE_AXIS,
     ONE_NORM_FOR_BATCH,
     PARAMS_DETACHED,
     PENALTY_AS_NUMBER,
@@ -41,21 +42,37 @@ def make_critic(gen: torch.Generator, features: int, hidden: int, activation: st
     return critic
 
 
+def make_image_critic(gen: torch.Generator, channels: int, size: int, hidden: int = 4) -> nn.Sequential:
+    """A float64 critic for (B, channels, size, size) images: Flatten → Linear(·, hidden) → Tanh → Linear(hidden, 1),
+    weights uniform in [-0.5, 0.5). (A convolution's double backward in float64 takes seconds on a CPU: a flattening
+    critic shows the same shapes at a hundredth of the cost.)"""
+    critic = nn.Sequential(nn.Flatten(), nn.Linear(channels * size * size, hidden, dtype=torch.float64), nn.Tanh(),
+                           nn.Linear(hidden, 1, dtype=torch.float64))
+    with torch.no_grad():
+        for param in critic.parameters():
+            param.copy_(uniform(gen, tuple(param.shape), -0.5, 0.5))
+    return critic
+
+
 def _wgan_penalty(critic: nn.Module, params: dict, real: Tensor, fake: Tensor, alpha: Tensor, weight: float, *,
                   mix: str = "rows", at: str = "between", norm: str = "rows", form: str = "wgan",
                   reduce: str = "mean", weight_inside: bool = False) -> Tensor:
     """The penalty with the critic's parameters ``params`` (a graph reaches them); the keywords make the mistakes.
 
-    mix: alpha along the rows (right) or the features; at: between (right), swapped, real; norm: rows (right),
-    columns, batch; form: wgan (right), r1, squares; reduce: mean (right) or sum; weight_inside: (weight·(‖g‖−1))²."""
-    a = alpha[:, None] if mix == "rows" else alpha[None, :]
+    mix: alpha along the examples (right) or the last axis; at: between (right), swapped, real; norm: rows (right:
+    each example's gradient over all its axes), columns (down the batch), batch (one for all), axis1 (over the
+    second axis only, per example and position); form: wgan (right), r1, squares; reduce: mean (right) or sum;
+    weight_inside: (weight·(‖g‖−1))²."""
+    a = alpha.reshape(-1, *[1] * (real.dim() - 1)) if mix == "rows" else alpha
     points = {"between": a * real + (1 - a) * fake, "swapped": a * fake + (1 - a) * real, "real": real}[at]
     with torch.enable_grad():
         points = points.detach().requires_grad_(True)
         scores = torch.func.functional_call(critic, params, (points,))
         (g,) = torch.autograd.grad(scores.sum(), points, create_graph=True)
-    norms = {"rows": lambda: torch.linalg.vector_norm(g, dim=1), "columns": lambda: torch.linalg.vector_norm(g, dim=0),
-             "batch": lambda: torch.linalg.vector_norm(g).reshape(1)}[norm]()
+    norms = {"rows": lambda: torch.linalg.vector_norm(g.flatten(1), dim=1),
+             "columns": lambda: torch.linalg.vector_norm(g.flatten(1), dim=0),
+             "batch": lambda: torch.linalg.vector_norm(g).reshape(1),
+             "axis1": lambda: torch.linalg.vector_norm(g, dim=1)}[norm]()
     if weight_inside:
         return ((weight * (norms - 1)) ** 2).mean()
     terms = {"wgan": (norms - 1) ** 2, "r1": norms**2, "squares": (norms**2 - 1) ** 2}[form]
@@ -97,31 +114,41 @@ def _penalty_cases(grading_seed: int | None):
     add(critic, real, fake, alpha, 1.0)
     add(make_critic(fixed, 2, 4), uniform(fixed, (3, 2)), uniform(fixed, (3, 2)), vector([0.0, 1.0, 0.5]), 0.5)
     add(make_critic(fixed, 5, 3), uniform(fixed, (2, 5)), uniform(fixed, (2, 5)), vector([0.7, 0.2]), 3)
+    add(make_image_critic(fixed, 2, 3), uniform(fixed, (3, 2, 3, 3)), uniform(fixed, (3, 2, 3, 3)),
+        vector([0.2, 0.9, 0.5]), 10.0)
+    add(make_image_critic(fixed, 1, 3), uniform(fixed, (2, 1, 3, 3)), uniform(fixed, (2, 1, 3, 3)), vector([0.6, 0.1]),
+        2.0)
     gen = case_stream("10/penalty", grading_seed)
     for activation in ("tanh", "relu"):
         b, d, h = (5, 3, 4) if grading_seed is None else (randint(gen, 2, 6), randint(gen, 2, 5), randint(gen, 3, 6))
         weight = 10.0 if grading_seed is None else round(float(uniform(gen, (), 0.5, 12.0)), 2)
         add(make_critic(gen, d, h, activation), uniform(gen, (b, d)), uniform(gen, (b, d)),
             uniform(gen, (b,), 0.0, 1.0), weight)
+    if grading_seed is not None:
+        b, c, size = randint(gen, 2, 4), randint(gen, 1, 2), randint(gen, 2, 4)
+        add(make_image_critic(gen, c, size), uniform(gen, (b, c, size, size)), uniform(gen, (b, c, size, size)),
+            uniform(gen, (b,), 0.0, 1.0), round(float(uniform(gen, (), 0.5, 12.0)), 2))
     return cases
 
 
 def _critic_name(critic: nn.Module) -> str:
-    first, act, last = critic
+    if isinstance(critic[0], nn.Flatten):
+        return f"a critic Flatten → {critic[1].in_features} → {type(critic[2]).__name__} {critic[1].out_features} → 1"
+    first, act = critic[0], critic[1]
     return f"a critic {first.in_features} → {type(act).__name__} {first.out_features} → 1"
 
 
 def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
     __tracebackhide__ = True
-    b, d = real.shape
+    b, d = real.shape[0], real.shape[-1]
     what = (f"gradient_penalty(critic, real, fake, alpha, weight={weight!r}) for {_critic_name(critic)}, "
-            f"a batch of {b} × {d}, alpha = {fmt(alpha)}")
+            f"a batch of shape {tuple(real.shape)}, alpha = {fmt(alpha)}")
     names = [name for name, _ in critic.named_parameters()]
     params = [p for _, p in critic.named_parameters()]
     routes = Routes()
     try:
         answer = call_learner(gradient_penalty, critic, real, fake, alpha, weight, what=what, routes=routes)
-    except GradingFailure as failure:  # alpha * real with alpha of shape (B,) against (B, D), B ≠ D
+    except GradingFailure as failure:  # alpha * real with alpha of shape (B,) against (B, ..., D), B ≠ D
         clash = any(f"tensor a ({m}) must match the size of tensor b ({n})" in failure.message
                     for m, n in ((b, d), (d, b)))
         raise GradingFailure(failure.message, suspects=(ALPHA_ON_FEATURES,) if clash and b != d else (),
@@ -153,8 +180,10 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
                       PENALTY_SUMMED.looks_like(penalty(reduce="sum")),
                       WEIGHT_SQUARED.looks_like(penalty(weight_inside=True)),
                       SWAPPED_MIX.looks_like(penalty(at="swapped")), PENALTY_AT_REAL.looks_like(penalty(at="real"))]
-    if b == d:
+    if b == d and real.dim() == 2:
         value_symptoms.append(ALPHA_ON_FEATURES.looks_like(penalty(mix="features")))
+    if real.dim() > 2:
+        value_symptoms.append(NORM_OVER_ONE_AXIS.looks_like(penalty(norm="axis1")))
     expect_close(answer.detach(), penalty(), what=f"{what}: the value", source="expected", rtol=1e-5, atol=1e-9,
                  symptoms=value_symptoms)
     grads = torch.autograd.grad(answer, params, allow_unused=True)
@@ -172,7 +201,8 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
     for name, got, want, diff in zip(names, grads, expected, fd):
         if not bool(torch.isfinite(got).all()):
             with torch.no_grad():
-                inputs = alpha[:, None] * real + (1 - alpha[:, None]) * fake
+                a = alpha.reshape(-1, *[1] * (real.dim() - 1))
+                inputs = a * real + (1 - a) * fake
                 rows = torch.func.vmap(torch.func.grad(lambda p: critic(p[None]).sum()))(inputs)
             zero = [i for i, row in enumerate(rows) if not bool(row.any())]
             if zero:
@@ -187,10 +217,11 @@ def check_gradient_penalty(gradient_penalty, grading_seed: int | None = None) ->
     """Part C: gradient_penalty(critic, real, fake, alpha, weight) = weight · mean_i (‖∇_x̂ critic(x̂)_i‖ − 1)² at
     x̂_i = alpha_i real_i + (1 − alpha_i) fake_i (WGAN-GP), as a 0-d tensor that trains the critic.
 
-    Domain: ``critic`` a float64 MLP D → Tanh or ReLU → 1 (rows independent, scores of shape (B, 1)); ``real`` and
-    ``fake`` (B, D) float64 without requires_grad, B >= 1, D >= 2; ``alpha`` (B,) in [0, 1] (0 and 1 included);
+    Domain: ``critic`` a float64 network whose examples do not interact, scores of shape (B, 1): an MLP D → Tanh or
+    ReLU → 1 for (B, D) batches, Flatten → Tanh MLP → 1 for (B, C, H, W) images; ``real`` and ``fake`` of
+    one shape (B, ...) float64 without requires_grad, B >= 1, D >= 2; ``alpha`` (B,) in [0, 1] (0 and 1 included);
     ``weight`` a number >= 0 (float or int, 0 included). Corners at every seed: weight 0, B = 1, B = D, a ReLU critic
-    with an interpolate where its gradient is exactly 0, alpha 0 and 1, an int weight.
+    with an interpolate where its gradient is exactly 0, alpha 0 and 1, an int weight, two batches of images.
     Contract: at most one backward pass (the whole batch at once); a plain 0-d tensor with a graph; its value; its
     gradient with respect to every critic parameter (autograd and central differences of the penalty), finite where
     a row's gradient is 0 (the norm's subgradient 0 there); critic (parameters, their .grad), real, fake, alpha
