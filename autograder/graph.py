@@ -3,13 +3,16 @@
 The graph is read from ``t.grad_fn`` and, recursively, each node's ``next_functions``. Nodes are autograd's
 backward functions (``MulBackward0``, ...); a leaf shows up as its ``AccumulateGrad`` node, labelled with the
 leaf's name when one is given and with its shape. Edges point the way data flowed in the forward pass
-(input -> consumer); backward walks them the other way. An input used twice gives two edges.
+(input -> consumer); backward walks them the other way. An input used twice gives two edges. In a picture, leaves
+are rounded boxes and operations square ones (told apart by shape, not only by colour), the root has the thickest
+border, and :func:`alt_text` says the same in words: the picture's text alternative.
 
 ``names`` may be ``{tensor: "x"}``, ``{"x": tensor}``, pairs such as ``model.named_parameters()``, or a plain
 list of tensors (named ``[0]``, ``[1]``, ...)::
 
     show_graph(loss, names={w: "w", b: "b"})   # Mermaid in JupyterLab, an indented tree as plain text
     draw_graph(loss, names=model.named_parameters())   # a matplotlib picture, laid out by depth
+    show_drawing(loss, names={w: "w"}, caption="...")  # the picture with its text alternative and a caption
 """
 
 from __future__ import annotations
@@ -109,10 +112,72 @@ def to_text(t: torch.Tensor, names=None) -> str:
     return "\n".join(lines)
 
 
+def reading_order(g: Graph) -> list[int]:
+    """The nodes in the order the drawing reads, from the deepest leaves to the root (by depth, then index)."""
+    return sorted(range(len(g.labels)), key=lambda i: (-g.depth[i], -i))
+
+
+def node_names(g: Graph) -> list[str]:
+    """One name per node for text: the label's first line, numbered #1, #2... in :func:`reading_order` where several
+    nodes share it."""
+    first = [label.split("\n")[0] for label in g.labels]
+    total = {name: first.count(name) for name in first}
+    seen: dict[str, int] = {}
+    names = [""] * len(first)
+    for i in reading_order(g):
+        seen[first[i]] = seen.get(first[i], 0) + 1
+        names[i] = f"{first[i]} #{seen[first[i]]}" if total[first[i]] > 1 else first[i]
+    return names
+
+
+def _number(details: list[str]) -> bool:
+    try:
+        float(details[0])
+        return True
+    except (IndexError, ValueError):
+        return False
+
+
+def alt_text(graph, names=None, states: list[str] | None = None, layout: str = "left to right") -> str:
+    """The text alternative of a drawn graph (``graph``: a :class:`Graph`, or a tensor with its ``names``): how many
+    boxes and arrows, every leaf and operation with its shape, which one is the root, and every arrow, in words, from
+    the leaves to the root. ``states``, one short phrase per node, adds what each node is doing (the backward
+    stepper's frames); ``layout`` says how the picture is laid out ("left to right" or "top to bottom")."""
+    g = graph if isinstance(graph, Graph) else build_graph(graph, names)
+    called, order = node_names(g), reading_order(g)
+
+    def node(i: int) -> str:
+        details = [line for line in g.labels[i].split("\n")[1:] if line]
+        kind = "shape " if details and details[0].startswith("(") else "value " if _number(details) else ""
+        text = called[i] + (f", {kind}{', '.join(details)}" if details else "")
+        text += " (the root)" if i == 0 else ""
+        return text + (f": {states[i]}" if states else "")
+
+    leaves = [node(i) for i in order if g.is_leaf[i]]
+    operations = [node(i) for i in order if not g.is_leaf[i]]
+    position = {i: k for k, i in enumerate(order)}
+    arrows = [f"{called[src]} feeds {called[dst]}"
+              for src, dst in sorted(g.edges, key=lambda edge: (position[edge[0]], position[edge[1]]))]
+    where = ("leaves on the left, the root on the right" if layout == "left to right"
+             else "the root at the top, the leaves below it")
+    text = (f"Computation graph drawn {layout}, {where}: {len(g.labels)} boxes and {len(g.edges)} "
+            f"arrow{'s' if len(g.edges) != 1 else ''}. ")
+    if leaves:
+        text += f"Leaves (rounded boxes): {'; '.join(leaves)}. "
+    if operations:
+        text += f"Operations (square boxes): {'; '.join(operations)}. "
+    if arrows:
+        text += f"Arrows, the way data flowed forward (backward walks them back): {'; '.join(arrows)}."
+    return text.strip()
+
+
 def to_mermaid(t: torch.Tensor, names=None) -> str:
-    """Mermaid flowchart text (left to right: leaves first, the root last)."""
+    """Mermaid flowchart text (left to right: leaves first, the root last), with its accessible title and description
+    (``accTitle``, ``accDescr``: JupyterLab makes them the picture's ``alt`` and a caption for screen readers)."""
     g = build_graph(t, names)
-    lines = ["flowchart LR"]
+    described = alt_text(g).replace("#", "number ")  # Mermaid reads "#2;" as a character entity
+    lines = ["flowchart LR", f"    accTitle: The computation graph autograd recorded, {len(g.labels)} boxes",
+             f"    accDescr: {described}"]
     for i, label in enumerate(g.labels):
         text = label.replace('"', "#quot;").replace("\n", "<br/>")
         shape = f'(["{text}"])' if g.is_leaf[i] else f'["{text}"]'
@@ -124,16 +189,33 @@ def to_mermaid(t: torch.Tensor, names=None) -> str:
 
 
 def show_graph(t: torch.Tensor, names=None) -> None:
-    """Display the graph: JupyterLab 4.1+ renders the Mermaid; other front ends show the text tree."""
+    """Display the graph: JupyterLab 4.1+ draws the Mermaid, as a picture whose text alternative is the diagram's
+    accessible title and description (:func:`to_mermaid`); a terminal shows the text tree. The Mermaid goes out as
+    Markdown (a ``mermaid`` block) as well as on its own: JupyterLab prefers the Markdown and then keeps no copy of the
+    drawing, which an HTML export would show as an image without a text alternative; the export keeps the Mermaid."""
     from IPython.display import display
 
     names = list(names.items()) if isinstance(names, dict) else None if names is None else list(names)  # reusable
-    display({"text/vnd.mermaid": to_mermaid(t, names), "text/plain": to_text(t, names)}, raw=True)
+    mermaid = to_mermaid(t, names)
+    display({"text/markdown": f"```mermaid\n{mermaid}\n```", "text/vnd.mermaid": mermaid,
+             "text/plain": to_text(t, names)}, raw=True)
 
 
 def draw_graph(t: torch.Tensor, names=None, ax=None):
     """Draw the graph with matplotlib, one column per depth (leaves left, root right). Returns the axes."""
     return draw(build_graph(t, names), ax)
+
+
+def show_drawing(t: torch.Tensor, names=None, *, caption: str, title: str | None = None) -> None:
+    """Draw the graph behind ``t`` (:func:`draw_graph`) and show it with :func:`autograder.figures.show`: its text
+    alternative is :func:`alt_text`, ``caption`` the visible caption (what to take from the picture)."""
+    from . import figures
+
+    names = list(names.items()) if isinstance(names, dict) else None if names is None else list(names)  # reusable
+    ax = draw_graph(t, names)
+    if title:
+        ax.set_title(title, fontsize=10)
+    figures.show(ax.figure, alt=alt_text(t, names), caption=caption)
 
 
 def draw(g: Graph, ax=None, style=None):
@@ -156,8 +238,8 @@ def draw(g: Graph, ax=None, style=None):
     boxes = {}
     for i, (x, y) in pos.items():
         fill, edge = ("#dbeafe", "#1d4ed8") if g.is_leaf[i] else ("#ffedd5", "#c2410c")
-        box = {"boxstyle": "round,pad=0.35", "fc": fill, "ec": edge, "lw": 2.2 if i == 0 else 1,
-               **(style or {}).get(i, {})}
+        box = {"boxstyle": f"{'round' if g.is_leaf[i] else 'square'},pad=0.35", "fc": fill, "ec": edge,
+               "lw": 2.2 if i == 0 else 1, **(style or {}).get(i, {})}
         boxes[i] = ax.text(x, y, g.labels[i], ha="center", va="center", fontsize=fontsize, zorder=2, bbox=box)
     repeats: dict[tuple[int, int], int] = {}
     for src, dst in g.edges:  # drawn after the boxes (zorder), so they can be clipped at the box outlines

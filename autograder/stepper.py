@@ -6,10 +6,18 @@ One cell does it::
     stepper.show(loss, names={x: "x", p: "p"})     # PyTorch's engine on your expression
     stepper.show_value(out, names={x: "x"})        # your exercise-02 Value engine on a Value graph
 
-Each click of **step** advances the schedule by one node: the node that runs is highlighted (yellow) with the
-gradient it runs with (its *input buffer*); every node shows how many consumers it still waits for (its dependency
-count), what has arrived in its buffer so far and, at a branch point, the contributions being summed; the nodes whose
-count has reached zero wait in the *ready queue* (green). **back**, **start** and **run to end** move freely.
+Each click of **step** advances the schedule by one node: the node that runs says "RUNS with" the gradient it runs
+with (its *input buffer*) and has the thickest border; every node shows how many consumers it still waits for (its
+dependency count), what has arrived in its buffer so far and, at a branch point, the contributions being summed; the
+nodes whose count has reached zero say "ready": they wait in the *ready queue*. **back**, **start** and **run to
+end** move freely. (The states are written in the boxes and coloured too: the colour is never the only sign.)
+
+For everyone: the picture has a text alternative that lists every node with its state and every arrow
+(:meth:`Schedule.alt`), and a visible caption; the status line is a live region (``role="status"``), so a screen
+reader announces each step; the buttons are ordinary buttons (Tab, then Enter or Space). ipywidgets 8 has no way to
+mark a widget as a live region, so the widget carries a hidden Output holding a few lines of JavaScript
+(:data:`LIVE_REGION_JS`) that set ``role="status"`` and ``aria-live`` on the status line's element when JupyterLab
+renders it (an Output widget's outputs are trusted, so JupyterLab runs it; elsewhere it does nothing).
 
 Nothing is replayed from a model of the engine: :func:`record` runs one real backward pass with hooks on every node
 of the graph (``Node.register_prehook`` sees the complete buffer a node runs with, ``Node.register_hook`` what it
@@ -135,8 +143,20 @@ class Schedule:
             text += " It is a leaf: the sum lands in its .grad."
         return text
 
-    def table_html(self, k: int) -> str:
-        """The state of every node after step ``k``, as an HTML table."""
+    def status_html(self, k: int) -> str:
+        """What step ``k`` did, in one short block: the engine, the step, the node that ran, :meth:`describe` and the
+        ready queue (the stepper's live region: a screen reader announces it at every step)."""
+        frame = self.frame(k)
+        queue = ", ".join(self.names[i] for i in frame.ready) or "empty"
+        running = self.names[frame.running] if frame.running is not None else "nothing yet"
+        return (f'<div class="stepper-status"><b>{self.engine}</b> · step <span class="stepper-step">{k}</span> of '
+                f'{len(self.steps)} · running: <span class="stepper-running">{_escape(running)}</span><br>'
+                f"{_escape(self.describe(k))}<br>ready queue (next first): "
+                f'<span class="stepper-ready">{_escape(queue)}</span></div>')
+
+    def nodes_html(self, k: int) -> str:
+        """The state of every node after step ``k``, as an HTML table (a caption and column headers: a screen reader
+        can read it cell by cell)."""
         frame = self.frame(k)
         rows = []
         for i, name in enumerate(self.names):
@@ -144,17 +164,28 @@ class Schedule:
             buffer = _sum_text(frame.arrived[i]) or "–"
             if len(frame.arrived[i]) > len({slot for _, slot, _ in frame.arrived[i]}):
                 buffer += f" = {_short(_total(frame.arrived[i]))}"
-            rows.append(f'<tr style="background:{colour}"><td>{_escape(name)}</td>'
+            rows.append(f'<tr style="background:{colour}"><th scope="row">{_escape(name)}</th>'
                         f'<td class="stepper-waits">{max(frame.waiting[i], 0)}</td>'
                         f"<td>{_escape(buffer)}</td><td>{state}</td></tr>")
-        queue = ", ".join(self.names[i] for i in frame.ready) or "empty"
-        running = self.names[frame.running] if frame.running is not None else "nothing yet"
-        return (f'<div class="stepper-status"><b>{self.engine}</b> · step <span class="stepper-step">{k}</span> of '
-                f'{len(self.steps)} · running: <span class="stepper-running">{_escape(running)}</span><br>'
-                f"{_escape(self.describe(k))}<br>ready queue (next first): "
-                f'<span class="stepper-ready">{_escape(queue)}</span></div>'
-                '<table class="stepper-table"><tr><th>node</th><th>waits for</th><th>buffer (arrivals)</th>'
-                "<th>state</th></tr>" + "".join(rows) + "</table>")
+        return (f'<table class="stepper-table"><caption>Every node after step {k} of {len(self.steps)}</caption>'
+                '<tr><th scope="col">node</th><th scope="col">waits for</th><th scope="col">buffer (arrivals)</th>'
+                '<th scope="col">state</th></tr>' + "".join(rows) + "</table>")
+
+    def table_html(self, k: int) -> str:
+        """:meth:`status_html` and :meth:`nodes_html` together (the state after step ``k`` as one block of HTML)."""
+        return self.status_html(k) + self.nodes_html(k)
+
+    def alt(self, k: int) -> str:
+        """The text alternative of the picture of step ``k``: every node with its state (as its box says it) and every
+        arrow, in words (:func:`autograder.graph.alt_text`)."""
+        frame = self.frame(k)
+        states = [_state_line(frame, i, _state(frame, i)[0]).replace("RUNS", "runs").replace(" · ", ", buffer ")
+                  for i in range(len(self.names))]
+        if self._layout is None:
+            self._layout = _Layout.of(self)
+        layout = "top to bottom" if self._layout.vertical else "left to right"
+        return (f"The graph after step {k} of {len(self.steps)} of {self.engine}. "
+                + graphs.alt_text(self.graph, states=states, layout=layout))
 
     def picture(self, k: int, ax=None):
         """Draw the graph in the state after step ``k``; returns the axes (see :func:`_draw` for the layout)."""
@@ -301,7 +332,8 @@ def _draw(graph: graphs.Graph, labels: list[str], style: dict, layout: _Layout, 
     boxes = {}
     for i, (x, y) in layout.position.items():
         fill, edge = ("#dbeafe", "#1d4ed8") if graph.is_leaf[i] else ("#ffedd5", "#c2410c")
-        box = {"boxstyle": f"round,pad={PAD}", "fc": fill, "ec": edge, "lw": 2.2 if i == 0 else 1, **style.get(i, {})}
+        shape = "round" if graph.is_leaf[i] else "square"  # told apart by shape too (autograder.graph draws so)
+        box = {"boxstyle": f"{shape},pad={PAD}", "fc": fill, "ec": edge, "lw": 2.2 if i == 0 else 1, **style.get(i, {})}
         boxes[i] = ax.text(x, y, labels[i], ha="center", va="center", fontsize=FONT_SIZE, zorder=2, bbox=box,
                            linespacing=1.25)
     for (src, dst), bend in zip(graph.edges, layout.bends):  # drawn after the boxes, clipped at their outlines
@@ -536,8 +568,40 @@ def record_value(out, names=None) -> Schedule:
 # -------------------------------------------------------------------------------------------------- the widget
 
 
+#: Run by JupyterLab when it renders a stepper's hidden Output (``element`` is that output's node): find the status
+#: line of the same stepper and make it a live region, so that a screen reader announces each step. ipywidgets 8
+#: replaces an HTML widget's content at every change but keeps its content element, which therefore carries the
+#: region. The stepper may be rendered before or after its Output; the script looks for a few seconds.
+LIVE_REGION_JS = """
+(() => {
+  const started = Date.now();
+  const mark = () => {
+    const box = element.closest('.stepper-widget');
+    const status = box && box.querySelector('.stepper-live > .widget-html-content');
+    if (status) {
+      status.setAttribute('role', 'status');
+      status.setAttribute('aria-live', 'polite');
+      status.setAttribute('aria-atomic', 'true');
+    } else if (Date.now() - started < 10000) {
+      setTimeout(mark, 100);
+    }
+  };
+  mark();
+})();
+"""
+
+#: What the picture's caption says (the states are written in the boxes: colour is never the only sign).
+CAPTION = ("Leaves are rounded boxes, operations square ones; arrows point the way data flowed forward, and backward "
+           "walks them back. Each box says its state: RUNS with its buffer (thickest border), ready, waits for n, or "
+           "done. The status below says what the step did.")
+#: The buttons: what each says and what it does (its tooltip).
+BUTTONS = {"« start": "go back to the start: nothing has run yet", "◀ back": "go back one step",
+           "step ▶": "run the next node", "run to end »": "run every remaining node"}
+
+
 class Stepper:
-    """The widget: buttons, the picture and the table, for one :class:`Schedule`."""
+    """The widget: buttons, the picture (with its text alternative and caption), the status line (a live region) and
+    the table, for one :class:`Schedule`."""
 
     def __init__(self, schedule: Schedule):
         import ipywidgets as widgets
@@ -545,25 +609,37 @@ class Stepper:
         self.schedule = schedule
         self.step = 0
         self._pngs: dict[int, bytes] = {}
-        self.buttons = {name: widgets.Button(description=name, layout=widgets.Layout(width="auto"))
-                        for name in ("« start", "◀ back", "step ▶", "run to end »")}
+        self.buttons = {name: widgets.Button(description=name, tooltip=tip, layout=widgets.Layout(width="auto"))
+                        for name, tip in BUTTONS.items()}
         moves = {"« start": lambda: 0, "◀ back": lambda: self.step - 1, "step ▶": lambda: self.step + 1,
                  "run to end »": lambda: len(self.schedule.steps)}
         for name, button in self.buttons.items():
             button.on_click(lambda _button, move=moves[name]: self.go(move()))
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width=f"{schedule.width_px()}px",
-                                                                      max_width="100%", height="auto"))
-        self.status = widgets.HTML()
-        self.widget = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.image, self.status])
+        self.picture = widgets.HTML(layout=widgets.Layout(max_width="100%"), _dom_classes=["stepper-picture"])
+        self.status = widgets.HTML(_dom_classes=["stepper-live"])
+        self.table = widgets.HTML()
+        announcer = widgets.Output(layout=widgets.Layout(display="none"))
+        announcer.outputs = ({"output_type": "display_data", "metadata": {},
+                              "data": {"application/javascript": LIVE_REGION_JS, "text/plain": ""}},)
+        self.widget = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.picture, self.status,
+                                    self.table, announcer], _dom_classes=["stepper-widget"])
         self.go(0)
+
+    def png(self) -> bytes:
+        """The picture shown now, as PNG bytes."""
+        return self._pngs[self.step]
 
     def go(self, k: int) -> None:
         """Show the state after ``k`` steps (clamped to the schedule)."""
+        from .figures import figure_html
+
         self.step = max(0, min(k, len(self.schedule.steps)))
         if self.step not in self._pngs:
             self._pngs[self.step] = self.schedule.png(self.step)
-        self.image.value = self._pngs[self.step]
-        self.status.value = self.schedule.table_html(self.step)
+        self.picture.value = figure_html(self._pngs[self.step], self.schedule.alt(self.step), CAPTION,
+                                         width_px=self.schedule.width_px())
+        self.status.value = self.schedule.status_html(self.step)
+        self.table.value = self.schedule.nodes_html(self.step)
         self.buttons["◀ back"].disabled = self.buttons["« start"].disabled = self.step == 0
         self.buttons["step ▶"].disabled = self.buttons["run to end »"].disabled = \
             self.step == len(self.schedule.steps)

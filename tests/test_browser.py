@@ -19,7 +19,16 @@ redraw racing a cell's plot on another thread). Then:
   notebook saved by the toolbar's Save button holds no error output. Two lessons run at a time, in two windows; the
   widgets a lesson is about are moved while it is open (:data:`INTERACTIONS`);
 * in exercise 01, after typing the reference solution, the tests pass (each prints its ✓ line) and Validate reports
-  success; the instructor view (`make lab-instructor`) has the instructor tools; the stepper follows the engine.
+  success; the instructor view (`make lab-instructor`) has the instructor tools; the stepper follows the engine;
+* **every lesson, for every reader** (issue 37; docs/accessibility.md): after its Run All, axe-core (WCAG 2.1 A and
+  AA) on the notebook panel finds no critical and no serious violation in the course's content (JupyterLab's own
+  elements in the panel, :data:`accessibility.JUPYTERLAB_OWN`, are recorded, not counted), no image in it lacks a text
+  alternative, and every slider, list, field and button has an accessible name in Chromium's accessibility tree (a
+  slider's value read as shown); the widgets it is about are worked from the keyboard (focus, then arrow keys, Home,
+  End or Enter: :data:`INTERACTIONS`); the whole JupyterLab page is checked once and only recorded; the notebook the
+  toolbar saved, exported as a page (``autograder.export``), passes axe whole with every image described. The lessons
+  in :data:`NOT_YET_ACCESSIBLE` run these checks as strict xfails. Without a browser, every lesson of the course that
+  is converted is executed in a fresh kernel and every image it outputs must carry a real text alternative.
 
 Screenshots go to ``$COURSE_SCREENSHOTS`` (default artifacts/browser/, git-ignored). Chromium comes from Debian
 (`apt-get install -y chromium`, done by .ci/run); `playwright install` is never used. Without /usr/bin/chromium the
@@ -44,9 +53,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from accessibility import ax_nodes, ax_outline, counted, record, split_jupyterlab, tally, undescribed_images
+from accessibility import violations as axe_violations
 from submissions import grade_id, solution_sources
 
-from autograder import course
+from autograder import course, export
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -63,6 +74,14 @@ OPEN_TIMEOUT_MS = 90_000
 #: A result a learner should never see under a cell: the repr of a plotting call's return value or of a callback's
 #: tuple, shown as the whole of an output (what a cell prints on purpose is not a result).
 STRAY = re.compile(r"\s*(\(.*\)|\[<.*>\]|<matplotlib\..*>|<Figure size .*>|Text\(.*\)|Line2D\(.*\)|<Axes.*>)\s*", re.S)
+
+#: Where every page's axe findings are written, counted or not (as tests/test_accessibility.py does).
+ACCESSIBILITY_REPORTS = SCREENSHOTS.parent / "accessibility"
+#: Lessons whose figures, widgets and prose are not yet converted for every reader (issue 37): they are being rewritten
+#: by other people. Their accessibility checks run as strict xfails, so that a lesson that passes must leave the set:
+#: the set shrinks as each lesson is converted, and is empty when issue 37 is done.
+NOT_YET_ACCESSIBLE = {"04-layer-backward", "07-depth-residual", "09-wider-system", "10-beyond-first-order",
+                      "11-capstone"}
 
 pytestmark = pytest.mark.xdist_group("browser")  # one JupyterLab and one browser for the whole module
 
@@ -484,13 +503,133 @@ def step_capstone_stepper(page) -> list[str]:
     return problems
 
 
+def by_keyboard(page, label: str, key: str) -> list[str]:
+    """Work the list (a Dropdown) or number field labelled ``label`` from the keyboard, as a learner who does not use
+    a mouse: it is in the tab order, takes the focus, and ``key`` (Home, End, ArrowUp...) changes its value; Chromium's
+    accessibility tree names it by its label and reads the value shown; the figure in its cell is redrawn. What went
+    wrong (nothing: an empty list). JupyterLab keeps ArrowUp and ArrowDown on a list for moving between cells (see
+    docs/accessibility.md), so lists are worked with Home, End, Page Up and Page Down, or opened with Alt+ArrowDown."""
+    labelled = page.locator(".widget-label", has_text=re.compile(rf"^{re.escape(label)}$"))
+    widget = page.locator(".widget-dropdown, .widget-text", has=labelled)
+    box = page.locator(PANEL).locator(widget).first
+    control = box.locator("select, input").first
+    control.wait_for(timeout=30_000)
+    cell = page.locator(PANEL).locator(".jp-CodeCell", has=widget).first
+    images = cell.locator(".jp-OutputArea-output img")
+    images.first.wait_for(timeout=30_000)
+    before, shown = images.first.get_attribute("src"), control.input_value()
+    problems = [] if control.evaluate("e => e.tabIndex >= 0 && !e.disabled") else ["not in the tab order"]
+    control.focus()
+    if not control.evaluate("e => e === document.activeElement"):
+        problems.append("does not take the focus")
+    page.keyboard.press(key)
+    try:
+        page.wait_for_function("([cell, before]) => { const img = cell.querySelector('.jp-OutputArea-output img');"
+                               " return img && img.getAttribute('src') !== before; }",
+                               arg=[cell.element_handle(), before], timeout=60_000, polling=200)
+    except Exception:
+        problems.append(f"{key} did not redraw the figure")
+    wait_for_kernel_idle(page, 60_000)
+    value = control.input_value()
+    if value == shown:
+        problems.append(f"{key} did not change the value ({shown})")
+    selector = f'[id="{control.get_attribute("id")}"]'
+    read = ax_nodes(page, selector, ("combobox", "spinbutton"))
+    said = box.locator("select option:checked").inner_text() if box.locator("select").count() else value
+    if not read or read[0]["name"] != label or not same_value(read[0]["value"], said):
+        problems.append(f"a screen reader gets {read}, the page shows {label!r} = {said!r}")
+    return problems
+
+
+def same_value(read, shown: str) -> bool:
+    """A value as Chromium's accessibility tree gives it (a number or a string) against the text a page shows."""
+    try:
+        return float(read) == float(shown)
+    except (TypeError, ValueError):
+        return str(read) == shown
+
+
+def step_by_keyboard(page) -> list[str]:
+    """The first stepper on the page, from the keyboard: focus its step button and press Enter; the status line is a
+    live region (role status, polite, atomic) that now says step 1, and the picture's text alternative follows."""
+    widget = page.locator(f"{PANEL} .stepper-widget").first
+    button = widget.locator(".widget-button", has_text="step ▶")
+    button.wait_for(timeout=30_000)
+    button.focus()
+    page.keyboard.press("Enter")
+    try:
+        widget.locator(".stepper-step", has_text=re.compile(r"^1$")).wait_for(timeout=30_000)
+    except Exception:
+        return ["Enter on the step button did not step"]
+    problems = []
+    status = ax_nodes(page, f"{PANEL} .stepper-widget .stepper-live", ("status",))[:1]
+    if len(status) != 1 or status[0].get("live") != "polite" or status[0].get("atomic") is not True:
+        problems.append(f"the status line is no live region: {status}")
+    if "Step 1 of" not in widget.locator(".stepper-live").inner_text():
+        problems.append("the status line does not say step 1")
+    if "after step 1 of" not in (widget.locator(".stepper-picture img").get_attribute("alt") or ""):
+        problems.append("the picture's text alternative does not follow the step")
+    return problems
+
+
 #: Lesson prefix -> what a learner does with its widgets after Run All: {what: problems found}.
 INTERACTIONS: dict[str, Callable] = {
+    "01-": lambda page: {"step h, from the keyboard": by_keyboard(page, "step h", "End")},
+    "02-": lambda page: {"x, from the keyboard": by_keyboard(page, "x, the input of grow", "ArrowUp"),
+                         "stepper, from the keyboard": step_by_keyboard(page)},
+    "03-": lambda page: {"stepper, from the keyboard": step_by_keyboard(page)},
+    "05-": lambda page: {"learning rate, from the keyboard": by_keyboard(page, "learning rate", "Home"),
+                         "steps, from the keyboard": by_keyboard(page, "steps", "End")},
     "07-": lambda page: {"depth slider": move_slider(page, "depth")},
     "10-": lambda page: {"segments slider": move_slider(page, "segments")},
     "11-": lambda page: {"boundary replay": move_slider(page, "training step"),
                          "PyTorch stepper": step_capstone_stepper(page)},
 }
+
+#: The notebook inside the panel on show: its cells and their outputs, not the panel's toolbar.
+NOTEBOOK = f"{PANEL} .jp-Notebook"
+#: A widget a cell displayed (ipywidgets' view, in the cell's own output area; CSS, for the DevTools protocol).
+WIDGET_OUTPUT = ".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output:has(> .jupyter-widgets)"
+#: The roles of what a learner works in a widget: each must have a name a screen reader says.
+CONTROLS = ("slider", "combobox", "spinbutton", "button", "textbox", "checkbox", "radio", "listbox", "switch")
+
+
+def unnamed_controls(page) -> list[str]:
+    """The controls in the notebook's widgets that a screen reader cannot name, or whose value it reads other than
+    shown (a slider's handle announcing nothing, or its option's position)."""
+    problems = []
+    for node in ax_nodes(page, f"{PANEL} {WIDGET_OUTPUT}", CONTROLS):
+        if not node["name"].strip():
+            problems.append(f"a {node['role']} without a name (value {node['value']!r})")
+        if node["role"] == "slider" and not str(node.get("valuetext") or "").strip():
+            problems.append(f"a slider whose value is read as {node['value']!r}, not as shown")
+    return problems
+
+
+def check_accessibility(page, lesson: Path, whole_page: bool) -> dict:
+    """After Run All: axe on the notebook (the course's findings and JupyterLab's own, both written to
+    ACCESSIBILITY_REPORTS), the images in it without a text alternative, and the widgets' controls in Chromium's
+    accessibility tree; with ``whole_page``, axe on the whole JupyterLab page too, recorded only."""
+    ours, theirs = split_jupyterlab(axe_violations(page, NOTEBOOK))
+    record(f"lesson-{lesson.stem}-live", ours, ACCESSIBILITY_REPORTS)
+    record(f"lesson-{lesson.stem}-live-jupyterlab", theirs, ACCESSIBILITY_REPORTS)
+    if whole_page:
+        record("jupyterlab-page", axe_violations(page), ACCESSIBILITY_REPORTS)
+    return {"course": ours, "jupyterlab": theirs, "undescribed": undescribed_images(page, NOTEBOOK),
+            "controls": unnamed_controls(page)}
+
+
+def screen_reader_reading(page, lesson: Path) -> None:
+    """What a screen reader is given for the lesson's first figure and its first stepper (Chromium's accessibility
+    tree, outlined), written beside the axe findings."""
+    parts = []
+    for what, selector in (("first figure", f"{PANEL} figure.autograd-figure"),
+                           ("stepper", f"{PANEL} .stepper-widget")):
+        if page.locator(selector).count():
+            parts.append(f"# {lesson.stem}, {what}\n{ax_outline(page, selector)}")
+    if parts:
+        ACCESSIBILITY_REPORTS.mkdir(parents=True, exist_ok=True)
+        (ACCESSIBILITY_REPORTS / f"lesson-{lesson.stem}-screen-reader.txt").write_text("\n\n".join(parts) + "\n")
 
 
 # --------------------------------------------------------------------------------------------------- the tests
@@ -615,14 +754,35 @@ def server_tracebacks(log: str) -> list[str]:
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 
 
+def wanted_lessons(request) -> list[Path]:
+    """The lessons the selected tests need, in course order: every lesson for a whole run; for a run narrowed with -k,
+    the lessons its tests are parametrized with (the first hour needs lessons 01 and 07)."""
+    wanted: set[Path] = set()
+    for item in request.session.items:
+        if "lesson_runs" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "lesson" in params:
+            wanted.add(params["lesson"])
+        elif item.originalname == "test_a_learners_first_hour":
+            wanted.update(p for p in LESSONS if p.name.startswith(("01-", "07-")))
+        else:
+            return LESSONS
+    return [p for p in LESSONS if p in wanted] or LESSONS
+
+
 @pytest.fixture(scope="module")
-def lesson_runs(browser, lab) -> dict[str, dict]:
-    """Every lesson run in the browser, two at a time (two JupyterLab windows, one kernel each): open it from the
-    file browser, Run All, wait, look at the page, move its widgets, measure its kernel, take the screenshot, save,
-    close. Results by lesson name."""
+def lesson_runs(browser, lab, request) -> dict[str, dict]:
+    """Every lesson the selected tests need (:func:`wanted_lessons`) run in the browser, two at a time (two JupyterLab
+    windows, one kernel each): open it from the file browser, Run All, wait, look at the page, check it for every
+    reader (axe, images, widgets' names), work its widgets, measure its kernel, take the screenshot, save, close.
+    Results by lesson name."""
+    lessons = wanted_lessons(request)
     windows = [new_window(browser), new_window(browser)]
-    windows[1].goto(lab.address("lessons"))
-    windows[1].wait_for_selector(".jp-DirListing-itemText", timeout=OPEN_TIMEOUT_MS)
+    # Lesson 01 opens the first window from the address `make lab` prints; the others open from the file browser.
+    for window in windows if lessons[0] != LESSONS[0] else windows[1:]:
+        window.goto(lab.address("lessons"))
+        window.wait_for_selector(".jp-DirListing-itemText", timeout=OPEN_TIMEOUT_MS)
     results: dict[str, dict] = {}
 
     def start(lesson: Path, window) -> None:
@@ -654,8 +814,10 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
                 result["errors"] = shown_errors(window)
                 result["memory_mb"] = lab.kernel_memory_mb(path)
                 result["screenshot"] = screenshot(window, lesson.stem)
+                result["accessibility"] = check_accessibility(window, lesson, whole_page=lesson == lessons[0])
                 interact = next((f for prefix, f in INTERACTIONS.items() if lesson.name.startswith(prefix)), None)
                 result["widgets"] = interact(window) if interact else {}
+                screen_reader_reading(window, lesson)
                 save(window)
                 saved = lab.root / path
                 result.update(saved_errors=saved_errors(saved), stray=stray_outputs(saved),
@@ -671,7 +833,7 @@ def lesson_runs(browser, lab) -> dict[str, dict]:
                 pass
 
     running: list[tuple[Path, object]] = []
-    for number, lesson in enumerate(LESSONS):
+    for number, lesson in enumerate(lessons):
         window = windows[number % 2]
         start(lesson, window)
         running.append((lesson, window))
@@ -699,6 +861,86 @@ def test_lesson_runs_clean(lesson_runs, lesson):
     for name, problems in result["widgets"].items():
         assert problems == [], f"{lesson.name}, {name}: {problems}"
     assert result["screenshot"].exists()
+
+
+def for_every_reader() -> list:
+    """Every lesson as a test parameter; those of :data:`NOT_YET_ACCESSIBLE` as strict xfails."""
+    reason = "not yet converted for every reader (issue 37): tests/test_browser.py NOT_YET_ACCESSIBLE"
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)]
+                         if p.stem in NOT_YET_ACCESSIBLE else []) for p in LESSONS]
+
+
+@pytest.mark.parametrize("lesson", for_every_reader())
+def test_lesson_is_accessible_live_and_exported(lesson_runs, lab, browser, lesson, tmp_path):
+    """Live, after Run All: no critical or serious axe violation in the course's content of the notebook, no image
+    without a text alternative, every widget control named (JupyterLab's own findings are recorded, not counted).
+    Exported: the notebook JupyterLab saved, as `make html` writes it (``autograder.export``), has no critical or
+    serious violation on the whole page, every image described, its language said. One test for both, so that a lesson
+    of :data:`NOT_YET_ACCESSIBLE` passes (and must leave the set) only when all of it does."""
+    result = lesson_runs[lesson.name]
+    assert "failure" not in result, f"{lesson.name}: {result['failure']} (screenshot: {result.get('screenshot')})"
+    found = result["accessibility"]
+    problems = [f"live, {tally(found['course'])}: {line}" for line in counted(found["course"])]
+    problems += [f"live: an image without a text alternative ({src}...)" for src in found["undescribed"]]
+    problems += [f"live: {problem}" for problem in found["controls"]]
+    notebook = nbformat.read(lab.root / "lessons" / lesson.name, as_version=4)
+    assert any(cell.get("outputs") for cell in notebook.cells), "the saved notebook holds its outputs"
+    target = export.export_notebook(notebook, tmp_path / f"{lesson.stem}.html")
+    window = browser.new_page(viewport={"width": 1200, "height": 900})
+    try:
+        window.goto(target.resolve().as_uri())
+        exported = axe_violations(window)
+        record(f"lesson-{lesson.stem}-export", exported, ACCESSIBILITY_REPORTS)
+        problems += [f"exported, {tally(exported)}: {line}" for line in counted(exported)]
+        problems += [f"exported: an image without a text alternative ({src}...)" for src in undescribed_images(window)]
+        if window.get_attribute("html", "lang") != "en":
+            problems.append("exported: the page does not say its language")
+    finally:
+        window.close()
+    assert problems == [], f"{lesson.name}, for every reader:\n" + "\n".join(problems)
+
+
+IMG = re.compile(r"<img\b[^>]*>", re.I)
+ALT = re.compile(r"""\balt\s*=\s*(['"])(.*?)\1""", re.I | re.S)
+
+
+def undescribed_outputs(notebook) -> list[str]:
+    """The outputs of an executed notebook that show a picture without a real text alternative: an image without
+    HTML that describes it (a bare ``image/png`` loses its alternative in JupyterLab and in an export), an ``<img>``
+    whose ``alt`` is missing, empty or nbconvert's placeholder, a Mermaid diagram without ``accTitle``."""
+    from accessibility import PLACEHOLDER_ALT
+
+    found = []
+    for i, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            images = IMG.findall(data.get("text/html", ""))
+            if any(kind.startswith("image/") for kind in data) and not images:
+                found.append(f"cell {i}: a bare {', '.join(k for k in data if k.startswith('image/'))} output")
+            for tag in images:
+                alt = ALT.search(tag)
+                if not alt or not alt.group(2).strip() or PLACEHOLDER_ALT in alt.group(2):
+                    found.append(f"cell {i}: {tag[:60]}... has no text alternative")
+            if "text/vnd.mermaid" in data and "accTitle:" not in data["text/vnd.mermaid"]:
+                found.append(f"cell {i}: a Mermaid diagram without accTitle")
+    return found
+
+
+@pytest.mark.nightly("executes six lessons a second time; in make test, the accessibility test above counts the same "
+                     "pictures without a real text alternative, live in JupyterLab and in the exported page")
+@pytest.mark.xdist_group("lesson-images")  # a kernel of its own, not the browser's worker
+@pytest.mark.parametrize("lesson", [p for p in LESSONS if p.stem not in NOT_YET_ACCESSIBLE],
+                         ids=[p.stem for p in LESSONS if p.stem not in NOT_YET_ACCESSIBLE])
+def test_every_picture_a_lesson_shows_is_described(lesson):
+    """No browser: the lesson executed in a fresh kernel (tools/notebooks.py); every picture among its outputs
+    carries a real text alternative (figures through autograder.figures.show, graphs through show_drawing)."""
+    from tools.notebooks import execute
+
+    notebook = execute(lesson)
+    pictures = [o for cell in notebook.cells for o in cell.get("outputs", []) if IMG.search(
+        o.get("data", {}).get("text/html", "")) or any(k.startswith("image/") for k in o.get("data", {}))]
+    assert pictures, f"{lesson.name} shows no picture: nothing was checked"
+    assert undescribed_outputs(notebook) == []
 
 
 def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
@@ -797,7 +1039,7 @@ def test_stepper_three_clicks_follow_the_engine(page, lab):
 
     assert page.locator(".stepper-running").inner_text() == "nothing yet"
     assert shown_waits() == waits[0]
-    image = page.locator(".widget-image").first
+    image = page.locator(".stepper-picture img").first
     pictures = [image.get_attribute("src")]
     for k in range(1, 4):
         step.click()

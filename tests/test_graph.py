@@ -71,3 +71,42 @@ def test_backward_follows_next_functions_the_way_they_point():
                for node in ran for child, _ in node.next_functions if child is not None)
     graph = build_graph(out, names={x: "x", y: "y"})
     assert all(consumer < source for source, consumer in graph.edges)  # drawn from input to consumer, root = 0
+
+
+# ------------------------------------------------------------------------------------- for every reader (issue 37)
+
+def test_the_text_alternative_names_every_node_and_every_arrow():
+    """What the picture shows, in words: the leaves and the operations with their shapes, the root, and one sentence
+    per arrow, from the leaves to the root; nodes that share a label are numbered."""
+    from autograder.graph import alt_text
+
+    z, x, y = two_routes()
+    text = alt_text(z, names={x: "x", y: "y"})
+    assert "4 boxes and 4 arrows" in text and "Leaves (rounded boxes): x, shape (); y, shape ()." in text
+    assert "AddBackward0, shape () (the root)" in text
+    assert text.count(" feeds ") == len(build_graph(z, names={x: "x", y: "y"}).edges)
+    assert text.index("x feeds MulBackward0") < text.index("feeds AddBackward0")  # leaves first
+    twice = alt_text(x * y * x, names={x: "x", y: "y"})
+    assert "MulBackward0 #1" in twice and "MulBackward0 #2" in twice
+
+
+def test_leaves_and_operations_differ_in_shape_and_the_mermaid_describes_itself():
+    z, x, y = two_routes()
+    ax = draw_graph(z, names={x: "x", y: "y"})
+    shapes = {text.get_text().split("\n")[0]: type(text.get_bbox_patch().get_boxstyle()).__name__
+              for text in ax.texts if text.get_bbox_patch() is not None}
+    assert shapes == {"x": "Round", "y": "Round", "MulBackward0": "Square", "AddBackward0": "Square"}
+    mermaid = to_mermaid(z, names={x: "x", y: "y"})
+    assert "accTitle: " in mermaid and "accDescr: Computation graph drawn left to right" in mermaid
+
+
+def test_show_drawing_shows_the_picture_with_its_text_alternative(monkeypatch):
+    from autograder.graph import alt_text, show_drawing
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
+    z, x, y = two_routes()
+    show_drawing(z, names={x: "x", y: "y"}, caption="x reaches z twice: dz/dx = y + 1.")
+    (data,) = shown
+    assert f"alt='{alt_text(z, names={x: 'x', y: 'y'})}'" in data["text/html"]
+    assert "<figcaption>x reaches z twice: dz/dx = y + 1.</figcaption>" in data["text/html"]

@@ -239,12 +239,12 @@ def test_three_clicks_follow_the_engine():
     widget = stepper.Stepper(stepper.record(loss, names))
     assert widget.buttons["◀ back"].disabled and "running: <span class=\"stepper-running\">nothing yet" in \
         widget.status.value
-    pictures = {bytes(widget.image.value)}
+    pictures = {widget.png()}
     for k, expected in enumerate(["L", "r", "q"], start=1):
         widget.buttons["step ▶"].click()
         assert widget.step == k
         assert f'<span class="stepper-running">{expected} = ' in widget.status.value
-        pictures.add(bytes(widget.image.value))
+        pictures.add(widget.png())
     assert len(pictures) == 4  # every frame is drawn differently
     widget.buttons["◀ back"].click()
     assert widget.step == 2
@@ -337,7 +337,56 @@ def test_the_widget_shows_the_picture_at_its_own_width_and_twice_as_sharp():
     schedule = capstone_tensor_step()
     widget = stepper.Stepper(schedule)
     width = schedule.width_px()
-    assert widget.image.layout.width == f"{width}px" and widget.image.layout.max_width == "100%"
-    png_width = struct.unpack(">I", bytes(widget.image.value)[16:20])[0]
+    assert f"width='{width}'" in widget.picture.value and "max-width:100%" in widget.picture.value
+    png_width = struct.unpack(">I", widget.png()[16:20])[0]
     assert abs(png_width - stepper.SHARPNESS * width) <= stepper.SHARPNESS
     assert 300 <= width <= 950
+
+
+# ------------------------------------------------------------------------------------- for every reader (issue 37)
+
+def test_every_frame_has_a_text_alternative_with_each_node_its_state_and_every_arrow():
+    """The picture says in words what it shows: every node by name with the state its box shows (the state is written,
+    never only coloured) and every arrow; a visible caption says how to read it."""
+    import html
+    import re
+
+    loss, names = running_example()
+    schedule = stepper.record(loss, names)
+    widget = stepper.Stepper(schedule)
+    for k in range(len(schedule.steps) + 1):
+        widget.go(k)
+        alt = html.unescape(re.search(r"alt='([^']*)'", widget.picture.value).group(1))
+        assert alt == schedule.alt(k) and f"after step {k} of 5" in alt
+        assert all(name.split(" = ")[0] in alt for name in schedule.names)
+        assert alt.count(" feeds ") == len(schedule.graph.edges) == 6
+        assert "<figcaption>" in widget.picture.value and "RUNS" in widget.picture.value
+    assert "q, PowBackward0: runs with 6" in schedule.alt(3) and "x: waits for 1, buffer 24" in schedule.alt(3)
+    assert "p, MulBackward0: ready, buffer 5" in schedule.alt(3) and "r, MulBackward0: done" in schedule.alt(3)
+
+
+def test_the_status_line_is_a_live_region_of_its_own():
+    """The status (what the step did) is its own widget, marked for the script that makes it a live region
+    (role="status", polite, atomic) when JupyterLab renders the stepper; the table of nodes is apart from it, with a
+    caption and headers; every button has a name and a tooltip saying what it does."""
+    loss, names = running_example()
+    widget = stepper.Stepper(stepper.record(loss, names))
+    assert "stepper-live" in widget.status._dom_classes and "stepper-widget" in widget.widget._dom_classes
+    assert widget.status.value.startswith('<div class="stepper-status">') and "<table" not in widget.status.value
+    assert "<caption>" in widget.table.value and 'scope="col"' in widget.table.value
+    (announcer,) = [child for child in widget.widget.children if child.__class__.__name__ == "Output"]
+    script = announcer.outputs[0]["data"]["application/javascript"]
+    assert announcer.layout.display == "none" and ".stepper-live > .widget-html-content" in script
+    assert all(f"'{name}', '{value}'" in script
+               for name, value in (("role", "status"), ("aria-live", "polite"), ("aria-atomic", "true")))
+    assert all(button.description and button.tooltip for button in widget.buttons.values())
+    widget.buttons["step ▶"].click()
+    assert "Step 1 of 5: L = AddBackward0 runs with 1" in widget.status.value
+
+
+def test_leaves_and_operations_differ_in_shape_not_only_in_colour():
+    loss, names = running_example()
+    schedule = stepper.record(loss, names)
+    boxes = {text.get_text().split("\n")[0]: type(text.get_bbox_patch().get_boxstyle()).__name__
+             for text in labels_of(schedule.picture(0))}
+    assert boxes.pop("x") == "Round" and set(boxes.values()) == {"Square"}
