@@ -24,11 +24,13 @@ CHANGED_INPUT = Misconception(
     "changed its inputs",
     "The caller's tensors must be exactly as they were after your function returns: work on copies "
     "(x.detach().clone()), never assign into an argument, call an in-place method on it or change its "
-    "requires_grad. An in-place change that you undo afterwards still breaks a graph that saved the tensor.")
+    "requires_grad. An in-place change that you undo afterwards still breaks a graph that saved the tensor.",
+    question="Which of the caller's tensors did your function write into, or change the requires_grad of?")
 ALIASED = Misconception(
     "returned memory it does not own",
     "A returned tensor shares memory with an input or a live .grad, so the caller's next in-place update or "
-    "zero_grad() changes your result behind its back. Return a new tensor (clone() it).")
+    "zero_grad() changes your result behind its back. Return a new tensor (clone() it).",
+    question="Whose memory does the tensor you return live in, and what happens to it at the caller's next update?")
 
 
 def tensors_in(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:

@@ -62,15 +62,18 @@ MISCONCEPTIONS = {
         "used autograd where the part asks for a hand derivation",
         "This part is about computing the gradient yourself, so PyTorch's autograd must not run inside your function "
         "(no backward(), torch.autograd.grad, torch.func or torch.enable_grad() tricks): derive the formula and "
-        "compute it with plain tensor operations."),
+        "compute it with plain tensor operations.",
+        question="Did autograd run inside your function, where the part asks you to derive the gradient yourself?"),
     Route.OPTIMIZER: Misconception(
         "used torch.optim where the part asks you to write the update",
         "This part is about the update itself: write it with tensor operations under torch.no_grad() "
-        "instead of calling an optimizer's step()."),
+        "instead of calling an optimizer's step().",
+        question="Did a torch.optim optimizer make the update the part asks you to write?"),
     Route.CLIPPING: Misconception(
         "used torch.nn.utils.clip_grad_norm_ where the part asks for clipping from scratch",
         "This part is about writing the clipping yourself: compute the global norm from the gradients and "
-        "scale them, without torch.nn.utils' clipping functions."),
+        "scale them, without torch.nn.utils' clipping functions.",
+        question="Did torch.nn.utils' clipping do the work the part asks you to write?"),
 }
 
 

@@ -1,19 +1,22 @@
-"""Checks for exercise 05, gradients accumulate: the training loop, micro-batch accumulation, reading a .grad history.
+"""Checks for exercise 05, gradients accumulate: an accumulating training loop over a ragged epoch of padded
+sequences (Part A), where zero_grad() sat in a run, read from a float32 log of its weights (Part B), and one
+adversarial step of two models whose losses reach each other's .grad (Part C).
 
-Models are small float64 modules; the loss of Parts A and B is a mean over the examples. Every check's docstring states
-the domain its part allows, and each corner of it is a fixed case that runs first at every seed (k = 1, micro-batches of
-one example, a single update or micro-batch, a model that arrives without gradients, an empty or one-step history...);
-the seed varies only the rest. Every case is a :func:`~autograder.checking.trial`, and each misconception below shows in
-at least two cases of the visible test and of the hidden test, so that it can be named; a case never names a mistake
-whose value there is the right answer (:func:`~autograder.misconceptions.armed`).
+Every check's docstring states the domain its part allows, and each corner of it is a fixed case that runs first at
+every seed (k = 1, a last group of one micro-batch, a micro-batch of padding only, a model that arrives without
+gradients; an empty log, a run that never moved, weights in the hundreds...); the seed varies only the rest. Every
+case is a :func:`~autograder.checking.trial`, and each misconception below shows in at least two cases of the
+visible test and of the hidden test, or is observed directly (a variant of the same case on which the answer is
+right), so that it can be named; a case never names a mistake whose value there is the right answer
+(:func:`~autograder.misconceptions.armed`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -24,63 +27,152 @@ from ..checking import (
     GradingFailure,
     Misconception,
     Routes,
-    as_answer,
     call_learner,
     check,
     expect_close,
-    expect_no_alias,
+    fmt,
     trial,
 )
 from ..checking import proven_failure as _proven
-from ..seeding import choice, generator, uniform
-from .cases import mean_loss_gradients, random_mlp
+from ..hints import HintBook, PartHints
+from .cases import case_stream, randint, random_mlp
 from .shared import read_losses
 
-FRESH, ACCUMULATED, EMPTY = "fresh", "accumulated", "empty"
-LABELS = (FRESH, ACCUMULATED, EMPTY)
+Tensor = torch.Tensor
+
+#: The target of a padded position: token_loss leaves it out (F.cross_entropy's ignore_index).
+PAD = -100
 
 
-def _flat(model: nn.Module) -> torch.Tensor:
+def token_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """The notebook's token_loss: the mean cross-entropy over the counted tokens (targets != PAD) of padded
+    sequences; nan for a batch without a counted token (a mean over nothing)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=PAD)
+
+
+def _flat(model: nn.Module) -> Tensor:
     return torch.cat([param.detach().reshape(-1) for param in model.parameters()])
-
-
-def _model_words(sizes: tuple[int, ...]) -> str:
-    """What random_mlp(gen, sizes) builds, in words: one Linear layer, or Linear layers with tanh between them."""
-    if len(sizes) == 2:
-        return f"nn.Sequential(nn.Linear({sizes[0]}, {sizes[1]})) (one linear layer)"
-    return f"an MLP of widths {sizes} (nn.Linear layers with tanh between them)"
 
 
 def _layout(model: nn.Module) -> str:
     return ", ".join(f"{name} {tuple(param.shape)}" for name, param in model.named_parameters())
 
 
-def _looks_like(candidates: list[tuple[Misconception, torch.Tensor]]) -> list:
-    """A symptom per (mistake, the value it produces); expect_close arms only those that differ from the right
-    answer and from each other (:func:`autograder.misconceptions.armed`)."""
-    return [mistake.looks_like(value) for mistake, value in candidates]
-
-
-# ---------------------------------------------------------------------------------------------- Parts A and B
+# ---------------------------------------------------------------------------------------------- Part A
 
 STALE = Misconception(
     "did not reset .grad before accumulating",
-    "The model arrived with stale gradients in .grad and your result includes them: reset once, before the first "
-    "micro-batch (and, in a training loop, again after every update).")
+    "The model arrived with stale gradients in .grad and your first update includes them: reset once, before the "
+    "first micro-batch (and again after every update).",
+    "What did .grad hold before your first backward()?")
 RESET_PER_MICRO_BATCH = Misconception(
     "zero_grad inside the micro-batch loop",
     "Resetting before every micro-batch throws away the ones before it: only the last micro-batch's gradient is "
-    "left. Reset once per update, never between the micro-batches of one update.")
+    "left. Reset once per update, never between the micro-batches of one update.",
+    "How many micro-batches' gradients are still in .grad when step() runs?")
+STEP_EVERY_MICRO_BATCH = Misconception(
+    "stepped after every micro-batch",
+    "Accumulating means one update per group of micro-batches: call step() only when a group is complete (or the "
+    "epoch ends).",
+    "How many updates should a group of micro-batches make?")
+OFF_BY_ONE = Misconception(
+    "stepped after the first micro-batch of each group (off by one)",
+    "With enumerate starting at 0, `i % k == 0` is true at the FIRST micro-batch of a group. Step after the last "
+    "micro-batch of a group instead.",
+    "After which micro-batch of a group does your step run?")
+ZERO_GRAD_BEFORE_STEP = Misconception(
+    "zero_grad between backward and step",
+    "The parameters never moved: a reset just before step() throws the accumulated gradient away before the update "
+    "can use it. Reset right after step() instead.",
+    "What does .grad hold at the moment step() reads it?")
+NO_RESET_AFTER_STEP = Misconception(
+    "no reset after the update",
+    "Without a reset after each step(), the next group's gradients are added to the last group's: every update "
+    "after the first uses the sum of all gradients so far. Reset after every step().",
+    "What is left in .grad from the previous group when the next group starts?")
+CHANGED_MICRO_BATCHES = Misconception(
+    "changed the list of micro-batches",
+    "The caller may reuse micro_batches (the next epoch runs over the same list): read it, never pop from it, append "
+    "to it or reorder it.",
+    "Which of your lines writes into the caller's list?")
+NOT_IN_PLACE = Misconception(
+    "parameters replaced instead of updated in place",
+    "p.data = p.data - lr * p.grad (or model.weight = nn.Parameter(...)) gives the model new tensors: an optimizer "
+    "or anyone else holding the old ones never sees the update. Change the parameters themselves: optimizer.step(), "
+    "or p -= lr * p.grad under torch.no_grad().",
+    "After your update, are the model's parameters the same tensor objects, in the same memory, as before?")
 ONE_BACKWARD = Misconception(
-    "one backward on the whole batch where micro-batches are asked for",
-    "The point of micro-batches is that only one of them is in memory at a time: run forward and backward once per "
-    "micro-batch and let .grad add them up.")
-STEPPED = Misconception(
-    "took an optimizer step",
-    "This function only computes the gradient: leave the parameters as they are (no optimizer, no update).")
+    "one backward per group where one per micro-batch is asked for",
+    "Only one micro-batch fits in memory: run forward and backward once per micro-batch and let .grad add them up.",
+    "How many micro-batches were in memory at once in your loop?")
+EQUAL_WEIGHTS = Misconception(
+    "every micro-batch weighted the same (its mean times 1/k)",
+    "Dividing each micro-batch's mean by k (or by the group's number of micro-batches) is exact only when every "
+    "micro-batch holds as many counted tokens. The group's token mean weights micro-batch j's mean by c_j / C: its "
+    "counted tokens over the group's.",
+    "Do the micro-batches of a group hold the same number of counted tokens?")
+SEQUENCE_WEIGHTS = Misconception(
+    "micro-batches weighted by their number of sequences",
+    "token_loss is a mean over counted tokens, not over sequences: a sequence of 4 tokens counts four times as much "
+    "as a sequence of 1. Weight micro-batch j's mean by its counted tokens over the group's.",
+    "What does token_loss average over: sequences, or tokens?")
+PADDING_COUNTED = Misconception(
+    "padded positions counted in the weights",
+    "Padded positions (target PAD) are no part of any mean: count only the targets that are not PAD when you weight "
+    "a micro-batch.",
+    "Which positions does token_loss leave out of its mean, and did your count leave them out too?")
+EPOCH_TOKENS = Misconception(
+    "weights shared out over the whole epoch instead of the group",
+    "An update's loss is the mean over ITS group's counted tokens: divide by the group's count, not by the count of "
+    "the whole list of micro-batches.",
+    "Which tokens make up the loss of one update?")
+NOT_SCALED = Misconception(
+    "micro-batch losses not scaled",
+    "Each micro-batch loss is a mean over its own tokens and .grad adds them up: unscaled, the group's gradient is "
+    "the sum of its micro-batch means. Weight each by its share of the group's counted tokens.",
+    "What does .grad hold after backward() on several means, each unscaled?")
+LAST_GROUP_DROPPED = Misconception(
+    "the last, incomplete group never stepped",
+    "When the number of micro-batches is not a multiple of k, the micro-batches left at the end form a last group "
+    "of their own: it makes an update too (on the mean over its own tokens).",
+    "What happens to the micro-batches left over at the end when their number is not a multiple of k?")
+NAN_LOSS = Misconception(
+    "a padding-only micro-batch's nan in the update's loss",
+    "token_loss of a micro-batch without one counted token is a mean over nothing: nan. It adds nothing to the "
+    "gradient (its weight c_j / C is 0), so leave it out of the loss too: skip it, or use a sum over tokens.",
+    "What does token_loss return for a micro-batch without a single counted token?")
+LOSS_UNWEIGHTED = Misconception(
+    "update loss averaged over micro-batches instead of tokens",
+    "The loss of an update is the group's token mean: the micro-batch means weighted by their counted tokens, the "
+    "same weights as the gradient's.",
+    "Is the loss you report the loss whose gradient your update used?")
+LOSS_SUMMED = Misconception(
+    "update loss summed over micro-batches",
+    "Adding the micro-batch means gives k times a mean; the loss of an update is the group's token mean.",
+    "What do the micro-batch means add up to, compared with the group's mean?")
 
 
-def _with_stale(model: nn.Module, stale: list[torch.Tensor] | None) -> nn.Module:
+@dataclass
+class EpochCase:
+    description: str
+    model: nn.Module
+    micro_batches: list[tuple[Tensor, Tensor]]
+    lr: float
+    k: int
+    stale: list[Tensor] | None  # what .grad holds when train is called (None: no gradients at all)
+
+    @property
+    def groups(self) -> list[list[int]]:
+        indices = list(range(len(self.micro_batches)))
+        return [indices[start:start + self.k] for start in range(0, len(indices), self.k)]
+
+    @property
+    def counts(self) -> list[int]:
+        """The counted tokens (targets != PAD) of every micro-batch."""
+        return [int((targets != PAD).sum()) for _, targets in self.micro_batches]
+
+
+def _with_stale(model: nn.Module, stale: list[Tensor] | None) -> nn.Module:
     """A copy of ``model`` whose .grad holds ``stale`` (gradients left over from earlier work; None: no gradients)."""
     model = copy.deepcopy(model)
     for param, grad in zip(model.parameters(), stale or ()):
@@ -88,11 +180,157 @@ def _with_stale(model: nn.Module, stale: list[torch.Tensor] | None) -> nn.Module
     return model
 
 
-NOT_IN_PLACE = Misconception(
-    "parameters replaced instead of updated in place",
-    "p.data = p.data - lr * p.grad (or model.weight = nn.Parameter(...)) gives the model new tensors: an optimizer "
-    "or anyone else holding the old ones never sees the update. Change the parameters themselves: optimizer.step(), "
-    "or p -= lr * p.grad under torch.no_grad().")
+def _micro_batch(gen, features: int, classes: int, lengths: list[int], width: int) -> tuple[Tensor, Tensor]:
+    """Sequences of the given lengths padded to ``width`` positions: inputs (b, width, features), targets (b, width)
+    with PAD past each sequence's end (the padded inputs hold numbers too, which the loss must not count)."""
+    inputs = (torch.rand((len(lengths), width, features), generator=gen, dtype=torch.float64) * 4 - 2)
+    targets = torch.randint(classes, (len(lengths), width), generator=gen)
+    for row, length in enumerate(lengths):
+        targets[row, length:] = PAD
+    return inputs, targets
+
+
+def _epoch_case(gen, sizes: tuple[int, ...], k: int, shapes: list[list[int]], lr: float,
+                stale: bool = True) -> EpochCase:
+    """``shapes`` holds one list of sequence lengths per micro-batch; each micro-batch is padded to its longest
+    sequence (at least 1 position)."""
+    model = random_mlp(gen, sizes)
+    batches = [_micro_batch(gen, sizes[0], sizes[-1], lengths, max(max(lengths), 1)) for lengths in shapes]
+    grads = [torch.rand(tuple(p.shape), generator=gen, dtype=torch.float64) * 4 - 2 for p in model.parameters()] \
+        if stale else None
+    description = (f"{len(shapes)} micro-batch(es) of sequence lengths {shapes} (a model of widths {sizes}"
+                   + (")" if stale else ", arriving with .grad None)"))
+    return EpochCase(description, model, batches, lr, k, grads)
+
+
+def _epoch_corners():
+    """Part A's corners, the same at every seed: k = 1 (a step per micro-batch); groups that fill exactly, of unequal
+    token counts; a last group of one micro-batch with a padding-only micro-batch before it and .grad None; a
+    padding-only micro-batch in the last group; a single group smaller than k (the whole epoch, sequences of one
+    token)."""
+    gen = case_stream("05/train/corners", None)
+    yield _epoch_case(gen, (2, 3), k=1, shapes=[[2, 1], [3], [1, 1, 2]], lr=0.1)
+    yield _epoch_case(gen, (3, 2), k=2, shapes=[[3, 1], [2], [1, 1], [4, 2, 3]], lr=0.1)
+    yield _epoch_case(gen, (2, 3, 2), k=3, shapes=[[2, 2], [0, 0], [1], [3, 1]], lr=0.2, stale=False)
+    yield _epoch_case(gen, (3, 3), k=2, shapes=[[1, 3], [2], [2, 2], [0], [1, 2]], lr=0.1)
+    yield _epoch_case(gen, (2, 2), k=4, shapes=[[1], [1, 1], [1]], lr=0.1)
+
+
+def _random_shapes(gen, count: int) -> list[list[int]]:
+    """``count`` micro-batches of 1 to 3 sequences of 0 to 4 tokens, each with at least one counted token."""
+    shapes = []
+    for _ in range(count):
+        lengths = [randint(gen, 0, 4) for _ in range(randint(gen, 1, 3))]
+        lengths[0] = max(lengths[0], 1)
+        shapes.append(lengths)
+    return shapes
+
+
+def _epoch_cases(grading_seed: int | None):
+    """The corners, then two cases with an incomplete last group and unequal token counts (public: fixed; hidden:
+    drawn)."""
+    yield from _epoch_corners()
+    gen = case_stream("05/train", grading_seed)
+    for _ in range(2):
+        k = randint(gen, 2, 3)
+        count = k * randint(gen, 1, 2) + randint(gen, 1, k - 1)
+        sizes = ((randint(gen, 2, 3), randint(gen, 2, 4)) if randint(gen, 0, 1) else
+                 (randint(gen, 2, 3), 3, randint(gen, 2, 3)))
+        yield _epoch_case(gen, sizes, k, _random_shapes(gen, count), lr=round(0.05 + 0.15 * float(
+            torch.rand((), generator=gen)), 3))
+
+
+def _scales(case: EpochCase, weighting: str) -> list[float]:
+    """The factor each micro-batch's token_loss is multiplied by before backward(): the right one ("tokens": its
+    counted tokens over its group's) or a mistaken one."""
+    counts, sequences = case.counts, [len(targets) for _, targets in case.micro_batches]
+    positions = [targets.numel() for _, targets in case.micro_batches]
+    scales = [0.0] * len(counts)
+    for group in case.groups:
+        for j in group:
+            scales[j] = {"tokens": counts[j] / sum(counts[i] for i in group),
+                         "equal": 1 / len(group), "k": 1 / case.k,
+                         "sequences": sequences[j] / sum(sequences[i] for i in group),
+                         "positions": positions[j] / sum(positions[i] for i in group),
+                         "epoch": counts[j] / sum(counts), "none": 1.0}[weighting]
+    return scales
+
+
+def reference_epoch(case: EpochCase, *, weighting: str = "tokens", steps: str = "after group",
+                    reset: str = "per update", reset_first: bool = True) -> Tensor:
+    """The parameters after the loop, flattened: the right loop by default, or one of the mistakes the check
+    recognises. ``steps``: "after group", "every micro-batch", "off by one" (at a group's first micro-batch),
+    "full groups" (the last, incomplete group never steps); ``reset``: "per update", "once" (never after a step),
+    "per micro-batch", "before step" (between backward and step); ``reset_first=False``: stale gradients kept."""
+    model = _with_stale(case.model, case.stale)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
+    if reset_first:
+        optimizer.zero_grad()
+    scales, last = _scales(case, weighting), {group[-1] for group in case.groups}
+    full = {group[-1] for group in case.groups if len(group) == case.k}
+    firsts = {group[0] for group in case.groups}
+    for j, (inputs, targets) in enumerate(case.micro_batches):
+        if reset == "per micro-batch":
+            optimizer.zero_grad()
+        if case.counts[j]:  # a padding-only micro-batch adds a zero gradient
+            (token_loss(model(inputs), targets) * scales[j]).backward()
+        if j in {"after group": last, "every micro-batch": range(len(scales)), "off by one": firsts,
+                 "full groups": full}[steps]:
+            if reset == "before step":
+                optimizer.zero_grad()
+            optimizer.step()
+            if reset in ("per update", "per micro-batch", "before step"):
+                optimizer.zero_grad()
+    return _flat(model)
+
+
+def _group_losses(case: EpochCase) -> tuple[Tensor, Tensor, Tensor]:
+    """(the right loss of every update, the plain mean and the sum of its micro-batch means), all at the weights
+    before that update in the right run; padding-only micro-batches left out of the mistaken ones."""
+    model = _with_stale(case.model, None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
+    right, plain, summed = [], [], []
+    for group in case.groups:
+        optimizer.zero_grad()
+        means, weights = [], []
+        for j in group:
+            inputs, targets = case.micro_batches[j]
+            if case.counts[j]:
+                loss = token_loss(model(inputs), targets)
+                (loss * case.counts[j] / sum(case.counts[i] for i in group)).backward()
+                means.append(loss.item())
+                weights.append(case.counts[j])
+        right.append(sum(m * w for m, w in zip(means, weights)) / sum(weights))
+        plain.append(sum(means) / len(means))
+        summed.append(sum(means))
+        optimizer.step()
+    return tuple(torch.tensor(v, dtype=torch.float64) for v in (right, plain, summed))
+
+
+@contextlib.contextmanager
+def _recording_forwards(model: nn.Module):
+    """The inputs of every forward pass through ``model`` while the block runs, seen at its first layer (so that
+    ``model.forward(x)``, which skips the model's own hooks, is seen too)."""
+    seen: list[Tensor] = []
+    first = next(module for module in model.modules() if not list(module.children()))
+    handle = first.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone())
+                                              if args and isinstance(args[0], Tensor) else None)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+def _forwards_in_order(seen: list[Tensor], case: EpochCase) -> bool:
+    """Whether the forwards were the micro-batches' inputs, in order, each once, padding-only ones optional."""
+    position = 0
+    for j, (inputs, _) in enumerate(case.micro_batches):
+        here = position < len(seen) and seen[position].shape == inputs.shape and torch.equal(seen[position], inputs)
+        if here:
+            position += 1
+        elif case.counts[j]:
+            return False
+    return position == len(seen)
 
 
 def _storage(model: nn.Module) -> list[tuple[int, int]]:
@@ -100,158 +338,7 @@ def _storage(model: nn.Module) -> list[tuple[int, int]]:
     return [(id(param), param.untyped_storage().data_ptr()) for param in model.parameters()]
 
 
-def _expect_in_place(model: nn.Module, before: list[tuple[int, int]], what: str) -> None:
-    __tracebackhide__ = True
-    names = [name for name, _ in model.named_parameters()]
-    moved = [name for name, was, now in zip(names, before, _storage(model)) if was != now]
-    if moved or len(names) != len(before):
-        raise _proven(f"{what} replaced the parameter tensor(s) {', '.join(moved) or 'of the model'} instead of "
-                      "updating them in place.", NOT_IN_PLACE)
-
-
-@contextlib.contextmanager
-def _recording_forwards(model: nn.Module):
-    """The inputs of every forward pass through ``model`` while the block runs, seen at its first layer (so that
-    ``model.forward(x)``, which skips the model's own hooks, is seen too)."""
-    seen: list[torch.Tensor] = []
-    first = next(module for module in model.modules() if not list(module.children()))
-    handle = first.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone())
-                                              if args and isinstance(args[0], torch.Tensor) else None)
-    try:
-        yield seen
-    finally:
-        handle.remove()
-
-
-def _same_pieces(seen: list[torch.Tensor], pieces: list[torch.Tensor]) -> bool:
-    return len(seen) == len(pieces) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(seen, pieces))
-
-
-def _expect_backward_runs(routes: Routes, wanted: int, whole: int, what: str) -> None:
-    """``wanted`` backward runs (one per micro-batch); ``whole`` runs is one backward per update or whole batch."""
-    __tracebackhide__ = True
-    if routes.backward_runs == wanted:
-        return
-    message = (f"{what} ran backward {routes.backward_runs} time(s); {wanted} micro-batches take {wanted} backward "
-               "runs, one each.")
-    if routes.backward_runs == whole:
-        raise _proven(message, ONE_BACKWARD)
-    raise GradingFailure(message)
-
-
-# ---------------------------------------------------------------------------------------------- Part A
-
-NOT_DIVIDED = Misconception(
-    "did not divide by k",
-    "Each micro-batch loss is already a mean over its own examples, so k backward calls add up to k times the "
-    "gradient of the group's mean loss: divide each micro-batch loss by k = accumulate_every before backward().")
-STEP_EVERY_MICRO_BATCH = Misconception(
-    "stepped after every micro-batch",
-    "Accumulating means one update per k micro-batches: call step() only when a group of k is complete.")
-OFF_BY_ONE = Misconception(
-    "stepped after the first micro-batch of each group (off by one)",
-    "With enumerate starting at 0, `i % k == 0` is true at the FIRST micro-batch of a group. Step when "
-    "(i + 1) % k == 0, i.e. after the k-th.")
-ZERO_GRAD_BEFORE_STEP = Misconception(
-    "zero_grad between backward and step",
-    "The parameters never moved: a reset just before step() throws the accumulated gradient away before the "
-    "update can use it. Reset right after step() instead.")
-NO_RESET_AFTER_STEP = Misconception(
-    "no reset after the update",
-    "Without a reset after each step(), the next group's gradients are added to the last group's: every update "
-    "after the first uses the sum of all gradients so far. Reset after every step().")
-CHANGED_MICRO_BATCHES = Misconception(
-    "changed the list of micro-batches",
-    "The caller may reuse micro_batches (the next epoch runs over the same list): read it, never pop from it, "
-    "append to it or reorder it. A for loop over the list, or over a copy (list(micro_batches)), leaves it as it "
-    "was.")
-LOSS_SUMMED = Misconception(
-    "update loss summed over the group instead of averaged",
-    "The loss of an update is the mean of its k micro-batch losses (the loss its gradient belongs to): add "
-    "loss.item() / k, not loss.item().")
-
-
-@dataclass
-class LoopCase:
-    description: str
-    model: nn.Module
-    micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
-    lr: float
-    k: int
-    stale: list[torch.Tensor] | None  # what .grad holds when the loop is called (None: no gradients at all)
-
-    @property
-    def updates(self) -> int:
-        return len(self.micro_batches) // self.k
-
-
-def _loop_case(gen, sizes: tuple[int, ...], k: int, updates: int, size: int, lr: float,
-               stale: bool = True) -> LoopCase:
-    model = random_mlp(gen, sizes)
-    micro_batches = [(uniform(gen, (size, sizes[0])), uniform(gen, (size, sizes[-1]))) for _ in range(k * updates)]
-    grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
-    description = (f"{_model_words(sizes)}, {k * updates} micro-batch(es) of {size} example(s)"
-                   + ("" if stale else ", arriving with .grad None (no gradients yet)"))
-    return LoopCase(description, model, micro_batches, lr, k, grads)
-
-
-def _loop_corners():
-    """Part A's corners, the same at every seed: k = 1 (a step per micro-batch), micro-batches of one example, a
-    single update, and a model that arrives with no gradients (.grad None)."""
-    gen = generator("05/train/corners", 0)
-    yield _loop_case(gen, (2, 1), k=1, updates=3, size=2, lr=0.1)
-    yield _loop_case(gen, (3, 2), k=3, updates=2, size=1, lr=0.1)
-    yield _loop_case(gen, (2, 3, 1), k=2, updates=1, size=3, lr=0.1)
-    yield _loop_case(gen, (3, 2), k=2, updates=2, size=2, lr=0.1, stale=False)
-
-
-def _loop_cases(grading_seed: int | None):
-    """The corners, then two cases, each with stale gradients and at least two updates: every mistake shows in
-    both."""
-    yield from _loop_corners()
-    if grading_seed is None:
-        gen = generator("05/train/public", 0)
-        yield _loop_case(gen, (3, 1), k=4, updates=2, size=2, lr=0.1)
-        yield _loop_case(gen, (2, 3, 2), k=2, updates=3, size=3, lr=0.1)
-        return
-    gen = generator("05/train", grading_seed)
-    for _ in range(2):
-        sizes = choice(gen, [(3, 1), (2, 3, 1), (4, 2), (3, 4, 2)])
-        yield _loop_case(gen, sizes, k=choice(gen, [2, 3, 4]), updates=choice(gen, [2, 3]),
-                         size=choice(gen, [2, 3]), lr=round(float(uniform(gen, (), 0.05, 0.2)), 3))
-
-
-def reference_loop(case: LoopCase, *, scale: bool = True, reset: str = "per update", step: str = "after k"):
-    """(parameters after the loop, the loss of every update) of SGD with gradient accumulation.
-
-    The defaults are the right loop; the variants are the mistakes the check recognises: ``scale=False`` (no 1/k),
-    ``reset`` "per micro-batch" or "after steps only" (stale gradients kept), ``step`` "every micro-batch" or
-    "off by one" (at the first micro-batch of each group).
-    """
-    model = _with_stale(case.model, case.stale)
-    optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
-    if reset != "after steps only":
-        optimizer.zero_grad()
-    reset_after_step = reset != "once"
-    losses, running = [], 0.0
-    for i, (inputs, targets) in enumerate(case.micro_batches):
-        if reset == "per micro-batch":
-            optimizer.zero_grad()
-        loss = F.mse_loss(model(inputs), targets)
-        (loss / case.k if scale else loss).backward()
-        running += loss.item() / case.k
-        due = {"after k": (i + 1) % case.k == 0, "every micro-batch": True, "off by one": i % case.k == 0}[step]
-        if due:
-            optimizer.step()
-            if reset_after_step:
-                optimizer.zero_grad()
-        if (i + 1) % case.k == 0:
-            losses.append(running)
-            running = 0.0
-    return _flat(model), torch.tensor(losses, dtype=torch.float64)
-
-
-def _run_loop(train_fn, case: LoopCase) -> None:
+def _run_epoch(train_fn, case: EpochCase) -> None:
     __tracebackhide__ = True
     model = _with_stale(case.model, case.stale)
     what = f"train(model, micro_batches, lr={case.lr:g}, accumulate_every={case.k}) for {case.description}"
@@ -263,566 +350,637 @@ def _run_loop(train_fn, case: LoopCase) -> None:
         raise _proven(f"{what} changed the list micro_batches: it held {len(case.micro_batches)} pairs, it now "
                       f"holds {len(batches)}" + ("." if len(batches) != len(case.micro_batches) else
                                                   ", not the same ones in the same order."), CHANGED_MICRO_BATCHES)
-    _expect_in_place(model, before, what)
-    _expect_backward_runs(routes, len(case.micro_batches), case.updates, what)
-    if not _same_pieces(seen, [inputs for inputs, _ in case.micro_batches]):
-        count, size = len(case.micro_batches), len(case.micro_batches[0][0])
-        raise GradingFailure(f"{what} ran the model {len(seen)} time(s), on batches of {[len(s) for s in seen]} "
-                             f"examples; the part asks for one forward per micro-batch, on each micro-batch's "
-                             f"inputs in order ({count} forwards of {size}).")
-    expected, expected_losses = reference_loop(case)
-    symptoms = _looks_like([(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
-                                    (NOT_DIVIDED, reference_loop(case, scale=False)[0]),
-                                    (NO_RESET_AFTER_STEP, reference_loop(case, reset="once")[0]),
-                                    (STALE, reference_loop(case, reset="after steps only")[0]),
-                                    (RESET_PER_MICRO_BATCH, reference_loop(case, reset="per micro-batch")[0]),
-                                    (STEP_EVERY_MICRO_BATCH, reference_loop(case, step="every micro-batch")[0]),
-                                    (OFF_BY_ONE, reference_loop(case, step="off by one")[0])])
-    expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector", source="reference loop",
-                 extra=f"  parameters, flattened in this order: {_layout(model)}", symptoms=symptoms)
-    expect_close(read_losses(losses, case.updates, what), expected_losses, source="reference loop",
-                 what=f"{what}: the returned losses (one per update: the mean of its micro-batch losses)",
-                 symptoms=[LOSS_SUMMED.looks_like(case.k * expected_losses)])
+    moved = [name for (name, _), was, now in zip(model.named_parameters(), before, _storage(model)) if was != now]
+    if moved or len(before) != len(list(model.parameters())):
+        raise _proven(f"{what} replaced the parameter tensor(s) {', '.join(moved) or 'of the model'} instead of "
+                      "updating them in place.", NOT_IN_PLACE)
+    counted = sum(1 for count in case.counts if count)
+    if not counted <= routes.backward_runs <= len(case.micro_batches):
+        message = (f"{what} ran backward {routes.backward_runs} time(s); {len(case.micro_batches)} micro-batches "
+                   f"({counted} with counted tokens) take one backward run each, at most.")
+        if routes.backward_runs == len(case.groups):
+            raise _proven(message, ONE_BACKWARD)
+        raise GradingFailure(message)
+    if not _forwards_in_order(seen, case):
+        raise GradingFailure(f"{what} ran the model {len(seen)} time(s), on inputs of shapes "
+                             f"{[tuple(s.shape) for s in seen]}; the part asks for one forward per micro-batch, on "
+                             "each micro-batch's inputs, in order (one that holds only padding may be skipped).")
+    tokens = " | ".join(" ".join(str(case.counts[j]) for j in group) for group in case.groups)
+    expected, full = reference_epoch(case), sum(1 for group in case.groups if len(group) == case.k)
+    if type(losses) in (list, tuple) and len(losses) == full != len(case.groups) and not torch.allclose(
+            _flat(model), expected):
+        raise _proven(f"{what} returned {len(losses)} loss(es), and the parameters differ from the reference loop's: "
+                      f"its {len(case.micro_batches)} micro-batches make {len(case.groups)} groups of at most "
+                      f"{case.k}, the last of {len(case.groups[-1])}, so {len(case.groups)} updates.",
+                      LAST_GROUP_DROPPED)
+    if torch.allclose(_flat(model), expected, rtol=1e-6, atol=1e-8):
+        variants = []  # right: no mistake to recognise, and no need to run every mistaken loop
+    else:
+        variants = _epoch_variants(case)
+    expect_close(_flat(model), expected, what=f"{what}: the trained parameter vector",
+                 source="reference loop", symptoms=[mistake.looks_like(value) for mistake, value in variants],
+                 extra=f"  parameters, flattened in this order: {_layout(model)}\n"
+                       f"  counted tokens of each micro-batch, by group: {tokens}")
+    _expect_losses(losses, case, what, tokens)
+
+
+def _epoch_variants(case: EpochCase) -> list[tuple[Misconception, Tensor]]:
+    """(mistake, the parameters its loop ends with) for every mistake the check recognises in Part A."""
+    return [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
+            (NO_RESET_AFTER_STEP, reference_epoch(case, reset="once")),
+            (STALE, reference_epoch(case, reset_first=False)),
+            (RESET_PER_MICRO_BATCH, reference_epoch(case, reset="per micro-batch")),
+            (STEP_EVERY_MICRO_BATCH, reference_epoch(case, steps="every micro-batch")),
+            (OFF_BY_ONE, reference_epoch(case, steps="off by one")),
+            (LAST_GROUP_DROPPED, reference_epoch(case, steps="full groups")),
+            (EQUAL_WEIGHTS, reference_epoch(case, weighting="k")),
+            (EQUAL_WEIGHTS, reference_epoch(case, weighting="equal")),
+            (SEQUENCE_WEIGHTS, reference_epoch(case, weighting="sequences")),
+            (PADDING_COUNTED, reference_epoch(case, weighting="positions")),
+            (EPOCH_TOKENS, reference_epoch(case, weighting="epoch")),
+            (NOT_SCALED, reference_epoch(case, weighting="none"))]
+
+
+def _expect_losses(losses, case: EpochCase, what: str, tokens: str) -> None:
+    """The returned losses: one Python float per update, the token mean over its group."""
+    __tracebackhide__ = True
+    right, plain, summed = _group_losses(case)
+    got = read_losses(losses, len(case.groups), what)
+    if any(case.counts[j] == 0 for j in range(len(case.counts))) and bool(torch.isnan(got).any()):
+        raise _proven(f"{what} returned the losses {fmt(got)}: nan for a group holding a micro-batch of padding "
+                      "only.", NAN_LOSS)
+    expect_close(got, right, source="reference loop", symptoms=[LOSS_UNWEIGHTED.looks_like(plain),
+                                                                  LOSS_SUMMED.looks_like(summed)],
+                 what=f"{what}: the returned list of losses (one per update: the token mean over its group)",
+                 extra=f"  counted tokens of each micro-batch, by group: {tokens}")
 
 
 @check
 def check_train(train_fn, grading_seed: int | None = None) -> None:
-    """Part A: train(model, micro_batches, lr, accumulate_every) takes one plain SGD step per k micro-batches on
-    their mean loss (one forward and one backward per micro-batch, in order; stale gradients dropped first), trains
-    ``model`` in place (the same parameter tensors; the only argument it changes) and returns the loss of every
-    update as a Python float.
+    """Part A: train(model, micro_batches, lr, accumulate_every) takes one plain SGD step per group of k consecutive
+    micro-batches (the last group holds what is left) on the mean over the group's counted tokens, with one forward
+    and at most one backward per micro-batch, in order (padding-only ones may be skipped), stale gradients dropped
+    first; trains ``model`` in place (the same parameter tensors; the only argument it changes) and returns every
+    update's token-mean loss as a Python float.
 
-    Domain: model a float64 nn.Module whose parameters' .grad is None or stale; micro_batches a list of
-    (inputs, targets) pairs, all of one size >= 1, whose length is a multiple of k = accumulate_every >= 1; lr > 0.
-    Corners at every seed (:func:`_loop_corners`): k = 1, micro-batches of one example, a single update, a model
-    without gradients; then two cases with stale gradients and two or more updates (public: fixed; hidden: drawn)."""
+    Domain: model a float64 module acting on the last dimension, whose parameters' .grad is None or stale;
+    micro_batches a list of (inputs (b, L, features), targets (b, L) with PAD past each sequence's end) pairs, b >= 1
+    and L >= 1 free per micro-batch, a micro-batch may hold padding only, every group holds a counted token;
+    k = accumulate_every >= 1, not necessarily a divisor of the list's length; lr > 0. Corners at every seed
+    (:func:`_epoch_corners`): k = 1; full groups of unequal token counts; a last group of one micro-batch, a
+    padding-only micro-batch and .grad None; a padding-only micro-batch in the last group; one group smaller than k
+    (sequences of one token); then two cases with an incomplete last group (public: fixed; hidden: drawn).
+
+    Contracts checked: the list and its tensors unchanged, the parameters updated in place, backward runs and
+    forwards as above, losses as Python floats (a nan from a padding-only micro-batch is named)."""
     __tracebackhide__ = True
-    for case in _loop_cases(grading_seed):
+    for case in _epoch_cases(grading_seed):
         with trial():
-            _run_loop(train_fn, case)
+            _run_epoch(train_fn, case)
 
 
 # ---------------------------------------------------------------------------------------------- Part B
 
-EQUAL_WEIGHTS = Misconception(
-    "divided by k although the micro-batches differ in size",
-    "Dividing every micro-batch loss by k is exact only for equal micro-batches. The full-batch mean weights each "
-    "micro-batch mean by its share of the examples: multiply micro-batch j's loss by n_j / n.")
-NOT_SCALED = Misconception(
-    "micro-batch losses not scaled",
-    "Each micro-batch loss is a mean over its own examples, and .grad adds them all up: weight micro-batch j's "
-    "loss by n_j / n so that the sum is the full-batch mean.")
-DIVIDED_BY_N = Misconception(
-    "divided by the batch size",
-    "Each micro-batch loss is already a mean; dividing it by n shrinks it twice. Weight it by n_j / n, its share of "
-    "the examples.")
-DIVIDED_BY_SIZE = Misconception(
-    "divided by the micro-batch size",
-    "Each micro-batch loss is already a mean over its n_j examples; dividing by n_j again gives small micro-batches "
-    "the largest weight. Weight it by n_j / n.")
-NOT_IN_GRAD = Misconception(
-    "full-batch gradient not left in .grad",
-    "The part asks for the full-batch gradient accumulated in .grad (the caller may step with it next) and for "
-    "copies of it in the dict: let backward() on each scaled micro-batch loss add into .grad (torch.autograd.grad "
-    "never writes .grad), and do not reset it after taking the copies.")
-SUMMED_OVER_OUTPUTS = Misconception(
-    "summed the loss, then divided by the number of examples only",
-    "loss_fn's mean divides by every element it averages: for F.mse_loss that is examples x outputs. A sum divided "
-    "by n alone is as many times too large as the model has outputs. Call loss_fn as given and weight its mean by "
-    "the micro-batch's share n_j / n of the examples.")
-IGNORED_SIZES = Misconception(
-    "micro-batches not of the given sizes",
-    "The sizes are what fits in memory: cut the batch, in order, into pieces of exactly those sizes "
-    "(inputs.split(sizes)).")
+EPSILON = torch.finfo(torch.float32).eps
+#: A wrong reading misses the log by at least this many times the log's round-off (the part's promise).
+MARGIN = 100.0
+
+TOO_TIGHT = Misconception(
+    "a tolerance finer than the log's round-off",
+    "The weights were stored in float32, so (w_t - w_t+1) / lr is off by up to the spacing of float32 numbers near "
+    "w_t (about 1.2e-7 times |w_t|), divided by lr: far more than torch.allclose's default tolerance. Measure the "
+    "round-off of a run you know, and compare with a tolerance per weight that follows |w| / lr.",
+    "How far from the right sum can (weights[t] - weights[t+1]) / lr be when the weights are float32?")
+WEIGHT_BLIND = Misconception(
+    "a tolerance that ignores the size of the weights",
+    "Float32 numbers near 300 are 256 times further apart than near 1, so the round-off in (w_t - w_t+1) / lr grows "
+    "with |w_t|. A single tolerance for every weight is too tight for large weights or too loose for small ones: "
+    "scale it with |w_t| / lr, weight by weight.",
+    "How far apart are neighbouring float32 numbers near 300, and near 1?")
+TOO_LOOSE = Misconception(
+    "a tolerance looser than the gap between two readings",
+    "Two readings can differ by a small gradient: fresh[s] is 0.1 % of the sum when the run was near a minimum at "
+    "iteration s. A tolerance that loose accepts both; take the tolerance from the log's round-off instead, which "
+    "is far smaller.",
+    "How small can the difference between two neighbouring readings be, compared with your tolerance?")
+NO_LR = Misconception(
+    "the learning rate left out",
+    "SGD moved the weights by lr times .grad: .grad at the step is (weights[t] - weights[t+1]) / lr.",
+    "By how much did step() move the weights, in terms of .grad?")
+REVERSED = Misconception(
+    "the step's direction reversed",
+    "SGD subtracts: weights[t+1] = weights[t] - lr * .grad, so .grad = (weights[t] - weights[t+1]) / lr.",
+    "Does gradient descent add lr * .grad to the weights, or subtract it?")
+TWO_READINGS = Misconception(
+    "only two readings tried (this iteration's gradient alone, or everything since iteration 0)",
+    "A reset can happen at any iteration: .grad at a step is fresh[s] + ... + fresh[t] for the last reset before it, "
+    "s anywhere from 0 to t. Try every s.",
+    "Where could the last zero_grad() before a step have been, besides iteration 0 and iteration t?")
+STILL_READ = Misconception(
+    "a reading for an iteration whose weights did not move",
+    "weights[t+1] equals weights[t] exactly: no step ran, or it ran on an empty .grad. The part's answer for such "
+    "an iteration is None.",
+    "What did step() have to apply in an iteration whose weights did not change at all?")
+MOVED_NONE = Misconception(
+    "None for an iteration whose weights moved",
+    "The weights changed in this iteration, so a step ran on a non-empty .grad: find which sum of fresh gradients "
+    "it applied.",
+    "The weights changed in this iteration: what did the step apply?")
 
 
-@dataclass
-class AccumulationCase:
-    description: str
-    model: nn.Module
-    loss_fn: Callable
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    sizes: list[int]
-    stale: list[torch.Tensor] | None  # what .grad holds when the function is called (None: no gradients at all)
+@dataclass(frozen=True)
+class Run:
+    """How a logged run is made: the loop of every iteration (zero_grad before backward, between backward and step,
+    step, zero_grad after step), the data, the start, the offset the loss sees the weights from, lr and the scale of
+    every iteration's loss. :meth:`log` simulates it."""
+
+    loops: tuple[tuple[bool, bool, bool, bool], ...]
+    data: tuple[tuple[Tensor, Tensor], ...]
+    start: Tensor
+    offset: Tensor
+    lr: float
+    scales: tuple[float, ...]
+
+    def readings(self) -> list[int | None]:
+        """The right answer: per iteration None (no step, or a step on an empty .grad) or the first iteration whose
+        gradient .grad held at the step."""
+        found, first, empty = [], 0, True
+        for t, (before, between, step, after) in enumerate(self.loops):
+            if before:
+                empty = True
+            if empty:
+                first, empty = t, False
+            if between:
+                empty = True
+            found.append(first if step and not empty else None)
+            if after:
+                empty = True
+        return found
+
+    def log(self, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """(weights (T+1, P), fresh (T, P)) of the run in ``dtype``, with a real torch.optim.SGD and backward()."""
+        weight = nn.Parameter(self.start.to(dtype).clone())
+        optimizer = torch.optim.SGD([weight], lr=self.lr)
+        offset = self.offset.to(dtype)
+
+        def loss(t: int, w: Tensor) -> Tensor:
+            inputs, targets = self.data[t]
+            return self.scales[t] * ((torch.tanh(inputs.to(dtype) @ (w - offset)) - targets.to(dtype)) ** 2).mean()
+
+        weights, fresh = [weight.detach().clone()], []
+        for t, (before, between, step, after) in enumerate(self.loops):
+            probe = weight.detach().clone().requires_grad_(True)
+            fresh.append(torch.autograd.grad(loss(t, probe), probe)[0])
+            if before:
+                optimizer.zero_grad()
+            loss(t, weight).backward()
+            if between:
+                optimizer.zero_grad()
+            if step:
+                optimizer.step()
+            if after:
+                optimizer.zero_grad()
+            weights.append(weight.detach().clone())
+        return torch.stack(weights), torch.stack(fresh) if fresh else torch.zeros((0, len(self.start)), dtype=dtype)
 
 
-def _accumulation_case(gen, layers: tuple[int, ...], sizes: list[int], classify: bool,
-                       stale: bool = True) -> AccumulationCase:
-    model, examples = random_mlp(gen, layers), sum(sizes)
-    if classify:  # class indices for a cross-entropy loss
-        loss_fn, targets = F.cross_entropy, torch.randint(layers[-1], (examples,), generator=gen)
-    else:
-        loss_fn, targets = F.mse_loss, uniform(gen, (examples, layers[-1]))
-    grads = [uniform(gen, tuple(param.shape)) for param in model.parameters()] if stale else None
-    description = (f"{_model_words(layers)}, sizes={sizes}, loss_fn = F.{loss_fn.__name__}"
-                   + ("" if stale else ", arriving with .grad None (no gradients yet)"))
-    return AccumulationCase(description, model, loss_fn, uniform(gen, (examples, layers[0])), targets, sizes, grads)
+def misses(weights: Tensor, fresh: Tensor, lr: float, t: int, reading: int | None) -> Tensor:
+    """How far ``reading`` misses what iteration t applied, per weight, in units of the log's round-off there:
+    |(w_t - w_t+1) / lr - (fresh[s] + ... + fresh[t])| / (eps (|w_t| + |w_t+1|) / lr), eps float32's epsilon."""
+    w, g = weights.double(), fresh.double()
+    applied = (w[t] - w[t + 1]) / lr
+    total = torch.zeros_like(applied) if reading is None else g[reading:t + 1].sum(dim=0)
+    roundoff = EPSILON * (w[t].abs() + w[t + 1].abs()) / lr
+    return (applied - total).abs() / roundoff
 
 
-def _unequal_sizes(gen) -> list[int]:
-    """3 or 4 micro-batch sizes from 1 to 6, not all equal."""
-    while True:
-        sizes = [int(v) for v in torch.randint(1, 7, (choice(gen, [3, 4]),), generator=gen)]
-        if len(set(sizes)) > 1:
-            return sizes
+def _residual(weights: Tensor, fresh: Tensor, lr: float, t: int, reading: int | None) -> Tensor:
+    """|(w_t - w_t+1) / lr - (fresh[s] + ... + fresh[t])| per weight, in float64 (the evidence a failure shows)."""
+    return misses(weights, fresh, lr, t, reading) * EPSILON * (weights[t].double().abs()
+                                                               + weights[t + 1].double().abs()) / lr
 
 
-def _accumulation_corners():
-    """Part B's corners, the same at every seed: one micro-batch holding the whole batch, equal sizes (where 1/k is
-    right), and micro-batches of one example in a model that arrives with no gradients (.grad None)."""
-    gen = generator("05/accumulate/corners", 0)
-    yield _accumulation_case(gen, (3, 2), [5], classify=False)
-    yield _accumulation_case(gen, (2, 3, 3), [3, 3], classify=True)
-    yield _accumulation_case(gen, (3, 2), [1, 4, 1], classify=False, stale=False)
+def _checked(run: Run, description: str) -> tuple[Run, str]:
+    """``run`` if its float32 and float64 logs keep the part's promise (the right reading within the round-off in
+    every weight, every other reading a hundred times further in some weight), else a CourseBug."""
+    for dtype in (torch.float32, torch.float64):
+        weights, fresh = run.log(dtype)
+        for t, right in enumerate(run.readings()):
+            if right is None and not torch.equal(weights[t], weights[t + 1]):
+                raise CourseBug(f"iteration {t} of {description} has no step, yet its weights moved.")
+            if dtype == torch.float32 and float(misses(weights, fresh, run.lr, t, right).max()) > 0.5:
+                raise CourseBug(f"iteration {t} of {description} misses its own reading.")
+            if right is not None and float(misses(weights, fresh, run.lr, t, None).max()) < MARGIN:
+                raise CourseBug(f"the step of iteration {t} of {description} barely moved the weights.")
+            others = [s for s in range(t + 1) if s != right]
+            if any(float(misses(weights, fresh, run.lr, t, s).max()) < MARGIN for s in others):
+                raise CourseBug(f"two readings fit iteration {t} of {description}.")
+    return run, description
 
 
-def _accumulation_cases(grading_seed: int | None):
-    """The corners, then two cases, both with unequal micro-batches and stale gradients, one with each loss."""
-    yield from _accumulation_corners()
-    if grading_seed is None:
-        gen = generator("05/accumulate/public", 0)
-        yield _accumulation_case(gen, (3, 2), [6, 4, 2], classify=False)  # the lesson's sizes
-        yield _accumulation_case(gen, (3, 4, 3), [2, 5, 3], classify=True)
-        return
-    gen = generator("05/accumulate", grading_seed)
-    for classify in (False, True):
-        layers = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), choice(gen, [2, 3]))
-        yield _accumulation_case(gen, layers, _unequal_sizes(gen), classify)
+HEALTHY, NEVER, BETWEEN = (True, False, True, False), (False, False, True, False), (False, True, True, False)
 
 
-def _as_gradient_dict(answer, model: nn.Module, what: str) -> dict:
+def _run(gen, loops, *, size: int = 4, lr: float = 0.01, offsets=(), scales=None, description: str) -> tuple[Run, str]:
+    """A run of ``loops`` over ``size`` weights: the weights start 0.5 to 3 from their offsets (0, or ``offsets``
+    for the first weights), and the loss of iteration t is scaled by scales[t] (1 by default). Start and data are
+    drawn again until the run keeps the part's promise (:func:`_checked`) and, with ``scales``, until every
+    unscaled iteration's fresh gradient has a norm of 0.3 or more (so that a scaled one is under 1 % of it)."""
+    offset = torch.zeros(size, dtype=torch.float64)
+    offset[:len(offsets)] = torch.tensor(offsets, dtype=torch.float64)
+    for _ in range(50):
+        signs = torch.where(torch.rand(size, generator=gen) < 0.5, -1.0, 1.0).double()
+        start = offset + signs * (0.5 + 2.5 * torch.rand(size, generator=gen, dtype=torch.float64))
+        data = tuple((torch.randn((3, size), generator=gen, dtype=torch.float64),
+                      torch.rand(3, generator=gen, dtype=torch.float64) * 2 - 1) for _ in loops)
+        run = Run(tuple(loops), data, start, offset, lr, tuple(scales or [1.0] * len(loops)))
+        if scales and any(scale == 1 and float(gradient.norm()) < 0.3
+                          for scale, gradient in zip(scales, run.log(torch.float64)[1])):
+            continue
+        try:
+            return _checked(run, description)
+        except CourseBug:
+            continue
+    raise CourseBug(f"no draw of {description} kept the part's promise in 50 draws.")
+
+
+def _accumulate(k: int, count: int):
+    return [(False, False, (t + 1) % k == 0, (t + 1) % k == 0) for t in range(count)]
+
+
+@functools.cache
+def _log_corners() -> tuple[tuple[Run, str], ...]:
+    """Part B's corners, the same at every seed (made once a process: a run is only ever simulated again, its data
+    never reach learner code): an empty log; the lesson's loop; no zero_grad at all; zero_grad between backward
+    and step (nothing ever moves); deliberate accumulation over 3; a reset every 2 iterations with a step in each;
+    weights near ±300 (a round-off 256 times that of weights near 1); and twice an iteration whose gradient is
+    0.3 % of the next one's, with weights near 1 and near 300 (readings that differ by that little)."""
+    gen = case_stream("05/weight_log/corners", None)
+    return (
+        _run(gen, [], description="log #1"),
+        _run(gen, [HEALTHY] * 4, description="log #2"),
+        _run(gen, [NEVER] * 5, lr=0.005, description="log #3"),
+        _run(gen, [BETWEEN] * 3, description="log #4"),
+        _run(gen, _accumulate(3, 7), lr=0.02, description="log #5"),
+        _run(gen, [(t % 2 == 0, False, True, False) for t in range(6)], description="log #6"),
+        _run(gen, [HEALTHY, NEVER, HEALTHY, NEVER, NEVER], size=5, offsets=(300.0, -300.0),
+             description="log #7"),
+        _run(gen, _accumulate(2, 4), lr=0.05, scales=[0.003, 1.0, 0.003, 1.0], description="log #8"),
+        _run(gen, [NEVER] * 3, size=5, lr=0.05, offsets=(300.0,), scales=[0.003, 1.0, 1.0],
+             description="log #9"),
+    )
+
+
+def _random_loop(gen) -> tuple[bool, bool, bool, bool]:
+    before, between = bool(torch.rand((), generator=gen) < 0.4), bool(torch.rand((), generator=gen) < 0.1)
+    return before, between, bool(torch.rand((), generator=gen) < 0.7), bool(torch.rand((), generator=gen) < 0.3)
+
+
+def _log_cases(grading_seed: int | None):
+    """The corners, then three runs of random loops (each iteration: resets and a step drawn on their own), some
+    with weights in the hundreds (public: fixed; hidden: drawn)."""
+    yield from _log_corners()
+    gen = case_stream("05/weight_log", grading_seed)
+    for number in range(3):
+        loops = [_random_loop(gen) for _ in range(randint(gen, 4, 8))]
+        offsets = (float(200 * randint(gen, -1, 1)),) * randint(gen, 0, 2)
+        yield _run(gen, loops, size=randint(gen, 2, 5), lr=float(10 ** -randint(gen, 1, 2)) * randint(gen, 1, 5),
+                   offsets=offsets, description=f"log #{10 + number}")
+
+
+def _call(read_fn, weights: Tensor, fresh: Tensor, lr: float, what: str) -> list:
+    """The learner's readings, checked for their form: a list of len(fresh) entries, each None or an int in 0..t."""
     __tracebackhide__ = True
-    names = [name for name, _ in model.named_parameters()]
-    if type(answer) is not dict or not all(type(key) is str for key in answer) or sorted(answer) != sorted(names):
-        keys = sorted(map(str, answer)) if isinstance(answer, dict) else type(answer).__name__
-        raise GradingFailure(f"{what} returned {keys!r:.120}; expected a dict with one gradient per parameter, "
-                             f"keyed by the names of model.named_parameters(): {names}.")
+    answer = call_learner(read_fn, weights, fresh, lr, what=what)
+    if type(answer) is not list or len(answer) != len(fresh) or not all(
+            entry is None or (type(entry) is int and 0 <= entry <= t) for t, entry in enumerate(answer)):
+        raise GradingFailure(f"{what} returned {answer!r:.120}; expected a list of {len(fresh)} entries, entry t "
+                             "being None or an int from 0 to t.")
     return answer
 
 
-def _elements_per_example(case: AccumulationCase) -> int:
-    """How many elements loss_fn averages over per example: the outputs for MSE, 1 for cross-entropy (one target
-    class per example)."""
-    return case.targets[0].numel()
+def _right_on(read_fn, run: Run, what: str, *, dtype=torch.float64, negate: bool = False, **changes) -> bool:
+    """Whether the learner reads a variant of ``run`` right (the same loops, simulated again with ``changes``;
+    ``negate``: fresh gradients of the opposite sign, which only a reversed step fits)."""
+    variant = replace(run, **changes)
+    weights, fresh = variant.log(dtype)
+    try:
+        return _call(read_fn, weights, -fresh if negate else fresh, variant.lr, what) == variant.readings()
+    except GradingFailure as failure:
+        if failure.proven is not None:
+            raise
+        return False
 
 
-def _micro_batch_gradients(case: AccumulationCase) -> list[dict[str, torch.Tensor]]:
-    pieces = zip(case.inputs.split(case.sizes), case.targets.split(case.sizes))
-    return [mean_loss_gradients(case.model, case.loss_fn, x, y, fd=False)[0] for x, y in pieces]
+def _observed(read_fn, run: Run, what: str) -> tuple[Misconception, str] | None:
+    """The one change of the run that makes the learner right, if there is one: then that change names the mistake
+    (observed, so named at once)."""
+    variants = [(TOO_TIGHT, {}, "logged in float64 instead of float32"),
+                (REVERSED, {"negate": True}, "with every fresh gradient negated"),
+                (NO_LR, {"lr": 1.0}, "with lr = 1 instead")]
+    if bool(run.offset.abs().max() > 0):
+        variants.insert(0, (WEIGHT_BLIND, {"dtype": torch.float32, "offset": torch.zeros_like(run.offset),
+                                           "start": run.start - run.offset},
+                            "with every weight moved near 1 (the same steps, still logged in float32)"))
+    for mistake, changes, words in variants:
+        if _right_on(read_fn, run, what, **changes):
+            return mistake, f"  The same run, {words}: your function reads it right."
+    return None
 
 
-def _run_accumulation(accumulated_gradient_fn, case: AccumulationCase) -> None:
+def _table(weights: Tensor, fresh: Tensor, lr: float, got: list, right: list) -> str:
+    rows = [("t", "max |w_t - w_t+1| / lr", "yours", "expected")]
+    for t in range(len(fresh)):
+        step = float(((weights[t].double() - weights[t + 1].double()).abs() / lr).max())
+        rows.append((str(t), f"{step:.4g}", str(got[t]), str(right[t]) + ("" if got[t] == right[t] else "   <--")))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "\n".join("  " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " | " + row[3]
+                     for row in rows)
+
+
+def _run_log(read_fn, run: Run, description: str) -> None:
     __tracebackhide__ = True
-    model = _with_stale(case.model, case.stale)
-    what = f"accumulated_gradient(model, loss_fn, inputs, targets, sizes) for {case.description}"
-    routes = Routes()
-    with _recording_forwards(model) as seen:
-        answer = call_learner(accumulated_gradient_fn, model, case.loss_fn, case.inputs, case.targets, case.sizes,
-                              what=what, routes=routes, may_change=["model"])
-    for (name, param), original in zip(model.named_parameters(), case.model.parameters()):
-        if not torch.equal(param.detach(), original.detach()) or not param.requires_grad:
-            raise _proven(f"{what} changed the parameter {name} (only its .grad may change).", STEPPED)
-    _expect_backward_runs(routes, len(case.sizes), 1, what)
-    if not _same_pieces(seen, list(case.inputs.split(case.sizes))):
-        sizes = [len(inputs) for inputs in seen]
-        order = " (those sizes, but not the pieces inputs.split(sizes) gives, in order)" if sizes == case.sizes else ""
-        raise _proven(f"{what} ran the model on micro-batches of {sizes} examples{order}; the sizes asked for are "
-                      f"{case.sizes}.", IGNORED_SIZES)
-    answer = _as_gradient_dict(answer, model, what)
-    expect_no_alias(answer, {"model": model}, what=f"{what}: the returned dict")
-    expected, fd = mean_loss_gradients(case.model, case.loss_fn, case.inputs, case.targets)
-    micro, n = _micro_batch_gradients(case), len(case.inputs)
-    for index, (name, param) in enumerate(model.named_parameters()):
-        right, parts = expected[name], [g[name] for g in micro]
-        symptoms = _looks_like([(EQUAL_WEIGHTS, sum(parts) / len(parts)), (NOT_SCALED, sum(parts)),
-                                (DIVIDED_BY_N, sum(parts) / n),
-                                (DIVIDED_BY_SIZE, sum(g / size for g, size in zip(parts, case.sizes))),
-                                (RESET_PER_MICRO_BATCH, parts[-1] * case.sizes[-1] / n),
-                                (SUMMED_OVER_OUTPUTS, right * _elements_per_example(case)),
-                                (STALE, (0 if case.stale is None else case.stale[index]) + right)])
-        expect_close(as_answer(answer[name], what=f"{what}[{name!r}]", shape=param.shape), right,
-                     what=f"{what}: the gradient of {name}", fd=fd[name], symptoms=symptoms)
-    index_of = {name: index for index, (name, _) in enumerate(model.named_parameters())}
-    for name, param in model.named_parameters():  # the gradient stays in .grad, and the copy is a copy of it
-        left = param.grad
-        if left is None or left.shape != param.shape or not torch.allclose(left.detach(), expected[name]):
-            stale = case.stale is not None and left is not None and torch.equal(left, case.stale[index_of[name]])
-            held = "None" if left is None else ("zeros" if not bool(left.any()) else
-                                                "the stale gradient it arrived with" if stale else "something else")
-            raise _proven(f"{what} returned the right gradients, but afterwards {name}.grad holds {held}: the part "
-                          "asks for the full-batch gradient accumulated in .grad, and for copies of it.", NOT_IN_GRAD)
+    weights, fresh = run.log()
+    what = (f"read_weight_log(weights, fresh, lr={run.lr:g}) for {description} ({len(fresh)} iterations, "
+            f"{weights.shape[1]} weights)")
+    right = run.readings()
+    try:
+        got = _call(read_fn, weights, fresh, run.lr, what)
+    except GradingFailure as failure:
+        if failure.proven is not None:
+            raise
+        observed = _observed(read_fn, run, what)
+        if observed is None:
+            raise
+        raise _proven(f"{failure.message}\n{observed[1]}", observed[0]) from None
+    if got == right:
+        return
+    t = next(t for t in range(len(right)) if got[t] != right[t])
+    theirs, ours = _residual(weights, fresh, run.lr, t, got[t]), _residual(weights, fresh, run.lr, t, right[t])
+    message = "\n".join([
+        f"{what} is wrong at iteration {t}: you said {got[t]}, expected {right[t]}.",
+        _table(weights, fresh, run.lr, got, right),
+        f"  At iteration {t}, (weights[t] - weights[t+1]) / lr differs from the sum of fresh gradients your reading "
+        f"names by up to {float(theirs.max()):.3g} (weight {int(theirs.argmax())}), from the expected reading's by up "
+        f"to {float(ours.max()):.3g} (weight {int(ours.argmax())}).",
+        f"  weights[t]:   {fmt(weights[t])}\n  weights[t+1]: {fmt(weights[t + 1])}"])
+    observed = _observed(read_fn, run, what)
+    if observed is not None:
+        raise _proven(f"{message}\n{observed[1]}", observed[0])
+    if right[t] is None:
+        raise _proven(f"{message}\n  weights[{t}] and weights[{t + 1}] are equal, element for element.", STILL_READ)
+    if got[t] is None:
+        raise _proven(f"{message}\n  weights[{t}] and weights[{t + 1}] differ.", MOVED_NONE)
+    applied = (weights[t].double() - weights[t + 1].double()) / run.lr
+    close = float((applied - fresh[got[t]:t + 1].double().sum(dim=0)).norm() / applied.norm()) < 0.02
+    two = got[t] in (0, t) and 0 < right[t] < t
+    raise GradingFailure(message, suspects=tuple(m for m, seen in ((TOO_LOOSE, close), (TWO_READINGS, two)) if seen))
 
 
 @check
-def check_accumulated_gradient(accumulated_gradient_fn, grading_seed: int | None = None) -> None:
-    """Part B: accumulated_gradient over micro-batches of the given (unequal) sizes, cut in order, one forward and
-    backward each, no update; afterwards .grad holds the full-batch mean-loss gradient, and the dict returned holds
-    copies of it.
+def check_read_weight_log(read_fn, grading_seed: int | None = None) -> None:
+    """Part B: read_weight_log(weights, fresh, lr) returns, for every iteration t of a plain-SGD run, None when the
+    weights did not move, else the first iteration s whose gradient .grad held at the step (.grad = fresh[s] + ...
+    + fresh[t]), leaving the log unchanged.
 
-    Domain: model a float64 nn.Module whose parameters' .grad is None or stale; loss_fn a mean loss (F.mse_loss,
-    F.cross_entropy); inputs and targets of n >= 1 examples; sizes positive ints adding up to n, k = len(sizes) >= 1,
-    equal or not. Corners at every seed (:func:`_accumulation_corners`): one micro-batch of the whole batch, equal
-    sizes, micro-batches of one example in a model without gradients; then two cases with unequal sizes and stale
-    gradients, one per loss (public: fixed; hidden: drawn)."""
+    Domain: weights (T+1, P) and fresh (T, P) float32, T >= 0, P >= 1; lr > 0; .grad empty before iteration 0;
+    every iteration one backward, at most one step after it, zero_grad anywhere or nowhere; the right reading
+    matches (weights[t] - weights[t+1]) / lr within the round-off of the float32 weights in every weight, every other
+    reading (None for a step included) misses by at least a hundred times that round-off in some weight (each run
+    is built so, :func:`_checked`). Corners at every seed (:func:`_log_corners`): an empty log; the lesson's loop; no
+    zero_grad; zero_grad between backward and step; accumulation over 3; a reset every 2 with a step in each;
+    weights near ±300; twice a gradient 0.3 % of the next one's (near 1 and near 300); then three runs of random
+    loops (public: fixed; hidden: drawn).
+
+    Contracts checked: the form of the answer (a list of None or ints in 0..t), the log's tensors unchanged."""
     __tracebackhide__ = True
-    for case in _accumulation_cases(grading_seed):
+    for run, description in _log_cases(grading_seed):
         with trial():
-            _run_accumulation(accumulated_gradient_fn, case)
+            _run_log(read_fn, run, description)
 
 
 # ---------------------------------------------------------------------------------------------- Part C
 
-NONE_NOT_EMPTY = Misconception(
-    "a None .grad not read as empty",
-    "zero_grad() sets .grad to None by default (set_to_none=True); a None at step time means zero_grad() ran "
-    "between backward() and step(), so the step had nothing to apply. Test `grad is None` first, before any "
-    "tensor operation, and label the step 'empty'.")
-ZEROS_NOT_EMPTY = Misconception(
-    "an all-zero .grad not read as empty",
-    "zero_grad(set_to_none=False) leaves zeros instead of None: an all-zero .grad also means the step had nothing "
-    "to apply. Label it 'empty' too.")
-EXACT_COMPARISON = Misconception(
-    "compared gradients with == instead of a tolerance",
-    "Logged gradients carry round-off: the same sum computed in another order differs in the last bits. Compare "
-    "with torch.allclose, never with == or torch.equal.")
-NOTHING_TO_ADD_ONTO = Misconception(
-    "'accumulated' with nothing before it to add onto",
-    "At step 0, or right after an empty step, .grad held nothing before this step's backward(), so it equals the "
-    "fresh gradient whether or not anyone reset it: the part labels such a step 'fresh'. 'accumulated' needs a "
-    "previous .grad that is not empty (and step 0 has no previous step: grad_history[-1] is the LAST one).")
-ADDED_TO_NONE = Misconception(
-    "added to a None .grad",
-    "The step before this one was empty with .grad None, and None + tensor raises a TypeError. Nothing was left in "
-    ".grad to add onto, so a step after an empty one can only be 'fresh': look at the previous .grad (is it empty?) "
-    "before you compute anything with it.")
-NON_ZERO_CALLED_EMPTY = Misconception(
-    "a non-zero .grad labelled empty",
-    "'empty' means the step had nothing to apply: .grad is None or every element is exactly 0. A gradient whose "
-    "entries cancel (they sum to 0) or that is tiny (near a minimum: allclose to zeros) still moves the weights. "
-    "Ask whether any element is non-zero, not whether the sum or the size is about zero.")
-BY_SIZE = Misconception(
-    "judged by the size of the gradient",
-    "A fresh gradient can be larger than the last one (a diverging run) and an accumulated one smaller (the new "
-    "gradient points back). Compare with the fresh gradient instead: .grad == fresh means reset; .grad == previous "
-    ".grad + fresh means not reset.")
+CRITIC_STALE = Misconception(
+    "the critic's stale .grad in its step",
+    "The critic arrived with gradients in .grad, and its step applied them too: reset the critic's gradients before "
+    "the critic loss's backward().",
+    "What did the critic's .grad hold before your first backward()?")
+GENERATOR_STALE = Misconception(
+    "the generator's stale .grad in its step",
+    "The generator arrived with gradients in .grad, and its step applied them too: reset the generator's gradients "
+    "before the generator loss's backward().",
+    "What did the generator's .grad hold before the generator loss's backward()?")
+CRITIC_LOSS_IN_GENERATOR = Misconception(
+    "the critic loss's gradient in the generator's step",
+    "backward() of the critic's loss runs through fake = generator(noise) into the generator's parameters and adds "
+    "its gradient to their .grad. Either cut that path for the critic's loss (fake.detach()), or reset the "
+    "generator's gradients after it, right before the generator loss's backward(). Resetting after step(), as the "
+    "lesson's single loop may, comes too late here.",
+    "Which parameters' .grad does the critic loss's backward() write into?")
+BOTH_BEFORE_STEPS = Misconception(
+    "both losses backpropagated before either step",
+    "The generator's loss must be taken with the critic AFTER its update, and its backward() also writes into the "
+    "critic's .grad: with both backward() calls before both steps, the critic steps on the gradient of both losses "
+    "and the generator on a critic that no longer exists. Update the critic first, then compute the generator's "
+    "loss.",
+    "Which critic does your generator loss see: the one before its step, or after?")
+GENERATOR_TWICE = Misconception(
+    "the generator run more than once",
+    "The part allows one generator forward per call: compute fake once and use it for both losses (detached where "
+    "the generator must not be reached).",
+    "How many times does your code call the generator?")
 
 
-def _is_empty(grad) -> bool:
-    return grad is None or not bool(grad.any())
-
-
-def reference_labels(grads: list, fresh: list[torch.Tensor]) -> list[str]:
-    """The label of every step, by the definitions of Part C."""
-    labels = []
-    for t, (grad, new) in enumerate(zip(grads, fresh)):
-        if _is_empty(grad):
-            labels.append(EMPTY)
-        elif torch.allclose(grad, new):
-            labels.append(FRESH)
-        elif t > 0 and not _is_empty(grads[t - 1]) and torch.allclose(grad, grads[t - 1] + new):
-            labels.append(ACCUMULATED)
-        else:
-            raise CourseBug(f"step {t} of a history fits no label.")
-    return labels
-
-
-def _signs(gen, shape) -> torch.Tensor:
-    return torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+GRAPH_FREED = Misconception(
+    "the generator's graph freed by the critic loss's backward",
+    "backward() frees the graph it ran through. When the critic's loss runs through fake (not detached), its "
+    "backward frees the generator's part of the graph, and the generator loss's backward has nothing left to run "
+    "through. Cut the critic's loss off from the generator with fake.detach(): then the critic's backward never "
+    "enters the generator's graph (nor its .grad).",
+    "Which parts of the graph did the critic loss's backward() run through, and what is left of them afterwards?")
+OLD_CRITIC_SAVED = Misconception(
+    "the generator's loss built on the critic before its step",
+    "The generator loss's graph saved the critic's weights as they were when you built it; c_optimizer.step() then "
+    "changed them in place, and backward refuses. Build the generator's loss after the critic's step: it must see "
+    "the updated critic anyway.",
+    "Which critic weights did your generator loss's graph save, and what did c_optimizer.step() do to them?")
 
 
 @dataclass
-class History:
-    """A logged run: what .grad held before each step() (``grads``) and each step's fresh gradient (``fresh``).
-
-    ``exact`` is the same history without the round-off a log carries (the recorded sums differ from previous +
-    fresh in their last bits, as a sum taken in another order does).
-    """
-
-    grads: list
-    fresh: list[torch.Tensor]
-    exact: list
-
-    def with_empties(self, as_zeros: bool) -> History | None:
-        """The same history with every empty .grad written as zeros (or None); None if that changes nothing."""
-        def swap(grad, new):
-            if not _is_empty(grad):
-                return grad
-            return torch.zeros_like(new) if as_zeros else None
-
-        grads = [swap(g, f) for g, f in zip(self.grads, self.fresh)]
-        if all((a is None) == (b is None) for a, b in zip(grads, self.grads)):
-            return None
-        return History(grads, self.fresh, [swap(g, f) for g, f in zip(self.exact, self.fresh)])
+class DuelCase:
+    description: str
+    generator: nn.Module
+    critic: nn.Module
+    real: Tensor
+    noise: Tensor
+    lr_g: float
+    lr_c: float
+    stale_g: list[Tensor] | None
+    stale_c: list[Tensor] | None
 
 
-def _history(gen, labels: list[str], shape: tuple[int, ...], trap: str = "", empty_as_zeros: bool = False,
-             noise: bool = True) -> History:
-    """A history that follows ``labels``.
+def _duel_case(gen, g_sizes: tuple[int, ...], c_hidden: tuple[int, ...], n: int, stale: bool, lr_g: float = 0.1,
+               lr_c: float = 0.2) -> DuelCase:
+    generator, critic = random_mlp(gen, g_sizes), random_mlp(gen, (g_sizes[-1], *c_hidden, 1))
 
-    trap="growing": the fresh gradients grow elementwise (a diverging run, reset every step);
-    trap="shrinking": every accumulated .grad is smaller than the one before (the fresh gradient points back).
-    Either defeats telling a reset from the size of .grad. ``noise`` adds round-off (relative 1e-10) to what the
-    log recorded, well inside torch.allclose's tolerance.
-    """
-    grads, exact, fresh, previous = [], [], [], None
-    for label in labels:
-        new = uniform(gen, shape, 0.2, 2.0) * _signs(gen, shape)
-        if trap == "growing" and fresh:
-            new = fresh[-1] * uniform(gen, shape, 1.3, 1.8) * _signs(gen, shape)
-        if trap == "shrinking" and label == ACCUMULATED:
-            new = previous * (uniform(gen, (), -0.7, -0.3) + 0.05 * uniform(gen, shape, -1.0, 1.0))
-        fresh.append(new)
-        if label == FRESH:
-            grad = new.clone()
-        elif label == ACCUMULATED:
-            grad = previous + new
-        else:
-            grad = torch.zeros(shape, dtype=torch.float64) if empty_as_zeros else None
-        exact.append(grad)
-        if grad is not None and noise and label != EMPTY:
-            grad = grad * (1 + 1e-10 * uniform(gen, shape, 0.5, 1.0) * _signs(gen, shape))
-        grads.append(grad)
-        previous = grad
-    if reference_labels(grads, fresh) != labels or reference_labels(exact, fresh) != labels:
-        raise CourseBug("a generated .grad history does not follow its labels.")
-    return History(grads, fresh, exact)
+    def grads(model):
+        return [torch.rand(tuple(p.shape), generator=gen, dtype=torch.float64) * 4 - 2
+                for p in model.parameters()] if stale else None
+
+    real = torch.rand((n, g_sizes[-1]), generator=gen, dtype=torch.float64) * 4 - 2
+    noise = torch.rand((n, g_sizes[0]), generator=gen, dtype=torch.float64) * 4 - 2
+    description = (f"a generator of widths {g_sizes}, a critic of widths {(g_sizes[-1], *c_hidden, 1)}, {n} "
+                   f"sample(s), lr {lr_g:g} and {lr_c:g}" + ("" if stale else ", both arriving with .grad None"))
+    return DuelCase(description, generator, critic, real, noise, lr_g, lr_c, grads(generator), grads(critic))
 
 
-def _random_labels(gen, length: int) -> list[str]:
-    """A random reset schedule with at least one accumulated and two empty steps."""
-    labels = [FRESH, ACCUMULATED, EMPTY] + [choice(gen, list(LABELS)) for _ in range(length - 4)] + [EMPTY]
-    for t in range(1, length):
-        if labels[t] == ACCUMULATED and labels[t - 1] == EMPTY:  # nothing to accumulate onto: it is fresh
-            labels[t] = FRESH
-    return labels
+def _duel_cases(grading_seed: int | None):
+    """The corners, the same at every seed: one sample with linear models and stale gradients; models without
+    gradients; MLPs with stale gradients. Then one (public: fixed) or two (hidden: drawn) cases with stale
+    gradients."""
+    gen = case_stream("05/adversarial/corners", None)
+    yield _duel_case(gen, (2, 2), (), n=1, stale=True)
+    yield _duel_case(gen, (2, 3), (3,), n=3, stale=False)
+    yield _duel_case(gen, (3, 4, 2), (3,), n=4, stale=True, lr_g=0.05)
+    gen = case_stream("05/adversarial", grading_seed)
+    for _ in range(1 if grading_seed is None else 2):
+        z, d = randint(gen, 1, 3), randint(gen, 1, 3)
+        yield _duel_case(gen, (z, randint(gen, 2, 4), d), (randint(gen, 2, 3),), n=randint(gen, 2, 5), stale=True,
+                         lr_g=round(0.05 + 0.1 * float(torch.rand((), generator=gen)), 3), lr_c=0.1)
 
 
-def _exact_history(fresh_values: list[list[float]], labels: list[str]) -> History:
-    """A history without round-off, from literal fresh gradients (so that sums come out exactly as written)."""
-    fresh = [torch.tensor(values, dtype=torch.float64) for values in fresh_values]
-    grads, previous = [], None
-    for label, new in zip(labels, fresh):
-        grad = {FRESH: new.clone(), ACCUMULATED: None if previous is None else previous + new,
-                EMPTY: torch.zeros_like(new)}[label]
-        grads.append(grad)
-        previous = grad
-    if reference_labels(grads, fresh) != labels:
-        raise CourseBug("a corner .grad history does not follow its labels.")
-    return History(grads, fresh, grads)
+def reference_duel(case: DuelCase, *, critic_reset: str = "before", generator_reset: str = "before",
+                   detach: bool = True, both_first: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """(generator's parameters, critic's parameters, [L_C, L_G]) after the step: the right one by default, or a
+    mistake. ``critic_reset``: "before" its loss's backward, "between" backward and step, "none";
+    ``generator_reset``: "before" its loss's backward, "start" (first thing, once), "none"; ``detach``: the
+    critic's loss sees fake.detach(); ``both_first``: both losses at the start weights, both backward, both
+    steps."""
+    generator, critic = _with_stale(case.generator, case.stale_g), _with_stale(case.critic, case.stale_c)
+    g_optimizer = torch.optim.SGD(generator.parameters(), lr=case.lr_g)
+    c_optimizer = torch.optim.SGD(critic.parameters(), lr=case.lr_c)
+    if generator_reset == "start":
+        g_optimizer.zero_grad()
+    fake = generator(case.noise)
+    if critic_reset == "before":
+        c_optimizer.zero_grad()
+    critic_loss = critic(fake.detach() if detach else fake).mean() - critic(case.real).mean()
+    critic_loss.backward(retain_graph=True)
+    if both_first:
+        generator_loss = -critic(fake).mean()
+        generator_loss.backward()
+    if critic_reset == "between":
+        c_optimizer.zero_grad()
+    c_optimizer.step()
+    if not both_first:
+        if generator_reset == "before":
+            g_optimizer.zero_grad()
+        generator_loss = -critic(fake).mean()
+        generator_loss.backward()
+    g_optimizer.step()
+    losses = torch.tensor([critic_loss.item(), generator_loss.item()], dtype=torch.float64)
+    return _flat(generator), _flat(critic), losses
 
 
-def _history_corners():
-    """Part C's corners, the same at every seed: the lesson's 0-d history (x.grad = 6, 12, 18), an empty history (no
-    steps), one step, a history that starts with an empty .grad (None), an all-zero step followed by a fresh one
-    (which 0 + fresh also matches: 'fresh' by the part's rule), gradients whose entries cancel (sum exactly 0, not
-    empty) and a tiny gradient (1e-10, allclose to zeros, not empty)."""
-    six = torch.tensor(6.0, dtype=torch.float64)
-    lesson = [six * 1, six * 2, six * 3]
-    yield History(lesson, [six, six, six], lesson)
-    yield History([], [], [])
-    gen = generator("05/grad_history/corners", 0)
-    yield _history(gen, [FRESH], (3,))
-    yield _history(gen, [EMPTY, FRESH, ACCUMULATED], (2,))
-    yield _history(gen, [FRESH, EMPTY, FRESH, ACCUMULATED], (3,), empty_as_zeros=True)
-    yield _exact_history([[0.75, -0.75], [0.5, -0.5], [-1.5, 1.5]], [FRESH, ACCUMULATED, FRESH])
-    yield _exact_history([[0.5, -1.0, 1.5], [0.25, 0.5, -0.5], [3e-10, -2e-10, 1e-10]], [FRESH, ACCUMULATED, FRESH])
-
-
-def _history_cases(grading_seed: int | None):
-    """The corners, then growing and shrinking traps (size), two histories with None and two with zeros (empty
-    .grad), every one with round-off (==): each mistake shows in two histories."""
-    yield from _history_corners()
-    if grading_seed is None:
-        gen = generator("05/grad_history/public", 0)
-        yield _history(gen, [FRESH] * 5, (3,), trap="growing")
-        yield _history(gen, [FRESH] + [ACCUMULATED] * 4, (2, 2), trap="shrinking")
-        yield _history(gen, [EMPTY] * 4, (3,))
-        yield _history(gen, [FRESH, ACCUMULATED, EMPTY, FRESH, EMPTY], (2,))
-        yield _history(gen, [FRESH, ACCUMULATED, FRESH, ACCUMULATED, EMPTY, FRESH], (3,), empty_as_zeros=True)
-        yield _history(gen, [EMPTY, FRESH, EMPTY], (2, 2), empty_as_zeros=True)
-        return
-    gen = generator("05/grad_history", grading_seed)
-    yield _history(gen, [FRESH] * int(torch.randint(4, 7, (), generator=gen)), (choice(gen, [2, 3, 4]),),
-                   trap="growing")
-    yield _history(gen, [FRESH] + [ACCUMULATED] * int(torch.randint(3, 6, (), generator=gen)),
-                   (choice(gen, [2, 3, 4]),), trap="shrinking")
-    for zeros in (False, False, True, True):
-        yield _history(gen, _random_labels(gen, int(torch.randint(5, 9, (), generator=gen))),
-                       choice(gen, [(3,), (2, 3)]), empty_as_zeros=zeros)
-
-
-def _short(value) -> str:
-    if value is None:
-        return "None"
-    if value.dim() == 0:
-        return f"{value.item():.4g}"
-    return "[" + ", ".join(f"{v:.4g}" for v in value.reshape(-1).tolist()) + "]"
-
-
-def _history_table(grads: list, fresh: list, got: list[str], expected: list[str]) -> str:
-    rows = [(str(t), _short(grad), _short(new), got[t], expected[t] + ("" if got[t] == expected[t] else "   <-- wrong"))
-            for t, (grad, new) in enumerate(zip(grads, fresh))]
-    rows.insert(0, ("step", ".grad before step()", "fresh gradient of the step", "yours", "expected"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join("  " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " | " + row[4]
-                     for row in rows)
-
-
-CHANGED_LISTS = Misconception(
-    "changed the history it was reading",
-    "A diagnosis reads the log; it must not write into it. Leave grad_history and fresh_history as they are.")
-
-
-def _labels(diagnose_fn, grads: list, fresh: list, what: str) -> list[str]:
-    """The learner's labels for one history; the history's lists and tensors must come back unchanged."""
+def _run_duel(step_fn, case: DuelCase) -> None:
     __tracebackhide__ = True
-    held = [list(grads), list(fresh)]
-    answer = call_learner(diagnose_fn, grads, fresh, what=what)
-    if [len(grads), len(fresh)] != [len(held[0]), len(held[1])] or any(
-            a is not b for a, b in zip(held[0] + held[1], grads + fresh)):
-        raise _proven(f"{what} replaced entries of the history lists it was given.", CHANGED_LISTS)
-    # Exact types only: a str subclass could declare itself equal to every expected label.
-    if type(answer) is not list or len(answer) != len(grads) or \
-            not all(type(label) is str and label in LABELS for label in answer):
-        raise GradingFailure(f"{what} returned {answer!r:.120}; expected a list of {len(grads)} labels, each "
-                             f"one of {', '.join(map(repr, LABELS))}.")
-    return list(answer)
-
-
-def _behaviour(diagnose_fn, history: History, what: str) -> str:
-    """"right", "wrong" or "raised": how the learner does on a variant of a history (to isolate one difference)."""
-    try:
-        labels = _labels(diagnose_fn, history.grads, history.fresh, what)
-    except GradingFailure as failure:
-        if failure.proven is not None:
+    generator, critic = _with_stale(case.generator, case.stale_g), _with_stale(case.critic, case.stale_c)
+    g_optimizer = torch.optim.SGD(generator.parameters(), lr=case.lr_g)
+    c_optimizer = torch.optim.SGD(critic.parameters(), lr=case.lr_c)
+    what = f"adversarial_step(generator, critic, g_optimizer, c_optimizer, real, noise) for {case.description}"
+    before = _storage(generator) + _storage(critic)
+    with _recording_forwards(generator) as seen:
+        try:
+            losses = call_learner(step_fn, generator, critic, g_optimizer, c_optimizer, case.real, case.noise,
+                                  what=what, may_change=["generator", "critic", "g_optimizer", "c_optimizer"])
+        except GradingFailure as failure:
+            for words, mistake in (("a second time", GRAPH_FREED), ("modified by an inplace", OLD_CRITIC_SAVED)):
+                if failure.proven is None and "RuntimeError" in failure.message and words in failure.message:
+                    raise _proven(failure.message, mistake) from None
             raise
-        return "raised"
-    return "right" if labels == reference_labels(history.grads, history.fresh) else "wrong"
-
-
-def _by_size(grads: list, t: int, got: str, expected: str) -> bool:
-    previous = grads[t - 1] if t else None
-    if _is_empty(previous) or _is_empty(grads[t]):
-        return False
-    grew = bool(grads[t].norm() > previous.norm())
-    return (expected, got, grew) in ((ACCUMULATED, FRESH, False), (FRESH, ACCUMULATED, True))
-
-
-_VARIANTS = {NONE_NOT_EMPTY: "with zeros where .grad was None", ZEROS_NOT_EMPTY: "with None where .grad was zeros",
-             EXACT_COMPARISON: "without round-off"}
-
-
-def _isolated(diagnose_fn, history: History, answer: list[str] | None, what: str) -> tuple[Misconception, str] | None:
-    """The one difference that makes the learner right (or stops it raising), if there is one, and what the learner
-    did on that variant. Observed, so named at once. The variants: None written as zeros (when the learner raised,
-    or mislabelled a None step), zeros written as None (when it mislabelled an all-zero step), the history without
-    round-off."""
-    def mislabelled(empty) -> bool:
-        return answer is not None and any(empty(g) and a != EMPTY for g, a in zip(history.grads, answer))
-
-    exact = History(history.exact, history.fresh, history.exact)
-    variants = [(NONE_NOT_EMPTY, history.with_empties(as_zeros=True), answer is None or mislabelled(
-                    lambda g: g is None)),
-                (ZEROS_NOT_EMPTY, history.with_empties(as_zeros=False), mislabelled(
-                    lambda g: g is not None and _is_empty(g))),
-                (EXACT_COMPARISON, exact, any(g is not e for g, e in zip(history.grads, history.exact)))]
-    for misconception, variant, relevant in variants:
-        if variant is None or not relevant:
-            continue
-        behaviour = _behaviour(diagnose_fn, variant, what)
-        if behaviour == "right" or (answer is None and behaviour == "wrong" and misconception is NONE_NOT_EMPTY):
-            done = "labels it right" if behaviour == "right" else "no longer raises"
-            return misconception, f"  The same history {_VARIANTS[misconception]}: your function {done}."
-    return None
-
-
-def _raises_after_none(diagnose_fn, history: History, what: str) -> str | None:
-    """Where the learner raised on a history: the shortest start of it (itself a history) on which it raises. If its
-    last step follows a None .grad, is not None itself, and the same start with zeros for None runs, what that shows
-    (the step after a None, not the None, is the trouble); otherwise None. Observed, so named at once."""
-    for length in range(1, len(history.grads) + 1):
-        start = History(history.grads[:length], history.fresh[:length], history.exact[:length])
-        if _behaviour(diagnose_fn, start, what) != "raised":
-            continue
-        t = length - 1
-        if t == 0 or history.grads[t - 1] is not None or history.grads[t] is None:
-            return None
-        as_zeros = start.with_empties(as_zeros=True)
-        if as_zeros is None or _behaviour(diagnose_fn, as_zeros, what) == "raised":
-            return None
-        return (f"  Your function runs on steps 0 to {t - 1} of this history (step {t - 1} is None) and raises "
-                f"once step {t} is added, the step after the None; with zeros in place of the None it runs.")
-    return None
-
-
-def _something_before(diagnose_fn, history: History, t: int, what: str) -> str | None:
-    """The learner called step t 'accumulated' where nothing came before it (t = 0, or an empty step t - 1). Proof
-    that this is why: on steps 0..t alone (t = 0), or with a non-empty fresh .grad at step t - 1 that is half the
-    size of step t's and points the other way (so that judging by size would still say 'accumulated'), the learner
-    calls step t 'fresh'. The hint, if so; else None."""
-    if t == 0:
-        variant, shown = History(history.grads[:1], history.fresh[:1], history.exact[:1]), \
-            "  On step 0 alone your function says 'fresh': it added what grad_history[-1], the LAST step, held."
-    else:
-        before = -0.5 * history.fresh[t]
-        variant = History(history.grads[:t - 1] + [before, history.grads[t]],
-                          history.fresh[:t - 1] + [before, history.fresh[t]],
-                          history.exact[:t - 1] + [before, history.exact[t]])
-        shown = (f"  The same steps with a non-empty .grad at step {t - 1} (half of step {t}'s, pointing the other "
-                 f"way): your function calls step {t} 'fresh'. So the empty .grad before it is what made it say "
-                 "'accumulated'.")
-    return shown if _behaviour(diagnose_fn, variant, what) == "right" else None
-
-
-def _run_history(diagnose_fn, number: int, history: History) -> None:
-    __tracebackhide__ = True
-    grads, fresh = history.grads, history.fresh
-    what = f"diagnose_grad_history(grad_history, fresh_history) for history #{number} ({len(grads)} steps)"
-    expected = reference_labels(grads, fresh)
-    try:
-        answer = _labels(diagnose_fn, grads, fresh, what)
-    except GradingFailure as failure:
-        if failure.proven is not None:
-            raise
-        after_none = _raises_after_none(diagnose_fn, history, what)
-        if after_none is not None:
-            raise _proven(f"{failure.message}\n{after_none}", ADDED_TO_NONE) from None
-        isolated = _isolated(diagnose_fn, history, None, what)
-        if isolated is None:
-            raise
-        raise _proven(f"{failure.message}\n{isolated[1]}", isolated[0]) from None
-    if answer == expected:
-        return
-    t = next(t for t in range(len(grads)) if answer[t] != expected[t])
-    message = "\n".join([f"{what} is wrong at step {t}: you said {answer[t]!r}, expected {expected[t]!r}.",
-                         _history_table(grads, fresh, answer, expected)])
-    isolated = _isolated(diagnose_fn, history, answer, what)
-    if isolated is not None:
-        raise _proven(f"{message}\n{isolated[1]}", isolated[0])
-    if answer[t] == EMPTY:  # observed: a step with a non-zero element called empty
-        raise _proven(f"{message}\n  Step {t}'s .grad has a non-zero element: it is not empty.", NON_ZERO_CALLED_EMPTY)
-    if (answer[t], expected[t]) == (ACCUMULATED, FRESH) and (t == 0 or _is_empty(grads[t - 1])):
-        shown = _something_before(diagnose_fn, history, t, what)
-        if shown is not None:
-            raise _proven(f"{message}\n{shown}", NOTHING_TO_ADD_ONTO)
-    raise GradingFailure(message, suspects=(BY_SIZE,) if _by_size(grads, t, answer[t], expected[t]) else ())
+    if before != _storage(generator) + _storage(critic):
+        raise _proven(f"{what} replaced parameter tensors of the models instead of updating them in place.",
+                      NOT_IN_PLACE)
+    if len(seen) != 1:
+        raise _proven(f"{what} ran the generator {len(seen)} times.", GENERATOR_TWICE)
+    expected_g, expected_c, expected_losses = reference_duel(case)
+    variants = {
+        "critic": [(CRITIC_STALE, {"critic_reset": "none"}), (ZERO_GRAD_BEFORE_STEP, {"critic_reset": "between"}),
+                   (BOTH_BEFORE_STEPS, {"both_first": True})],
+        "generator": [(GENERATOR_STALE, {"generator_reset": "none"}),
+                      (CRITIC_LOSS_IN_GENERATOR, {"generator_reset": "none", "detach": False}),
+                      (CRITIC_LOSS_IN_GENERATOR, {"generator_reset": "start", "detach": False})]}
+    for index, (name, got, expected) in enumerate((("critic", critic, expected_c),
+                                                   ("generator", generator, expected_g))):
+        symptoms = [mistake.looks_like(reference_duel(case, **changes)[1 - index])
+                    for mistake, changes in variants[name]]
+        expect_close(_flat(got), expected, what=f"{what}: the {name}'s parameter vector after the step",
+                     source="reference step", symptoms=symptoms,
+                     extra=f"  parameters, flattened in this order: {_layout(got)}")
+    if type(losses) not in (tuple, list) or len(losses) != 2 or not all(type(v) is float for v in losses):
+        raise GradingFailure(f"{what} returned {losses!r:.120}; expected a pair of Python floats, (L_C, L_G).")
+    expect_close(torch.tensor(losses, dtype=torch.float64), expected_losses, source="reference step",
+                 what=f"{what}: the returned (L_C, L_G)")
 
 
 @check
-def check_diagnose_grad_history(diagnose_fn, grading_seed: int | None = None) -> None:
-    """Part C: diagnose_grad_history(grad_history, fresh_history) returns a list of one label per step,
-    fresh/accumulated/empty, comparing with a tolerance and leaving the histories unchanged.
+def check_adversarial_step(step_fn, grading_seed: int | None = None) -> None:
+    """Part C: adversarial_step updates the critic on the gradient of L_C = mean critic(fake) - mean critic(real)
+    alone, then, with the updated critic, the generator on the gradient of L_G = -mean critic(fake) alone, each with
+    one step of its own optimizer; the generator runs forward once; returns (L_C, L_G) as Python floats.
 
-    Domain: two lists of equal length T >= 0; fresh_history[t] a float64 tensor (any shape, 0-d included, one shape
-    per history), grad_history[t] None or a tensor of that shape; "empty" is None or every element exactly 0 (a sum
-    of 0 or a tiny gradient is not empty); "accumulated" needs t > 0 and a non-empty grad_history[t - 1], so a step
-    after an empty one that equals its fresh gradient is "fresh" (the part's rule: then every step fits exactly one
-    label); the log carries round-off of relative size 1e-10. Corners at every seed (:func:`_history_corners`): the
-    lesson's 0-d history, T = 0, T = 1, a history starting with None, zeros followed by a fresh step, entries that
-    cancel, a 1e-10 gradient; then histories that defeat judging by size, with None and with zeros for empty steps
-    (public: fixed; hidden: drawn)."""
+    Domain: generator and critic float64 modules (critic output (n, 1)), whose .grad is stale or None; g_optimizer
+    and c_optimizer plain SGD over each model's own parameters; real (n, d) and noise (n, z), n >= 1. Corners at
+    every seed (:func:`_duel_cases`): one sample, linear models, stale gradients; models without gradients; MLPs
+    with stale gradients; then one (public: fixed) or two (hidden: drawn) cases with stale gradients.
+
+    Contracts checked: real and noise unchanged, the parameters updated in place, one generator forward, the
+    losses as a pair of Python floats."""
     __tracebackhide__ = True
-    for number, history in enumerate(_history_cases(grading_seed), start=1):
+    for case in _duel_cases(grading_seed):
         with trial():
-            _run_history(diagnose_fn, number, history)
+            _run_duel(step_fn, case)
+
+
+# ---------------------------------------------------------------------------------------------- hints
+
+hint = HintBook({
+    "A": PartHints(texts=(
+        "`token_loss` is a mean over counted tokens. If you padded a whole group into one batch, how many counted "
+        "tokens would its mean divide by, and how many of them does each micro-batch bring?",
+        "A smaller case to test against, with `k = 2`: a group of two micro-batches holding 1 and 3 counted tokens, "
+        "whose token losses are 2.0 and 1.0. The group's loss is $(1 \\cdot 2.0 + 3 \\cdot 1.0)/4 = 1.25$, not the "
+        "1.5 that halving each gives. Then four micro-batches with `k = 3`: how many updates, and over which "
+        "micro-batches? `pad_together` builds the single batch of a group, to compare your gradient with one "
+        "backward on it.",
+        "Split the list into groups first. For each group, count its counted tokens before the first backward; "
+        "run each micro-batch that has counted tokens forward and backward with its loss weighted by its share of "
+        "the group's tokens, and add the same weighted losses, as floats, to the group's loss; then one step and a "
+        "reset. Reset once before everything, too."),
+        checks=("check_train",), cells=("train",)),
+    "B": PartHints(texts=(
+        "The log holds weights, not `.grad`. What did `step()` apply in iteration $t$, in terms of `weights[t]`, "
+        "`weights[t+1]` and `lr`, and how exactly can a float32 number store it?",
+        "Measure before you choose a tolerance: `torch.nextafter(torch.tensor(300.0), torch.tensor(400.0)) - 300` "
+        "is the gap between float32 numbers near 300; compare it with the gap near 1. In log #2 of the visible "
+        "test every iteration was the lesson's loop: log a run of your own like it (float32, lr = 0.01) and print, "
+        "weight by weight, how far `(weights[t] - weights[t+1]) / lr` is from `fresh[t]`, next to your tolerance.",
+        "For each iteration: if the weights did not change at all, the answer is None. Otherwise compute what the "
+        "step applied, in float64, and a round-off bound for each weight that follows the size of the weights "
+        "divided by lr; then try every first iteration s from t down to 0, summing fresh gradients, and keep the s "
+        "whose sum is within the bound in every weight."),
+        checks=("check_read_weight_log",), cells=("read_weight_log",)),
+    "C": PartHints(texts=(
+        "`backward()` writes into the `.grad` of every leaf its graph reaches. Which parameters does the critic "
+        "loss's graph reach, and which does the generator loss's graph reach?",
+        "Measure it on the corner with linear models: after the critic loss's `backward()`, print the generator's "
+        "`weight.grad`; after the generator loss's `backward()`, print the critic's. A smaller case to test "
+        "against: call `adversarial_step` twice on two fresh copies of the models, once with `.grad` None and once "
+        "with `.grad` filled with ones; the parameters after the step must be the same.",
+        "Compute the fake samples once. For the critic: reset its gradients, backpropagate a loss that sees the "
+        "fake samples cut off from the generator, step. For the generator: reset its gradients right before its "
+        "own backward, take the loss through the (updated) critic on the fake samples that still reach the "
+        "generator, step. Return both losses as floats."),
+        checks=("check_adversarial_step",), cells=("adversarial_step",)),
+})
