@@ -57,7 +57,8 @@ from accessibility import ax_nodes, ax_outline, counted, record, split_jupyterla
 from accessibility import violations as axe_violations
 from submissions import grade_id, solution_sources
 
-from autograder import course, export
+from autograder import checking, course, export
+from autograder.misconceptions import LearnerFacing
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -355,7 +356,19 @@ def shown_errors(page) -> list[str]:
     """Error outputs on the page: tracebacks and the course's own failures, as JupyterLab renders them."""
     texts = page.locator(f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
                          ).all_inner_texts()
-    return [t for t in texts if "Traceback" in t or re.search(r"^\w*(Error|Exception|Failure|Failed)\b", t, re.M)]
+    return [t for t in texts if "Traceback" in t or re.search(r"^\w*(Error|Exception|Failure|Failed)\b", t, re.M)
+            or re.search(rf"^({'|'.join(LEARNER_FACING)}):", t, re.M)]
+
+
+def learner_facing_kinds(kind: type = LearnerFacing) -> set[str]:
+    """The names of the course's own errors that IPython shows without a traceback (``NotWritten: Not written
+    yet...``), the subclasses of :class:`autograder.misconceptions.LearnerFacing`."""
+    return {kind.__name__}.union(*(learner_facing_kinds(k) for k in kind.__subclasses__()))
+
+
+#: The course's own errors (:mod:`autograder.checking`'s among them), by the name a notebook shows them under.
+LEARNER_FACING = sorted(learner_facing_kinds())
+assert checking.NotWritten.__name__ in LEARNER_FACING
 
 
 def save(page) -> None:
@@ -581,7 +594,6 @@ INTERACTIONS: dict[str, Callable] = {
     "05-": lambda page: {"learning rate, from the keyboard": by_keyboard(page, "learning rate", "Home"),
                          "steps, from the keyboard": by_keyboard(page, "steps", "End")},
     "07-": lambda page: {"depth slider": move_slider(page, "depth")},
-    "10-": lambda page: {"segments slider": move_slider(page, "segments")},
     "11-": lambda page: {"boundary replay": move_slider(page, "training step"),
                          "PyTorch stepper": step_capstone_stepper(page)},
 }
