@@ -1,5 +1,5 @@
 """Exercise 09's named mistakes, one place for every part (what each check recognises them by is in its part's
-module)."""
+module). A learner reads a mistake's question while working; its explanation comes with graded feedback."""
 
 from __future__ import annotations
 
@@ -8,200 +8,305 @@ from ...checking import Misconception
 NOT_A_NUMBER = Misconception(
     "a tensor where the part asks for a Python number",
     "Return a plain Python number (loss.item(), float(...), int(...)): a tensor can keep its graph, and everything "
-    "that graph saved, alive for as long as the caller keeps the result.")
+    "that graph saved, alive for as long as the caller keeps the result.",
+    question="What type does the part ask the function to return?")
+
+# ------------------------------------------------------------------------------------------ Part A: rules
 
 SWAPPED = Misconception(
     "vanishing and exploding swapped",
     "layer_grad_norms runs from the FIRST layer (input side) to the LAST. A first layer whose gradient is orders of "
     "magnitude smaller than the last one's received a gradient that shrank on its way back (vanishing); larger, one "
-    "that grew (exploding).")
+    "that grew (exploding).",
+    question="Which end of layer_grad_norms is the input side, and which way does each failure bend the profile?")
 ACCUMULATION_AS_EXPLOSION = Misconception(
     "a missing zero_grad called 'exploding'",
     "The loss bounces back up, but everything stays finite and the per-layer norms are ordinary: nothing is "
     "multiplied through depth. The step grows because .grad keeps the SUM of all earlier gradients: accumulation, "
-    "not explosion.")
+    "not explosion.",
+    question="Does anything in this run grow through depth, or only from one step to the next?")
 WAITED_FOR_NAN = Misconception(
     "waited for inf/nan to call it exploding",
     "Runs that clip their gradients keep a finite loss, yet their gradients still grow by orders of magnitude from "
-    "the last layer to the first. The per-layer profile is the fingerprint; inf/nan is only its loudest outcome.")
+    "the last layer to the first. The per-layer profile is the fingerprint; inf/nan is only its loudest outcome.",
+    question="What does a run that clips its gradients keep finite, and what does clipping leave as it was?")
 TRUSTED_TRAINING_LOSS = Misconception(
     "trusted the falling training loss",
     "The training loss falls smoothly, but val_loss ends near baseline_loss: the model learned no more than the mean "
     "of the targets, because it optimised another loss than intended ((n, 1) predictions minus (n,) targets "
-    "broadcast to an (n, n) matrix).")
+    "broadcast to an (n, n) matrix).",
+    question="How does this run's held-out loss compare with predicting the mean of the targets?")
 STOPPED_AT_LOSS = Misconception(
     "stopped at the loss",
     "Vanishing gradients and the broadcasting bug both end at the baseline, with the same loss curve. Only the "
     "per-layer profile tells them apart: a first layer that receives almost nothing is vanishing; ordinary "
-    "per-layer norms mean the loss itself is wrong.")
+    "per-layer norms mean the loss itself is wrong.",
+    question="Two kinds end at the same plateau: which field still differs between them?")
 NOISE_AS_BOUNCE = Misconception(
     "mini-batch noise read as a bounce",
     "Each step's loss is computed on a random mini-batch, so even a healthy curve rises a little now and then. A "
     "missing zero_grad makes the loss climb several times above its best after it has fallen: set your threshold in "
-    "the gap the example traces show between the two.")
+    "the gap the traces show between the two.",
+    question="How far above its best does a healthy mini-batch loss climb, and how far does a missing zero_grad's?")
 MISSED_BOUNCE = Misconception(
     "missed the bounce",
     "This run fell fast and then climbed back several times above its best loss, with ordinary per-layer norms: "
-    "the accumulated .grad overshoots. Look for the bounce before judging the end of the run.")
+    "the accumulated .grad overshoots. Look for the bounce before judging the end of the run.",
+    question="What does this run's loss do after its best step?")
 IGNORED_EXCEPTION = Misconception(
     "ignored the exception",
-    "Training stopped with an exception: trace['raised'] is the loudest symptom of all, so read it first.")
+    "Training stopped with an exception: trace['raised'] is the loudest symptom of all, so read it first.",
+    question="Which field says that training stopped, and does a rule read it before any other?")
 HELD_OUT_TOO_STRICT = Misconception(
     "held-out threshold too strict",
     "A healthy run ends with val_loss a fraction of baseline_loss, never zero (the targets are noisy); the "
-    "broadcasting bug ends near baseline_loss itself. Put the cut in the gap between the two.")
+    "broadcasting bug ends near baseline_loss itself. Put the cut in the gap between the two.",
+    question="How close to zero does a healthy run's held-out loss get, given noisy targets?")
 GRADIENT_SIZE = Misconception(
     "judged by the size of the gradients",
     "A gradient's size depends on how the loss is written: a loss summed over the mini-batch instead of averaged "
     "makes every loss and gradient 256 times larger, and trains exactly the same. Exploding is growth through depth: "
-    "compare the first layer's gradient with the last one's (a ratio has no units).")
+    "compare the first layer's gradient with the last one's (a ratio has no units).",
+    question="Would your rule still hold if the loss were summed over the batch instead of averaged?")
 CLIMB_BEFORE_PROFILE = Misconception(
     "read the climb before the per-layer profile",
     "An exploding run that clips its gradients keeps a finite loss, and that loss can climb far above its best, as "
-    "a missing zero_grad does: the climb alone does not tell the two apart. Its per-layer profile does (a depth ratio "
-    "of 10^4 or more, never reached by a missing zero_grad): check it before the climb.")
-THRESHOLD_PAST_BOUND = Misconception(
-    "threshold past the table's bound",
-    "This run's value of the quantity lies inside the band the table states for its kind, and your diagnose names the "
-    "same trace right once that value is pushed far beyond: the quantity is read, but the threshold sits past the "
-    "stated bound. Put it inside the gap between the kinds' bounds (in its middle, on a log scale for ratios), not "
-    "just past the examples.")
+    "a missing zero_grad does: the climb alone does not tell the two apart. Its per-layer profile does (the first "
+    "layer's gradient thousands of times the last one's, never reached by a missing zero_grad): check it first.",
+    question="Which kinds besides a missing zero_grad can climb far above their best loss?")
+THRESHOLD_PAST_GAP = Misconception(
+    "threshold past the gap",
+    "Your rules read the right measurement for this run's kind (the same trace with only that value pushed far out "
+    "is named right), but the threshold sits beyond the runs of that kind. Put it in the middle of the gap between "
+    "the kinds it separates (on a log scale for ratios), measured on all the labelled runs, not just a few.",
+    question="Where does this run's value sit against your threshold, and where do the other runs of its kind sit?")
+THRESHOLD_AT_EDGE = Misconception(
+    "threshold at the edge of its gap",
+    "A threshold that separates the runs you have by a hair is crossed by the next fresh run. Put each threshold in "
+    "the middle of its gap: on a log scale for ratios, the geometric mean of the nearest values on either side, so "
+    "that moving it by a quarter keeps every run on its side.",
+    question="How far is this threshold from the nearest run on each side of it?")
 TRAINING_LOSS_AS_HELD_OUT = Misconception(
     "compared the training loss with the baseline",
     "loss is the training code's own number: a run that sums its loss over the mini-batch logs 256 times the mean, "
     "so its training loss says nothing about how far the model got. val_loss is computed the same way in every run "
-    "(a mean squared error on held-out data): compare that with baseline_loss.")
+    "(a mean squared error on held-out data): compare that with baseline_loss.",
+    question="Is the training loss of every run on the same scale as baseline_loss?")
 CHANGED_TRACE = Misconception(
     "changed the trace it reads",
-    "diagnose only reads the trace: the caller keeps plotting and logging it. Clean or sort into new lists "
-    "(sorted(...), a list comprehension) instead of assigning into the trace or sorting its lists in place.")
+    "A quantity only reads the trace: the caller keeps plotting and logging it. Clean or sort into new lists "
+    "(sorted(...), a list comprehension) instead of assigning into the trace or sorting its lists in place.",
+    question="Which of your quantities writes into the lists it was given?")
+
+# ------------------------------------------------------------------------------------------ Part B1: held_out_loss
 
 RECORDED_GRAPH = Misconception(
     "recorded a graph during evaluation",
     "Autograd saved tensors for a backward pass that never comes: evaluation needs no gradients. Run the model "
     "inside torch.no_grad() (or torch.inference_mode()) so that nothing is recorded; detaching or calling .item() "
-    "afterwards is too late, the graph was already built.")
+    "afterwards is too late, the graph was already built.",
+    question="Was recording off while the model ran, or only afterwards?")
 BROADCAST_LOSS = Misconception(
     "(n, 1) predictions against (n,) targets",
     "The model returns shape (n, 1); targets shaped (n,) broadcast against it to an (n, n) matrix of every "
     "prediction minus every target, and its mean is not the mean squared error. Bring both to the same shape first "
-    "(targets.reshape(predictions.shape), or flatten both).")
+    "(targets.reshape(predictions.shape), or flatten both).",
+    question="What shape does (n, 1) minus (n,) give?")
 SUM_NOT_MEAN = Misconception(
     "summed the squared errors",
     "The mean squared error divides the sum of squared errors by the number of examples, so that it does not grow "
-    "with the size of the held-out set.")
+    "with the size of the held-out set.",
+    question="Does your loss grow with the number of held-out examples?")
 SQUEEZED_AGAINST_COLUMN = Misconception(
     "(n,) predictions against (n, 1) targets",
     "Your predictions were flattened to (n,) but the targets here are (n, 1): the subtraction broadcasts to an (n, n) "
     "matrix of every prediction minus every target again, whose mean is not the mean squared error (it can even lie "
-    "close to it). Bring BOTH to one shape (reshape one to the other's shape, or flatten both).")
+    "close to it). Bring BOTH to one shape (reshape one to the other's shape, or flatten both).",
+    question="What shape does (n,) minus (n, 1) give?")
 GRAD_MODE_LEFT = Misconception(
     "switched recording off for the rest of training",
     "torch.set_grad_enabled(False) (or torch.autograd.set_grad_enabled) called on its own switches autograd off for "
     "everything that runs after it, the next training steps included: their backward finds no graph. Use it as a "
-    "context manager, `with torch.no_grad():`, so that recording comes back when the evaluation ends.")
+    "context manager, `with torch.no_grad():`, so that recording comes back when the evaluation ends.",
+    question="Is recording on again for the caller's next training step?")
+GRAD_MODE_FORCED = Misconception(
+    "switched recording on for a caller that had it off",
+    "torch.set_grad_enabled(True) at the end turns recording on whatever it was before: a caller evaluating inside "
+    "its own torch.no_grad() now records again. A context manager (with torch.no_grad():) puts back the mode it "
+    "found.",
+    question="What was the caller's grad mode before the call, and what is it after?")
 EVAL_MODE_LEFT = Misconception(
-    "switched the model to eval mode",
+    "left the model in eval mode",
     "held_out_loss runs in the middle of training: model.eval() without putting the flag back leaves dropout and "
-    "batch norm in evaluation mode for every later training step. eval() is not what stops the recording (no_grad "
-    "does); leave model.training as you found it, or restore it before returning.")
+    "batch norm in evaluation mode for every later training step. Remember model.training before the call and put "
+    "it back (model.train(was_training)) when the evaluation is over.",
+    question="In which mode does the caller's next training step find the model?")
 TRAIN_MODE_FORCED = Misconception(
     "put the model in training mode whatever its mode was",
     "model.train() at the end switches a model that came in evaluation mode to training mode. Remember the flag "
-    "before you change it and put that value back: model.train(was_training).")
+    "before you change it and put that value back: model.train(was_training).",
+    question="In which mode did this model come in?")
+DROPOUT_ON = Misconception(
+    "evaluated in training mode",
+    "In training mode dropout zeroes a random part of the activations at every call, so the held-out loss is noisy "
+    "and too high. Evaluate with the model in evaluation mode (model.eval()), and put its mode back afterwards.",
+    question="Which layers of this model behave differently in training and in evaluation mode?")
+NOT_RESTORED_ON_ERROR = Misconception(
+    "restored the state only when the model returned",
+    "When the model raises, the lines after the call never run: a model.train(...) or set_grad_enabled(...) at the "
+    "end of the function is skipped, and the caller, who catches the error and goes on training, finds the model in "
+    "evaluation mode or recording off. Put the restoring in a finally: block (or use context managers).",
+    question="Which of your lines run when model(inputs) raises?")
+SWALLOWED_ERROR = Misconception(
+    "swallowed the model's exception",
+    "A batch the model cannot take is the caller's problem to see: catching the exception and returning a number "
+    "(or None) hides it. Let it propagate, after putting the model's mode and the grad mode back (finally:).",
+    question="What does the caller learn when the model raises inside your function?")
 ROOT_MEAN = Misconception(
     "root of the mean squared error",
     "The traces log the mean squared error itself, without a square root, so that it compares with the training "
-    "loss.")
+    "loss.",
+    question="Is a square root part of the mean squared error?")
 
-DOUBLE_COUNTED = Misconception(
-    "counted a shared storage twice",
-    "A tensor saved by two operations (an activation's output is saved by the activation and by the next Linear) "
-    "is one block of memory: key the sizes by the storage (tensor.untyped_storage().data_ptr()) and count each once.")
+# ------------------------------------------------------------------------------------------ Part B2: predicted_bytes
+
+RAN_THE_MODEL = Misconception(
+    "measured instead of predicting",
+    "predicted_bytes must predict from what each layer saves, without running the model or autograd: measuring "
+    "(with saved-tensor hooks, measured_bytes or a forward pass) is what the test does to check the prediction.",
+    question="Which part of your function runs a forward pass?")
 PARAMETERS_COUNTED = Misconception(
     "counted the parameters",
-    "Linear saves its weight too, but the parameters exist whether or not a graph is recorded: leave out every "
-    "storage that belongs to a parameter of the model.")
-TENSOR_NOT_STORAGE = Misconception(
-    "counted the view, not its storage",
-    "A saved view (here the inputs, a slice of a larger batch) keeps its WHOLE storage alive: count "
-    "tensor.untyped_storage().nbytes(), not the view's numel() * element_size().")
+    "Linear and LayerNorm save their weights too, but the parameters exist whether or not a graph is recorded: leave "
+    "out every parameter.",
+    question="Would those bytes be in memory without a graph too?")
 FOUR_BYTES = Misconception(
     "four bytes per number",
-    "float64 takes 8 bytes per number, float32 4: read the size from the storage (untyped_storage().nbytes()) "
-    "rather than assuming one.")
-GRAD_MODE_IGNORED = Misconception(
-    "measured under the caller's no_grad",
-    "Recording is a setting of the thread, not of the model: called inside torch.no_grad(), your forward pass "
-    "recorded nothing. Switch it back on for the measurement with torch.enable_grad().")
+    "float64 takes 8 bytes per number, float32 4: read the size from the model's dtype (a parameter's "
+    "element_size()) rather than assuming one.",
+    question="How many bytes does one float64 number take?")
+INPUTS_MISSED = Misconception(
+    "left out the batch itself",
+    "The first Linear saves its input, the batch, to compute its weight's gradient: those n × d numbers stay alive "
+    "with the graph.",
+    question="What does the first Linear need from the forward pass to compute its weight's gradient?")
+OUTPUT_COUNTED = Misconception(
+    "counted the model's output",
+    "Nothing after the last layer saves its output: the output is what the caller holds, not what the graph keeps.",
+    question="Which operation would save the model's output?")
+LINEAR_SAVES_OUTPUT = Misconception(
+    "Linear taken to save its output",
+    "A Linear layer saves its input (for its weight's gradient) and its weight, never its output: its backward "
+    "needs only those. An output is kept only when the next operation saves it.",
+    question="What does a Linear layer's backward need: its input, or its output?")
+SAVES_OUTPUT_LIKE_RELU = Misconception(
+    "every activation taken to save its output, as ReLU does",
+    "ReLU, tanh and sigmoid save their output, which the next Linear saves too: one storage. GELU and LeakyReLU save "
+    "their INPUT, the Linear's output before them, and the next Linear saves their output: two storages.",
+    question="What does GELU's or LeakyReLU's derivative need: the input or the output?")
+INPLACE_LIKE_OUT_OF_PLACE = Misconception(
+    "in-place LeakyReLU counted like the out-of-place one",
+    "In place, LeakyReLU overwrites its input, so it cannot save it: it saves its output instead (the sign of the "
+    "output tells the slope), and that is the very storage the next Linear saves. One storage, not two.",
+    question="After an in-place activation, how many distinct blocks of memory hold its input and its output?")
+MASK_MISSED = Misconception(
+    "dropout taken to save nothing",
+    "In training mode dropout multiplies by a random mask (0 or 1/(1-p)), and its backward needs that mask: on the "
+    "CPU it is saved as a tensor of the activations' size and dtype.",
+    question="What does dropout's backward multiply the incoming gradient by?")
+MASK_ONE_BYTE = Misconception(
+    "dropout's mask counted at one byte a number",
+    "A mask of zeros and ones could be stored as bools, but on the CPU dropout saves its scaled mask in the "
+    "activations' own dtype: 4 bytes a number in float32, 8 in float64.",
+    question="Which dtype does the saved mask have here?")
+DROPOUT_IN_EVAL = Misconception(
+    "dropout counted in evaluation mode",
+    "In evaluation mode dropout is the identity: it returns its input unchanged and saves nothing, so the next "
+    "Linear saves the very storage that came in.",
+    question="What does dropout do to its input when the model is in evaluation mode?")
+RESIDUAL_ADD_SAVES = Misconception(
+    "the residual sum taken to save its inputs",
+    "x + f(x) has the derivative 1 with respect to each input: its backward needs nothing, and it saves nothing. The "
+    "block's input is kept by the block's first Linear, and the sum by whatever layer comes next.",
+    question="What does the backward of an addition need to know?")
+LAYERNORM_STATS_MISSED = Misconception(
+    "LayerNorm's statistics left out",
+    "LayerNorm saves its input and, per example, the mean and the reciprocal standard deviation it computed: two "
+    "tensors of n numbers each, besides its weight and bias.",
+    question="What besides its input does LayerNorm's backward reuse from the forward pass?")
+LAYERNORM_STATS_FULL = Misconception(
+    "LayerNorm's statistics counted at the activations' size",
+    "The mean and the reciprocal standard deviation are one number per example (shape (n, 1)), not one per feature.",
+    question="How many numbers does one example's mean take?")
+LINEAR_INPUTS_ONLY = Misconception(
+    "only what the Linear layers save counted",
+    "Counting the batch and one activation per Linear layer is lesson 09's tanh model: there every activation saves "
+    "what the next Linear saves anyway. GELU, LeakyReLU, dropout and LayerNorm each save something of their own.",
+    question="Which layers of this model save something that no Linear layer saves?")
 
-ANSWERED_BY_POSITION = Misconception(
-    "answered by position",
-    "Your function returned the same letter for two different orders of the same options. The options come in a "
-    "new order under new letters at grading time: choose by content (letter_of(options, phrase)), not by letter.")
+# ------------------------------------------------------------------------------------------ Part C1: the cuts
 
-INFERENCE_AS_NO_GRAD = Misconception(
-    "inference_mode taken for no_grad",
-    "Both switch recording off, but inference_mode also marks its outputs as inference tensors, which autograd may "
-    "never save for backward: t * a needs a to compute t's gradient, so it raises at once, in the forward pass. A "
-    "result of no_grad is an ordinary constant. Compute cached values under no_grad, or .clone() an inference tensor "
-    "before it enters a recorded computation.")
-RECORDING_OFF_FORBIDDEN = Misconception(
-    "a result of no_grad taken for one autograd refuses",
-    "A tensor computed under no_grad is an ordinary tensor that does not require grad: a constant to autograd. It may "
-    "enter a recorded computation like any other constant; only inference tensors (inference_mode) may not be saved "
-    "for backward.")
-CONSTANT_BLOCKS_GRADIENT = Misconception(
-    "a constant factor taken for a blocked gradient",
-    "b is a constant to autograd, but t requires grad: t * b is recorded, and t's gradient is b's sum, 6. The "
-    "stop-gradient only means nothing flows back into whatever computed b.")
-CLIPPED_PER_TENSOR = Misconception(
-    "clipping taken per tensor",
-    "clip_grad_norm_ clips the GLOBAL norm of all the gradients together: one factor, max_norm / total norm, "
-    "multiplies every one of them, so a small gradient shrinks with the large one.")
-CLIPPING_EQUALISES = Misconception(
-    "clipping taken to even out the layers",
-    "Clipping multiplies every gradient by the same factor, so every ratio between layers stays exactly what it was: "
-    "it tames the size, never the profile.")
-CLIP_ONLY_MEASURES = Misconception(
-    "clip_grad_norm_ taken to only measure",
-    "The trailing underscore means in place: clip_grad_norm_ rescales every .grad and also returns the total norm it "
-    "measured before clipping.")
-INTERMEDIATE_GRAD = Misconception(
-    "intermediate tensors keep .grad",
-    "Only leaves keep a .grad (an intermediate one only after retain_grad()), and backward frees the graph unless "
-    "asked to retain it.")
-BACKWARD_RETURNS = Misconception(
-    "backward returns the gradients",
-    "backward() returns None and stores the gradients in the leaves' .grad; torch.autograd.grad is the function "
-    "that returns them.")
-BACKWARD_UPDATES = Misconception(
-    "backward updates the weights",
-    "backward() only computes gradients; the optimizer's step(), or your own update under no_grad, changes the "
-    "weights.")
-GRAD_OVERWRITTEN = Misconception(
-    "backward overwrites .grad",
-    "backward() adds the new gradient into .grad; it never replaces what is there. Three backward calls without a "
-    "reset leave the sum of all three, which is why a training loop clears .grad once per step.")
-FILLED_GRAD_RAISES = Misconception(
-    "backward refuses a filled .grad",
-    "backward() raises nothing: it silently adds, which is exactly why a forgotten reset is dangerous.")
-GRAPH_REUSED = Misconception(
-    "one graph assumed for every pass of the loop",
-    "The forward line runs again on every pass of the loop and records a new graph, so every backward has a fresh "
-    "graph to walk; only .grad carries over from one pass to the next.")
-IDENTITY_SCALED = Misconception(
-    "identity path scaled by F′",
-    "The identity y = x has derivative 1: it passes the upstream gradient on unchanged, and the branch adds F′(x) "
-    "times it.")
-ROUTES_AVERAGED = Misconception(
-    "routes averaged", "Gradients arriving by two routes add up; they are never shared out or averaged.")
-ONE_NOT_UPSTREAM = Misconception(
-    "1 added instead of the upstream gradient",
-    "The identity path contributes ∂L/∂y · 1, the upstream gradient itself, not the number 1.")
+INFERENCE_SAVED = Misconception(
+    "an inference tensor where autograd must save it",
+    "The target is computed under inference_mode, and temperature * target must save the target to differentiate "
+    "with respect to the temperature: autograd refuses inference tensors there. Compute it under torch.no_grad() "
+    "(still a constant, still nothing recorded), or clone it.",
+    question="Which operation must save the target for backward, and what kind of tensor is the target?")
+TEACHER_TRAINED = Misconception(
+    "removed the intended stop-gradient",
+    "The teacher is meant to be a constant: its forward pass belongs under torch.no_grad(), so that no gradient "
+    "reaches its parameters.",
+    question="Which model is meant to learn from this loss?")
+TEACHER_RECORDED = Misconception(
+    "recorded the teacher, then detached it",
+    "Detaching the teacher's output keeps the gradient away from it, but the forward pass was recorded first: its "
+    "graph was built and its saved tensors kept for nothing. Run the teacher under torch.no_grad().",
+    question="Was recording off while the teacher ran?")
+STUDENT_CONSTANT = Misconception(
+    "the student's predictions entered the loss as constants",
+    "standardise is decorated with @torch.no_grad(): whatever it computes is a constant to autograd, so no gradient "
+    "reaches the student through it. Standardise the student's predictions with recording on (write the formula out, "
+    "or call the undecorated function, standardise.__wrapped__).",
+    question="Which line turns off recording for the student's predictions?")
+SCALE_CONSTANT = Misconception(
+    "the scale taken as a constant",
+    ".item() turns the largest prediction into a Python float: autograd no longer sees that the scale depends on the "
+    "student, and the gradient through the division misses that term. Keep the scale a tensor.",
+    question="Which number in the loss depends on the student but reaches autograd as a plain number?")
+TEMPERATURE_CONSTANT = Misconception(
+    "the temperature taken as a number",
+    "The temperature is learnable: it must enter the loss as the tensor it is, not through .item() or float(), or it "
+    "gets no gradient.",
+    question="Does the temperature receive a gradient from your loss?")
+# ------------------------------------------------------------------------------------------ Part C2: the breaks
 
-CHOSE_BY_FORM = Misconception(
-    "chose by the form of the options",
-    "Every wrong choice you made shares a form (the longest option, the shortest, or the one repeating the "
-    "question's words), not a content. The options here are alike in length and form on purpose: read what each "
-    "one claims and pick the one the course showed to be true.")
+GRAPH_BREAK = Misconception(
+    "a graph break left in the compiled function",
+    "fullgraph=True refuses every graph break: .tolist(), .item(), Python's max/min/sum/abs over a tensor's numbers, "
+    "a print, or a Python if on a tensor's value all need Python to see the numbers. Write each as a tensor "
+    "operation (clamp, comparisons, mean) and leave printing to the caller.",
+    question="Which line needs a tensor's numbers in Python, or calls what Dynamo cannot trace?")
+GRAPH_CUT = Misconception(
+    "the scores rebuilt from Python numbers",
+    "torch.tensor(...) of Python numbers makes a new leaf: the clipped scores no longer depend on the model, and no "
+    "gradient reaches its parameters. Clip the tensor itself (clamp).",
+    question="Do the clipped scores still carry the model's graph?")
+FLOAT32_REBUILT = Misconception(
+    "the scores rebuilt in float32",
+    "torch.tensor(list of floats) makes a float32 tensor, whatever the model's dtype: the clipped scores lose "
+    "precision. Clip the tensor itself, which keeps its dtype.",
+    question="Which dtype do your clipped scores have, and which did the model's scores have?")
+FRACTION_NOT_TENSOR = Misconception(
+    "the fraction returned as a Python number",
+    "A Python number out of a compiled function needs .item() (a graph break) or is a constant; the part asks for "
+    "a 0-d tensor, which the caller turns into a number when it prints.",
+    question="What type does the part ask the fraction to be?")
+FIXED_LIMIT = Misconception(
+    "the lesson's limit of 3 kept",
+    "The limit is an argument: clip at [-limit, limit], whatever it is.",
+    question="Where does your function read the limit it clips at?")
+ONE_SIDED = Misconception(
+    "clipped or counted on one side only",
+    "A score below -limit needs clipping as much as one above limit: clip both sides, and count the scores whose "
+    "absolute value is above the limit.",
+    question="What happens to a score below -limit?")

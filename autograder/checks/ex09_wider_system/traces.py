@@ -262,9 +262,9 @@ STUCK = (("vanishing gradients", ""), ("broadcasting bug", ""))  # learned no mo
 class Margin:
     """A bound that every trace of ``kinds`` keeps on one quantity, visible or hidden.
 
-    ``stated`` is the round bound the part's text states (infinite or zero for a hard run: an extreme the text leaves
-    unbounded, pinned so that a rule in a wrong order, or on a quantity the table does not bound, fails at every seed
-    rather than at some). ``run`` is the visible test's run of these kinds nearest to
+    ``stated`` is a round bound every run of ``kinds`` keeps (infinite or zero for a hard run: an extreme no bound
+    limits, pinned so that a rule in a wrong order, or on a quantity of no margin, fails at every seed rather than at
+    some). ``run`` is the visible test's run of these kinds nearest to
     it, and ``edge`` that run's value rounded toward the kinds' side: the runs drawn for the hidden tests keep
     ``edge`` too, so a threshold that separates the visible runs separates every hidden run on this quantity.
     """
@@ -293,11 +293,12 @@ class Margin:
         return value <= bound if self.at_most else value >= bound
 
 
-#: The margins every trace keeps (the part's text states them; tests/test_ex09_traces.py proves them on 500 drawn
-#: runs of every kind). Depth ratio: layer_grad_norms[0] / layer_grad_norms[-1]; climb: :func:`climb`; held-out
-#: ratio: val_loss / baseline_loss at each of the last three steps. The reference's thresholds (1e±3, 3 and 0.5) sit
-#: inside every gap. Besides: ``raised`` is set exactly for the in-place runs, and only the diverging exploding runs
-#: log inf or nan.
+#: The margins every trace keeps (the part's text promises the edges on these quantities, without the numbers;
+#: tests/test_ex09_traces.py proves them on 500 drawn runs of every kind). Depth ratio: layer_grad_norms[0] /
+#: layer_grad_norms[-1]; climb: :func:`climb`; held-out ratio: val_loss / baseline_loss at each of the last three
+#: steps. The reference's thresholds (1e2, 1e-3, 3 and 0.45) sit inside every gap, a quarter away from each edge at
+#: least. Besides: ``raised`` is set exactly for the in-place runs, and only the diverging exploding runs log inf or
+#: nan.
 MARGINS = (
     Margin("depth ratio", EXPLODING, False, 1e4, 10002.2, ("exploding gradients", "shallow", 1032)),
     Margin("depth ratio", (("vanishing gradients", ""),), True, 1e-4, 2.576e-5, ("vanishing gradients", "", 1154)),
@@ -414,5 +415,11 @@ EDGE_RUNS = tuple(dict.fromkeys([*(margin.run for margin in MARGINS), *HARD_RUNS
 
 
 def example_traces() -> dict[str, list[dict]]:
-    """{label: [trace, ...]}: labelled runs to derive the diagnosis rules from (the visible test uses other runs)."""
-    return {label: [training_trace(label, seed) for seed in EXAMPLE_SEEDS] for label in LABELS}
+    """{label: [trace, ...]}: labelled runs to derive the rules from: the visible test's own runs of each kind first
+    (among them the runs nearest to where one kind meets another), then four more runs of each kind."""
+    found: dict[str, list[dict]] = {label: [] for label in LABELS}
+    for mode, variant, seed in VISIBLE_RUNS:
+        found[mode].append(training_trace(mode, seed, variant))
+    for label in LABELS:
+        found[label] += [training_trace(label, seed) for seed in EXAMPLE_SEEDS]
+    return found
