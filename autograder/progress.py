@@ -67,6 +67,7 @@ def finished_lesson(lesson: str) -> None:
     data = load()
     data["lessons"][lesson] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     _save(data)
+    print(f"Lesson {lesson} is marked as read to the end on your progress map (progress.ipynb).")
 
 
 # ------------------------------------------------------------------------------------------------------ the map
@@ -302,10 +303,20 @@ def apply_restore(plan: Restore, root: Path = course.ROOT, *, overwrite: bool = 
 
 # ------------------------------------------------------------------------------------------------ in a notebook
 
-def show(root: Path = course.ROOT) -> None:
-    """The progress map, and on Binder the download and restore of the learner's work (progress.ipynb)."""
+def served_course() -> Path:
+    """The course folder this kernel serves: its working directory when that holds the exercises (progress.ipynb
+    runs in the folder it sits in, whichever copy of the course that is), else the package's own course."""
+    here = Path.cwd()
+    return here if (here / "exercises").is_dir() and (here / "progress.ipynb").is_file() else course.ROOT
+
+
+def show(root: Path | None = None) -> None:
+    """The progress map, and the download and restore of the learner's work (progress.ipynb), for the course at
+    ``root`` (default: :func:`served_course`)."""
     import ipywidgets as widgets
     from IPython.display import HTML, display
+
+    root = served_course() if root is None else root
 
     if on_binder():
         display(HTML(f"<p role='alert'><strong>⚠ Binder:</strong> {BINDER_NOTICE}</p>"),
@@ -315,6 +326,9 @@ def show(root: Path = course.ROOT) -> None:
                               "progress file")
     upload = widgets.FileUpload(accept=".zip", multiple=False, description="Restore my work")
     message = widgets.HTML(value="")
+    # The download link goes through JupyterLab's own output renderer, which turns a path relative to this notebook
+    # into the server's download address (an HTML widget's link would be relative to the page instead).
+    link = widgets.Output()
     confirm = widgets.Button(description="Overwrite them", button_style="warning", layout={"display": "none"})
     pending: list[Restore] = []
 
@@ -323,8 +337,10 @@ def show(root: Path = course.ROOT) -> None:
         folder.mkdir(exist_ok=True)
         name = f"my-work-{time.strftime('%Y%m%d-%H%M%S')}.zip"
         (folder / name).write_bytes(archive(root))
-        message.value = (f"<span role='status'>Saved: <a href='{DOWNLOADS}/{name}' download>{name}</a> "
-                         "(click to download it to your computer).</span>")
+        message.value = f"<span role='status'>Saved your work as {name}: the link below downloads it.</span>"
+        link.clear_output()
+        with link:
+            display(HTML(f"<a href='{DOWNLOADS}/{name}' download='{name}'>Download {name} to your computer</a>"))
 
     def uploaded(change):
         import html
@@ -359,4 +375,4 @@ def show(root: Path = course.ROOT) -> None:
     download.on_click(save)
     upload.observe(uploaded, names="value")
     confirm.on_click(overwrite)
-    display(widgets.VBox([widgets.HBox([download, upload, confirm]), message]))
+    display(widgets.VBox([widgets.HBox([download, upload, confirm]), message, link]))

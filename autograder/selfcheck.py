@@ -226,7 +226,7 @@ def check_my_work(assignment: str, grading_seed: int | None = None) -> Report:
     return report
 
 
-def button(assignment: str):
+def button(assignment: str) -> None:
     """The "Check my work" button at the end of an exercise: clicking it runs :func:`check_my_work` and shows the
     table under it. Running the notebook (Run All, nbgrader) never clicks it, so grading never pays for it."""
     import ipywidgets as widgets
@@ -253,8 +253,12 @@ def button(assignment: str):
 
     run.on_click(clicked)
     box = widgets.VBox([widgets.HBox([run, seed]), status, output])
-    display(box)
-    return box
+    box.add_class("autograd-check-my-work")
+    bundle = box._repr_mimebundle_() or {}
+    # Where no widget can be drawn (nbgrader's feedback page, an HTML export), a sentence instead of VBox(...).
+    bundle["text/plain"] = (f"[Check my work: a button that grades {assignment}, hidden tests included; it works "
+                            "in JupyterLab, or run `python -m autograder check` on the saved notebook.]")
+    display(bundle, raw=True)
 
 
 # ------------------------------------------------------------------------------------------- on a saved notebook

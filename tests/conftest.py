@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 # One torch thread per test process, as the grader's workers and the lab's kernels run: pytest-xdist already runs a
@@ -35,6 +36,9 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (o
 
 
 def pytest_configure(config):
+    # Lessons end by marking themselves read and check-my-work keeps its results (autograder.progress): in the
+    # learner's data home, never the tester's. Every process the suite starts inherits this one.
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="course-data-home-")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): print the suite's timeline
         config.pluginmanager.register(timeline.Timeline(), "course-timeline")
     config.addinivalue_line("markers", "nightly(reason): run by make test-all only (COURSE_TEST_ALL=1), not by make "

@@ -49,6 +49,27 @@ def saved_notebook(folder: Path, answers: dict[str, str]) -> Path:
     return path
 
 
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_every_exercise_ends_with_its_check_my_work_button(assignment):
+    """After the last test cell, a plain (ungraded) cell shows the button for this very assignment, in the source and
+    in the release; running the notebook (Run All, nbgrader) only shows it."""
+    for path in (course.source_notebook(assignment), course.release_notebook(assignment)):
+        cells = nbformat.read(path, as_version=4).cells
+        calls = [i for i, c in enumerate(cells) if c.cell_type == "code" and "selfcheck import button" in c.source]
+        assert len(calls) == 1, f"{path}: {len(calls)} check-my-work cells"
+        cell = cells[calls[0]]
+        assert f'button("{assignment}")' in cell.source and "nbgrader" not in cell.metadata, path
+        graded = [i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade")]
+        assert calls[0] > max(graded), f"{path}: the button comes before a test cell"
+
+
+@pytest.mark.parametrize("lesson", [p.stem for p in course.lessons()])
+def test_every_lesson_ends_by_marking_itself_read(lesson):
+    cells = [c for c in nbformat.read(course.ROOT / "lessons" / f"{lesson}.ipynb", as_version=4).cells
+             if c.cell_type == "code"]
+    assert f'finished_lesson("{lesson}")' in cells[-1].source
+
+
 def test_the_test_cells_are_the_graded_ones_with_their_parts():
     cells = selfcheck.test_cells(ASSIGNMENT)
     assert {c.grade_id: c.points for c in cells} == graded_cells(ASSIGNMENT)
