@@ -49,8 +49,11 @@ def reading_minutes(path: Path) -> float:
 
 
 def assignments(root: Path = ROOT) -> list[str]:
-    """Every assignment id (``NN-slug``) that has a source notebook, in course order."""
-    return sorted(p.parent.name for p in (root / "solutions").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))
+    """Every assignment id (``NN-slug``) that has a source notebook (or, where the sources are kept from the reader,
+    a release), in course order."""
+    found = sorted(p.parent.name for p in (root / "solutions").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))
+    # A hub's learners have the release only (docs/instructors.md, "What learners see"): its exercises are the same.
+    return found or sorted(p.parent.name for p in (root / "exercises").glob("[0-9][0-9]-*/[0-9][0-9]-*.ipynb"))
 
 
 def source_notebook(assignment: str, root: Path = ROOT) -> Path:
@@ -75,12 +78,14 @@ class TestCell:
         return "### BEGIN HIDDEN TESTS" in self.source
 
 
-def test_cells(assignment: str, root: Path = ROOT) -> list[TestCell]:
-    """The graded test cells of ``assignment``'s nbgrader source, in order, each with the part it grades (the
-    ``part_*`` cell above it: ``part_b2`` is Part B2)."""
+def test_cells(assignment: str, root: Path = ROOT, *, release: bool = False) -> list[TestCell]:
+    """The graded test cells of ``assignment``'s nbgrader source (or, with ``release``, of the student release,
+    which has no hidden tests), in order, each with the part it grades (the ``part_*`` cell above it: ``part_b2`` is
+    Part B2)."""
     import nbformat
 
-    notebook = nbformat.read(source_notebook(assignment, root), as_version=4)
+    path = release_notebook(assignment, root) if release else source_notebook(assignment, root)
+    notebook = nbformat.read(path, as_version=4)
     cells, part = [], "?"
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -90,6 +95,18 @@ def test_cells(assignment: str, root: Path = ROOT) -> list[TestCell]:
         elif meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
             cells.append(TestCell(grade_id, part, float(meta.get("points", 0)), cell.source))
     return cells
+
+
+def exercise_tests(assignment: str, root: Path = ROOT) -> tuple[list[TestCell], bool]:
+    """The test cells a learner's own check runs, and whether the hidden tests are among them: the nbgrader source's
+    where the learner can read it (self-study, Binder), else the release's visible tests (a hub keeps the sources,
+    with the reference answers, from learners: docs/instructors.md)."""
+    try:
+        return test_cells(assignment, root), True
+    except (FileNotFoundError, PermissionError):
+        visible = [cell for cell in test_cells(assignment, root, release=True)
+                   if any(line.strip() and not line.lstrip().startswith("#") for line in cell.source.splitlines())]
+        return visible, False  # a hidden-tests cell of the release is comments only: nothing to run, no points
 
 
 def tool_environment(**extra: str) -> dict[str, str]:

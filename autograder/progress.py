@@ -101,7 +101,7 @@ def part_states(assignment: str, data: dict | None = None) -> list[PartRow]:
     data = load() if data is None else data
     verdicts = data["exercises"].get(assignment, {}).get("verdicts", [])
     points: dict[str, float] = {}
-    for cell in course.test_cells(assignment):
+    for cell in course.exercise_tests(assignment)[0]:
         points[cell.part] = points.get(cell.part, 0.0) + cell.points
     rows = []
     for part, total in points.items():
@@ -227,7 +227,8 @@ class RestoreRefused(ValueError):
 @dataclass(frozen=True)
 class Restore:
     """What restoring an archive writes: ``files`` (archive name -> bytes), the progress it holds, and the notebooks
-    it would overwrite with other content (the learner confirms those first)."""
+    holding answers it would overwrite with other content (the learner confirms those first; an untouched release
+    is replaced without asking)."""
 
     files: dict[str, bytes]
     progress: dict | None
@@ -278,8 +279,25 @@ def plan_restore(data: bytes, root: Path = course.ROOT) -> Restore:
     if not files and progress is None:
         raise RestoreRefused("the zip holds none of this course's work: nothing was written")
     overwrites = [name for name, content in files.items()
-                  if (root / name).exists() and (root / name).read_bytes() != content]
+                  if (root / name).exists() and (root / name).read_bytes() != content and _holds_work(root / name)]
     return Restore(files, progress, overwrites)
+
+
+#: What nbgrader leaves in an answer cell of the release (nbgrader_config.py keeps its default stubs).
+_STUBS = ("# YOUR CODE HERE\nraise NotImplementedError()", "YOUR ANSWER HERE")
+
+
+def _holds_work(path: Path) -> bool:
+    """False for a notebook whose answer cells all still hold the release's stubs (a fresh session's copy: replacing
+    it loses no answer); True otherwise, and for anything unreadable."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(path, as_version=4).cells
+    except Exception:  # nbformat raises many kinds for a file that is not a notebook
+        return True
+    answers = [" ".join(c.source.split()) for c in cells if c.metadata.get("nbgrader", {}).get("solution")]
+    return not answers or not all(any(a.endswith(" ".join(stub.split())) for stub in _STUBS) for a in answers)
 
 
 def apply_restore(plan: Restore, root: Path = course.ROOT, *, overwrite: bool = False) -> list[str]:

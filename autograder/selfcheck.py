@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import course, progress
 from .checking import GradingFailure, NotWritten
-from .course import TestCell, test_cells
+from .course import TestCell, exercise_tests
 from .misconceptions import CourseBug, collecting
 from .seeding import SEED_VARIABLE
 
@@ -71,6 +71,7 @@ class Report:
     verdicts: list[Verdict]
     seconds: float = 0.0
     when: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    hidden_included: bool = True  # False where the course's sources are kept from learners (a hub): visible only
 
     @property
     def earned(self) -> float:
@@ -89,13 +90,15 @@ class Report:
 
     def to_json(self) -> dict:
         return {"assignment": self.assignment, "grading_seed": self.grading_seed, "seconds": self.seconds,
-                "when": self.when, "verdicts": [{**asdict(v), "status": v.status.value} for v in self.verdicts]}
+                "when": self.when, "hidden_included": self.hidden_included,
+                "verdicts": [{**asdict(v), "status": v.status.value} for v in self.verdicts]}
 
     @classmethod
     def from_json(cls, data: dict) -> Report:
         verdicts = [Verdict(**{**v, "status": Status(v["status"]), "misconceptions": tuple(v["misconceptions"])})
                     for v in data["verdicts"]]
-        return cls(data["assignment"], int(data["grading_seed"]), verdicts, float(data["seconds"]), data["when"])
+        return cls(data["assignment"], int(data["grading_seed"]), verdicts, float(data["seconds"]), data["when"],
+                   bool(data.get("hidden_included", True)))
 
 
 # ------------------------------------------------------------------------------------------ running the tests
@@ -151,9 +154,10 @@ def check_namespace(assignment: str, namespace: dict, grading_seed: int | None =
     """Every test cell of ``assignment`` on the learner's ``namespace`` (what their notebook holds now)."""
     seed = fresh_seed() if grading_seed is None else int(grading_seed)
     started = time.perf_counter()
+    cells, hidden = exercise_tests(assignment)
     with _grading_seed(seed):
-        verdicts = [run_test_cell(cell, namespace) for cell in test_cells(assignment)]
-    return Report(assignment, seed, verdicts, round(time.perf_counter() - started, 2))
+        verdicts = [run_test_cell(cell, namespace) for cell in cells]
+    return Report(assignment, seed, verdicts, round(time.perf_counter() - started, 2), hidden_included=hidden)
 
 
 # -------------------------------------------------------------------------------------------------- the table
@@ -170,10 +174,15 @@ def _short(message: str) -> str:
     return "\n".join(lines[:MESSAGE_LINES]) + ("\n..." if len(lines) > MESSAGE_LINES else "")
 
 
+def _scope(report: Report) -> str:
+    return ("hidden tests included" if report.hidden_included else
+            "visible tests only: this course's hidden tests stay with your instructor, whose grade adds them")
+
+
 def as_text(report: Report) -> str:
     """The table as plain text (the command line, and a screen reader's view of the notebook's table)."""
     rows = [f"Check my work: {report.assignment}, grading seed {report.grading_seed} "
-            f"({report.seconds:.1f} s). Score {report.earned:g} / {report.points:g}, hidden tests included."]
+            f"({report.seconds:.1f} s). Score {report.earned:g} / {report.points:g}, {_scope(report)}."]
     for part, verdicts in report.parts():
         earned, points = sum(v.earned for v in verdicts), sum(v.points for v in verdicts)
         failure = first_failure(verdicts)
@@ -183,8 +192,9 @@ def as_text(report: Report) -> str:
         rows.append(line + (f"  (misconceptions: {'; '.join(named)})" if named else ""))
         if failure is not None:
             rows.append("    " + _short(failure.message).replace("\n", "\n    "))
-    rows.append(f"Run again for a fresh draw of the hidden tests, or with grading_seed={report.grading_seed} to see "
-                "this one again.")
+    if report.hidden_included:
+        rows.append(f"Run again for a fresh draw of the hidden tests, or with grading_seed={report.grading_seed} to "
+                    "see this one again.")
     return "\n".join(rows)
 
 
@@ -200,9 +210,10 @@ def as_html(report: Report) -> str:
         state = ("✓ every test passes" if failure is None else
                  f"{_MARKS[failure.status]} {failure.status.value}: <pre>{html.escape(_short(failure.message))}</pre>")
         body.append(f"<tr><th scope='row'>Part {html.escape(part)}</th><td>{earned:g} / {points:g}</td>"
-                    f"<td>{state}</td><td>{html.escape('; '.join(named)) or '—'}</td></tr>")
+                    f"<td style='text-align:left'>{state}</td><td style='text-align:left'>"
+                    f"{html.escape('; '.join(named)) or '—'}</td></tr>")
     return (f"<table class='autograd-check'><caption>Check my work: {html.escape(report.assignment)}, score "
-            f"{report.earned:g} / {report.points:g} with the hidden tests, grading seed {report.grading_seed} "
+            f"{report.earned:g} / {report.points:g}, {html.escape(_scope(report))}, grading seed {report.grading_seed} "
             f"({report.seconds:.1f} s)</caption><thead><tr><th scope='col'>Part</th><th scope='col'>Points</th>"
             f"<th scope='col'>Result (first failure)</th><th scope='col'>Misconceptions named</th></tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
@@ -272,11 +283,12 @@ def check_file(path: Path, grading_seed: int | None = None, timeout: int = 600) 
     assignment = assignment_of(path)
     seed = fresh_seed() if grading_seed is None else int(grading_seed)
     learner = nbformat.read(path, as_version=4)
-    tests = [cell.grade_id for cell in test_cells(assignment)]
+    cells, hidden = exercise_tests(assignment)
+    tests = [cell.grade_id for cell in cells]
     runner = nbformat.v4.new_notebook(metadata=learner.metadata)
     runner.cells.append(nbformat.v4.new_code_cell(
         "from autograder import selfcheck as _selfcheck\n"
-        f"_selfcheck_cells = {{c.grade_id: c for c in _selfcheck.test_cells({assignment!r})}}\n"
+        f"_selfcheck_cells = {{c.grade_id: c for c in _selfcheck.exercise_tests({assignment!r})[0]}}\n"
         "_selfcheck_verdicts = []"))
     seen = []
     for cell in learner.cells:
@@ -295,7 +307,7 @@ def check_file(path: Path, grading_seed: int | None = None, timeout: int = 600) 
     course.run_notebook(runner, Path(path).resolve().parent, timeout=timeout, allow_errors=True,
                         **{SEED_VARIABLE: str(seed), "MPLBACKEND": "agg"})
     verdicts = sorted(_read_verdicts(runner), key=lambda v: tests.index(v.grade_id))
-    return Report(assignment, seed, verdicts, round(time.perf_counter() - started, 2))
+    return Report(assignment, seed, verdicts, round(time.perf_counter() - started, 2), hidden_included=hidden)
 
 
 def _run_test_source(grade_id: str) -> str:

@@ -214,8 +214,15 @@ def test_tljh_install_uses_the_shared_files_and_binder_post_build():
     for needed in ("deploy/nbgrader_config.py\" /etc/jupyter/nbgrader_config.py",
                    "deploy/jupyterhub_config.d/autograd-course.py", "binder/postBuild", "binder/environment.yml",
                    f"EXCHANGE={run_config(NBGRADER_CONFIG).Exchange.root} ", "chmod 1777 \"$EXCHANGE\"",
-                   "nbgitpuller=="):
+                   "nbgitpuller==", 'chmod -R go= "$COURSE_HOME/solutions"'):
         assert needed in script, f"install.sh lacks {needed!r}"
+
+
+def test_no_hub_gives_learners_the_reference_answers():
+    """On both hubs the learners' copy of the course has no readable solutions/ (the grader clones their own)."""
+    script = (DEPLOY / "tljh" / "install.sh").read_text()
+    assert script.index('chmod -R go= "$COURSE_HOME/solutions"') > script.index('chmod -R a+rX "$COURSE_HOME"')
+    assert "rm -rf /srv/autograd-course/solutions'" in (DEPLOY / "README.md").read_text()
 
 
 # ------------------------------------------------------------------------------------------------------ the docs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -71,7 +72,7 @@ def test_every_lesson_ends_by_marking_itself_read(lesson):
 
 
 def test_the_test_cells_are_the_graded_ones_with_their_parts():
-    cells = selfcheck.test_cells(ASSIGNMENT)
+    cells = course.test_cells(ASSIGNMENT)
     assert {c.grade_id: c.points for c in cells} == graded_cells(ASSIGNMENT)
     assert [c.part for c in cells] == ["A", "A", "B", "B", "C", "C"]
     assert sum(c.hidden for c in cells) == 3
@@ -92,7 +93,7 @@ def test_a_saved_notebook_is_graded_as_the_catalogue_says(tmp_path, learner_home
 
 
 def test_what_check_my_work_shows_holds_no_hidden_test_and_no_reference_line():
-    hidden = {"".join(line.split()) for cell in selfcheck.test_cells(ASSIGNMENT) if cell.hidden
+    hidden = {"".join(line.split()) for cell in course.test_cells(ASSIGNMENT) if cell.hidden
               for line in cell.source.split("### BEGIN HIDDEN TESTS")[1].splitlines()
               if line.strip() and "END HIDDEN" not in line}
     namespace: dict = {"__name__": "__main__"}
@@ -147,6 +148,41 @@ def test_the_work_goes_into_a_zip_and_comes_back(tmp_path, learner_home):
     assert "x = 2" in mine.read_text()  # nothing was written without asking
     progress.apply_restore(plan, root, overwrite=True)
     assert "x = 1" in mine.read_text() and ASSIGNMENT in progress.load()["lessons"]
+
+
+def test_a_fresh_sessions_untouched_release_is_replaced_without_asking(tmp_path, learner_home):
+    """On a new Binder session every exercise is the release again: restoring over it loses no answer, so it is not
+    among the overwrites; the same notebook with one answer written is."""
+    root = tmp_path / "course"
+    mine = root / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    mine.parent.mkdir(parents=True)
+    shutil.copytree(course.ROOT / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    shutil.copy2(course.release_notebook(ASSIGNMENT), mine)
+    first = next(grade_id for grade_id in solution_sources(ASSIGNMENT))
+    data = _zip({f"exercises/{ASSIGNMENT}/{ASSIGNMENT}.ipynb":
+                 saved_notebook(tmp_path, {first: "def f(): return 2"}).read_bytes()})
+    assert progress.plan_restore(data, root).overwrites == []
+    shutil.copy2(saved_notebook(tmp_path / "other", {first: "def f(): return 1"}), mine)
+    assert progress.plan_restore(data, root).overwrites == [f"exercises/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"]
+
+
+def test_where_the_sources_are_kept_from_learners_the_check_says_it_ran_the_visible_tests(tmp_path, monkeypatch,
+                                                                                         learner_home):
+    """On a hub the learners' copy of the course has no solutions/ (deploy/): the check runs the release's visible
+    tests, for the same points, and says that the instructor's grade adds the hidden ones."""
+    root = tmp_path / "course"
+    shutil.copytree(course.ROOT / "exercises" / ASSIGNMENT, root / "exercises" / ASSIGNMENT)
+    assert course.assignments(root) == [ASSIGNMENT]
+    cells, hidden = course.exercise_tests(ASSIGNMENT, root)
+    assert not hidden and not any(cell.hidden for cell in cells)
+    visible = {c.grade_id: c.points for c in course.test_cells(ASSIGNMENT) if not c.hidden}
+    assert {c.grade_id: c.points for c in cells} == visible and len(visible) == 3
+    monkeypatch.setattr(selfcheck, "exercise_tests", lambda assignment: course.exercise_tests(assignment, root))
+    report = selfcheck.check_namespace(ASSIGNMENT, {}, grading_seed=1)
+    assert not report.hidden_included and report.earned == 0
+    assert "visible tests only" in selfcheck.as_text(report)
+    assert "hidden tests included" not in selfcheck.as_html(report)
+    assert selfcheck.Report.from_json(json.loads(json.dumps(report.to_json()))).hidden_included is False
 
 
 def _zip(files: dict[str, bytes]) -> bytes:

@@ -15,6 +15,9 @@ if [ "$REPO" != "$COURSE_HOME" ]; then
     cp -a "$REPO"/. "$COURSE_HOME"/
 fi
 chmod -R a+rX "$COURSE_HOME"
+# The sources (reference answers, hidden tests) stay with the grader, who grades from their own clone (README, "The
+# grader account"): no learner reads them. Check my work then runs the visible tests (docs/instructors.md).
+chmod -R go= "$COURSE_HOME/solutions"
 
 # 2. The learners' software: the pinned conda environment, then what Binder's postBuild does (the course package,
 #    and the instructor-only nbgrader tools switched off for everyone), plus nbgitpuller for the lesson links.
