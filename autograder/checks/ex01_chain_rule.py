@@ -24,6 +24,7 @@ from ..checking import (
     proven_failure,
     trial,
 )
+from ..hints import HintBook, PartHints
 from ..oracles import autograd_gradient, central_difference, forward_difference
 from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ..seeding import choice, generator, uniform
@@ -726,3 +727,46 @@ def check_worst_relative_error(worst_relative_error, grading_seed: int | None = 
     for analytic, numerical, floor in _checker_cases(grading_seed):
         with trial():
             _run_checker(worst_relative_error, analytic, numerical, floor)
+
+
+# ---------------------------------------------------------------------------------------------- hints
+
+hint = HintBook({
+    "A": PartHints(texts=(
+        "`x` may be 0-d, a vector or a matrix. How can one loop index reach every element of a tensor of any shape, "
+        "and on which tensor do you take your steps, so that the caller's `x` never changes, not even for a moment?",
+        "Check values, for `f = lambda t: (t**3).sum()` at `x = torch.tensor([[1.0, -2.0], [0.5, 3.0]])`: with "
+        "`h=0.5` the answer is [[3.25, 12.25], [1.0, 27.25]] ($3x^2 + h^2$), with `h=1e-3` about [[3.0, 12.0], "
+        "[0.75, 27.0]]; both float64 and of shape (2, 2), and `x` is still float32 and unchanged afterwards. A "
+        "smaller case: a 0-d `torch.tensor(2.0)` with `f = lambda t: t**3` and `h=0.5` gives a 0-d tensor, 12.25.",
+        "At the top, make one float64 copy of `x`, cut off from any graph, and a float64 result of zeros shaped like "
+        "it. Number the elements through a flat view: for each position, build a step that is zero everywhere but "
+        "`h` there, evaluate `f` at the copy plus the step and at the copy minus the step (new tensors: nothing "
+        "changes in place), and write the quotient into that position of the result. Return the result as it is."),
+        checks=("check_central_difference",), cells=("central_difference",)),
+    "B": PartHints(texts=(
+        "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $u$, and which "
+        "forward values does each arrow's local derivative need?",
+        "At $(x, y) = (1.2, 0.6)$, where $u = 0.72$ and $v \\approx 1.8594$, the six arrow labels are $0.6$, $1.2$, "
+        "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which), and $dz/dy \\approx "
+        "2.8808$. A second point: at $(-1, 2)$ the routes are about $(-3.8186, 1.6646, -2.0)$ and `gradient_of_z` "
+        "gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and $dz/dy = 4$.",
+        "Forward values first, then one local derivative per arrow: a product passes each input the other factor, "
+        "a sum passes 1 to each input, and $\\sin$ passes $\\cos$ of what went into it. A route's share is the "
+        "product of the labels along it, from $x$ to $z$; $dz/dx$ adds the three routes, and $dz/dy$ adds $y$'s two, "
+        "found the same way. Return Python floats."),
+        checks=("check_routes", "check_gradient_of_z"), cells=("worked_derivatives",)),
+    "C": PartHints(texts=(
+        "Can you compute every $e_i$ at once with whole-tensor operations, without a loop? And once you have the "
+        "position of the largest in the flat view, how do you turn it into one index per dimension?",
+        "Check values: for a 2×3 `analytic` holding 1 to 6 and a `numerical` equal to it but for 4.4 at row 1, "
+        "column 0, the answer is (0.0909..., (1, 0)): not (3,), 3 or (0, 3), and `type(index[0])` is `int`. The "
+        "largest relative error need not be the largest absolute one: [100, 0.1] against [101, 0.2] gives (0.5, "
+        "(1,)). [0, 1e-9] against [0, 0] gives (0.1, (1,)) at the default floor and (0.001, (1,)) with "
+        "`floor=1e-6`; 0-d tensors 2.0 and 3.0 give (0.333..., ()).",
+        "The numerator is the elementwise absolute difference; the denominator is the elementwise larger of the two "
+        "magnitudes, raised to the floor wherever it is below it; one division gives every error. Take the flat "
+        "position of the largest, let PyTorch's unravel function turn it into coordinates for the tensors' shape, "
+        "and make the coordinates and the error plain Python numbers before you return them."),
+        checks=("check_worst_relative_error",), cells=("worst_relative_error",)),
+})

@@ -43,6 +43,7 @@ from ..checking import (
     proven_failure,
     trial,
 )
+from ..hints import HintBook, PartHints
 from ..oracles import as_float64, autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 from .ex03_backward_engine import BREADTH_FIRST, INPUT_BEFORE_CONSUMER, PREORDER, traversal_kind
@@ -947,3 +948,56 @@ def _random_program(gen: torch.Generator, *, in_place: bool, n_inputs: int = 3,
         data.append(data[total] + data[n])
         total = len(data) - 1
     return Program(("x", "y", "z")[:n_inputs], tuple(steps)), tuple(values)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hints
+
+hint = HintBook({
+    "A": PartHints(texts=(
+        "For $out = a \\cdot b$, what is $\\partial out / \\partial a$? And after `out = a * a` with `out.grad = "
+        "1.0`, how many contributions reach `a.grad`?",
+        "Check values, as the test computes them: `a = Value(3.0)`, then `out` built from it, with `out.grad = 2.0` "
+        "and `a.grad = 0.25` before the rules from `out` back to `a` run. Expected `a.grad`: 12.25 for `a * a`, "
+        "-1.75 for `4 - a` and for `-a`, 4.25 for `a + a`, 0.75 for `a / 4` and about -0.19444 for `2 / a` "
+        "($0.25 + 2 \\cdot (-2/9)$). For a single operation, `out._backward()` runs its rule.",
+        "For each operation: make a number a constant node first, create the new node from the two `.data` values "
+        "with both operands recorded, and give it a rule that adds local derivative × `out.grad` to each operand's "
+        "`.grad` (for $a / b$: $1/b$ and $-a/b^2$). The rest can reuse these: negation is a product with $-1$, a "
+        "difference a sum with a negation, and a reflected form turns the number into a node and puts it first."),
+        checks=("check_arithmetic",), cells=("Value",)),
+    "B": PartHints(texts=(
+        "Which value does each local derivative need: the node's input, or the output it has already computed? For "
+        "tanh at $x = 800$, which way of writing the derivative stays finite?",
+        "Check values, with the new node's gradient at 1.0 and the input's at 0 before the rule runs (one node, "
+        "one rule: `out._backward()`): tanh at 0.5 gives the input about 0.78645, tanh at 800 and at -750 exactly 0.0; "
+        "exp at 0.5 about 1.64872; log at 4 gives 0.25; `Value(4.0) ** 0.5` 0.25, `Value(2.0) ** -1` -0.25, "
+        "`Value(-2.0) ** 3` 12.0 and `Value(0.0) ** 3` 0.0; relu at -1 gives 0.0 and at 2 gives 1.0.",
+        "Compute the output once and let the rule read it: tanh's derivative is $1 - t^2$ with $t$ the output, "
+        "exp's is the output itself, log's is $1/x$ and $x^k$'s is $k\\,x^{k-1}$; relu passes the gradient on only "
+        "where the input was positive. As in Part A: one input recorded, and the local derivative times the new "
+        "node's gradient added to the input's."),
+        checks=("check_functions",), cells=("nonlinearities",)),
+    "C": PartHints(texts=(
+        "In lesson 02's $u = ab$, $v = u + b$, $L = uv$, $u$ reaches $L$ directly and through $v$: may $u$'s rule "
+        "run before $v$'s has added its share to `u.grad`? And how does a node reached by two routes run its rule "
+        "only once?",
+        "Check values at $a = 2$, $b = 3$: $L = 54$, `u.grad` 15, `v.grad` 6, `a.grad` 45 and `b.grad` 36. If "
+        "`a.grad` is 27 and `b.grad` 24, $u$'s rule ran before $v$'s and passed on 9 of its 15. A smaller case of a "
+        "reused node: `x = Value(2.0)`, `y = x * x`, `z = y * x + y` gives $z = 12$, `y.grad` 3 and `x.grad` 16.",
+        "Build the order first: a depth-first visit from `self` that goes through a node's `_prev` before it adds "
+        "the node to the list, with a set of visited nodes so that none joins twice. Then seed `self.grad` with 1.0 "
+        "and call `_backward` of every node of the list read backwards, the output first."),
+        checks=("check_backward",), cells=("backward",)),
+    "D": PartHints(texts=(
+        "Do Parts A, B and C each pass on their own, and if one fails, which comes first?",
+        "Check values: at $(x, y) = (0.5, -1.5)$ the try-it expression gives out ≈ 3.4932342623, dx ≈ "
+        "1.7760542730 and dy ≈ -1.3244673993, as PyTorch does. A smaller case with `+=` while the old node is still "
+        "in use: `a = Value(2.0)`, `b = a`, `b += 1`, `c = a * b`, then `c.backward()` leaves `c` at 6, `a.grad` at "
+        "5 and `b.grad` at 2.",
+        "When Parts A–C pass and D fails, look where the pieces meet: every operation returns a new `Value` whose "
+        "`_prev` holds exactly its inputs, no operation changes a node that exists, a number on either side becomes "
+        "a constant node, and `backward()` uses nothing but `_prev` and `_backward`. Run the expression the "
+        "message names in your engine and in PyTorch, one node at a time, and compare."),
+        checks=("check_engine",), cells=()),
+})

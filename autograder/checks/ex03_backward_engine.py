@@ -38,6 +38,7 @@ from ..checking import (
     proven_failure,
     trial,
 )
+from ..hints import HintBook, PartHints
 from ..oracles import autograd_gradient, central_difference
 from ..seeding import choice, generator, uniform
 from .cases import mean_loss_gradients, random_mlp
@@ -55,8 +56,7 @@ SKIP_LOCAL: Local = {("out", "a"): 2.0, ("out", "b"): 1.5, ("b", "c"): 0.5, ("c"
                      ("log", "a"): 7.0}
 # The same trap one level deeper: `y` reaches `h` directly and through u -> g -> h, `w` is shared, `spare` unused.
 # Its keys are listed in no particular order (the order they are written in says nothing about the edges).
-BRIDGE_GRAPH: Graph = {"h": ["w", "k"], "y": ["h", "u"], "w": [], "g": ["h"], "spare": ["u"], "k": ["w"],
-                       "u": ["g"]}
+BRIDGE_GRAPH: Graph = {"h": ["w", "k"], "y": ["h", "u"], "w": [], "g": ["h"], "spare": ["u"], "k": ["w"], "u": ["g"]}
 # The lesson's graph with a leaf listed first and a consumer before its inputs: its keys in dict order are no
 # backward order (x, q, L, p, r), neither a forward one (L comes before r and p).
 LEAVES_FIRST_GRAPH: Graph = {"x": [], "q": ["x"], "L": ["r", "p"], "p": ["x"], "r": ["q", "p"]}
@@ -83,16 +83,14 @@ FORWARD_ORDER = Misconception(
     "order of the forward pass. Reverse it (a depth-first postorder from the output, reversed).")
 INPUT_BEFORE_CONSUMER = Misconception("input visited before its consumer", EARLY_HINT)
 BREADTH_FIRST = Misconception(
-    "breadth-first order",
-    "A breadth-first walk from the output takes the nodes level by level, but a node reached by a short path and by "
-    "a longer one is still waiting for the longer path's share when its level comes up, so it passes on an "
-    "incomplete gradient. A node may run only after every node that uses it: reverse a depth-first postorder, or "
-    "count each node's consumers and run it when the count reaches 0.")
+    "breadth-first order", "A breadth-first walk from the output takes the nodes level by level, but a node reached "
+    "by a short path and by a longer one is still waiting for the longer path's share when its level comes up, so it "
+    "passes on an incomplete gradient. A node may run only after every node that uses it: reverse a depth-first "
+    "postorder, or count each node's consumers and run it when the count reaches 0.")
 PREORDER = Misconception(
-    "depth-first preorder",
-    "A depth-first walk that takes a node the first time it meets it (preorder) reaches a shared node through one "
-    "consumer while another consumer has not run yet. Append a node after everything below it (postorder) and "
-    "reverse that list, or count each node's consumers and run it when the count reaches 0.")
+    "depth-first preorder", "A depth-first walk that takes a node the first time it meets it (preorder) reaches a "
+    "shared node through one consumer while another consumer has not run yet. Append a node after everything below it "
+    "(postorder) and reverse that list, or count each node's consumers and run it when the count reaches 0.")
 
 KEY_ORDER = Misconception(
     "followed the order of the graph's keys",
@@ -110,10 +108,9 @@ CHANGED_DICTS = Misconception(
     "pop from or append to graph[node], add or delete keys, or remove entries from local_grads; if your algorithm "
     "consumes edges, work on a copy first ({node: list(inputs) for node, inputs in graph.items()}).")
 AUTOGRAD_IN_BOOKKEEPING = Misconception(
-    "ran autograd in a plain-Python part",
-    "Parts A and B are the engine's bookkeeping done by hand on the numbers you are given: walk the dict and "
-    "propagate the numbers yourself with Python arithmetic (+= and *) along the edges. No tensors, backward() or "
-    "torch.autograd.grad inside them.")
+    "ran autograd in a plain-Python part", "Parts A and B are the engine's bookkeeping done by hand on the numbers "
+    "you are given: walk the dict and propagate the numbers yourself with Python arithmetic (+= and *) along the "
+    "edges. No tensors, backward() or torch.autograd.grad inside them.")
 
 OUTPUT_NOT_ONE = Misconception("output's gradient not set to 1", "Start backward with d output / d output = 1.")
 MISSING_UPSTREAM = Misconception(
@@ -123,10 +120,9 @@ OVERWROTE = Misconception(
     "overwrote instead of summing at a branch point", "A node used by several consumers gets one contribution from "
     "each; add them (+=), do not replace (=).")
 ZERO_LEFT_OUT = Misconception(
-    "left out the nodes whose gradient is 0",
-    "Every node the output depends on gets an entry, also when its gradient is 0 (a zero local derivative, or paths "
-    "whose contributions cancel): start every such node at 0.0 and add to it, instead of creating an entry when a "
-    "non-zero contribution arrives.")
+    "left out the nodes whose gradient is 0", "Every node the output depends on gets an entry, also when its gradient "
+    "is 0 (a zero local derivative, or paths whose contributions cancel): start every such node at 0.0 and add to it, "
+    "instead of creating an entry when a non-zero contribution arrives.")
 AVERAGED_PATHS = Misconception(
     "averaged the paths", "Contributions of different paths add up; they are never averaged.")
 
@@ -256,8 +252,7 @@ def traversal_kind(order: list, inputs_of: Callable[[Hashable], list], root: Has
 
 def reference_order(graph: Graph, output: str) -> list[str]:
     """One valid backward order: depth-first postorder from ``output``, reversed (consumers before inputs)."""
-    order: list[str] = []
-    seen: set[str] = set()
+    order, seen = [], set()
 
     def visit(node: str) -> None:
         if node not in seen:
@@ -453,8 +448,7 @@ def _check_order(backward_order_fn, graph: Graph, output: str) -> None:
         return
     issue, looks_like = problem
     raise GradingFailure("\n".join([
-        f"{what} is wrong.",
-        f"  your order:         {order!r:.300}",
+        f"{what} is wrong.", f"  your order:         {order!r:.300}",
         f"  a valid order:      {reference_order(graph, output)!r} (one of several: any order that lists each node "
         "the output depends on once, before all of its inputs, is accepted)",
         f"  problem:            {issue}"]), suspects=(looks_like,) if looks_like else ())
@@ -559,8 +553,7 @@ def _as_gradients(answer, nodes: list[str], expected: torch.Tensor, what: str) -
                    f"the output depends on: {nodes}.")
         zeros = {node for node, value in zip(nodes, expected.tolist()) if value == 0.0}
         if set(missing) <= zeros:  # seen: only nodes whose gradient is 0 are left out
-            raise proven_failure(message + "\n  Every node left out has gradient 0.",
-                                 ZERO_LEFT_OUT)
+            raise proven_failure(message + "\n  Every node left out has gradient 0.", ZERO_LEFT_OUT)
         raise GradingFailure(message)
     not_floats = {node: type(value).__name__ for node, value in answer.items() if not isinstance(value, float)}
     if not_floats:
@@ -601,11 +594,6 @@ def _gradient_cases(grading_seed: int | None):
         yield graph, random_local(gen, graph), output
 
 
-def _course_order(graph: Graph, output: str) -> list[str]:
-    """The course's backward_order, put in the learner's namespace while Part B is graded."""
-    return reference_order(graph, output)
-
-
 @contextlib.contextmanager
 def _with_course_order(fn: Callable):
     """While Part B runs, the name ``backward_order`` in the learner's notebook means the course's own (correct)
@@ -615,7 +603,7 @@ def _with_course_order(fn: Callable):
         yield
         return
     own = namespace["backward_order"]
-    namespace["backward_order"] = _course_order
+    namespace["backward_order"] = reference_order
     try:
         yield
     finally:
@@ -1101,3 +1089,31 @@ def check_attach_allreduce_hooks(attach_allreduce_hooks_fn, grading_seed: int | 
     for case in _replica_cases(grading_seed):
         with trial():
             _check_replicas(attach_allreduce_hooks_fn, case)
+
+
+# ---------------------------------------------------------------------------------------------- hints
+
+hint = HintBook({
+    "A": PartHints(checks=("check_backward_order",), cells=("backward_order",), texts=(
+        "A node may be listed only after all of its consumers: which depth-first walk writes a node down only after "
+        "everything below it? And why can the order of the dict's keys tell you nothing?",
+        "A smaller case: from \"out\", `{\"out\": [\"a\", \"b\"], \"b\": [\"a\"], \"a\": []}` has one valid order, "
+        "out, b, a (level by level gives out, a, b: wrong); from \"b\" it is b, a.",
+        "Walk depth-first from the output alone: a node's inputs first, then the node, skipping the nodes already "
+        "seen. Return a new list of that walk read backwards.")),
+    "B": PartHints(checks=("check_accumulate_gradients",), cells=("accumulate_gradients",), texts=(
+        "When may a node pass its gradient on to its inputs: what must it have received first, and from whom?",
+        "A smaller case: `{\"out\": [\"a\", \"b\"], \"b\": [\"a\"], \"a\": []}` with 2.0 on (out, a), 3.0 on "
+        "(out, b) and 4.0 on (b, a) gives out 1.0, b 3.0, a 14.0 (2 + 3 · 4). With 1.0 on (out, b) and -2.0 on (b, "
+        "a), a's two paths cancel: a is still there, as 0.0.",
+        "Start the output at 1.0 and every node it depends on at 0.0. Visit consumers before their inputs (Part A's "
+        "order, or consumer counts that reach 0), each adding local derivative × its gradient to each input's.")),
+    "C": PartHints(checks=("check_attach_allreduce_hooks",), cells=("attach_allreduce_hooks",), texts=(
+        "When is a bucket complete: how many gradients must arrive for it, from how many replicas? Which hook sees it?",
+        "For the text's model, `bucket_size=11` gives [2.bias, 2.weight, 0.bias] (14 numbers) and [0.weight] (12). "
+        "3 replicas running backward in the order 2, 0, 1 with `bucket_size=10`: the first call comes as replica "
+        "1's 2.weight arrives, the 6th gradient of its bucket.",
+        "Buckets once (positions in the reversed parameter list), each with one arrival count shared by its hooks in "
+        "every replica, both bound to a hook as you define it. The hook that completes the count resets it, sends the "
+        "replicas' flattened bucket gradients, divides the sum by the replica count, gives every .grad its own copy.")),
+})
