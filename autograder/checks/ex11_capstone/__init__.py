@@ -20,6 +20,7 @@ with "Not written yet", never a NameError.
 
 from .batchnorm import BN_EPS, batchnorm, check_batchnorm_backward, check_batchnorm_forward
 from .digits import DIGITS_ACCURACY, accuracy, check_train_digits
+from .hints import hint
 from .moons import MOONS_ACCURACY, MOONS_BUDGET, check_train_moons, try_train_moons
 from .network import DIGITS_KEYS, check_mlp_gradients, mlp_logits, mlp_loss
 from .silu import check_silu_backward
@@ -27,4 +28,5 @@ from .value_mlp import check_value_mlp
 
 __all__ = ["BN_EPS", "DIGITS_ACCURACY", "DIGITS_KEYS", "MOONS_ACCURACY", "MOONS_BUDGET", "accuracy", "batchnorm",
            "check_batchnorm_backward", "check_batchnorm_forward", "check_mlp_gradients", "check_silu_backward",
-           "check_train_digits", "check_train_moons", "check_value_mlp", "mlp_logits", "mlp_loss", "try_train_moons"]
+           "check_train_digits", "check_train_moons", "check_value_mlp", "hint", "mlp_logits", "mlp_loss",
+           "try_train_moons"]

@@ -1,0 +1,132 @@
+"""Exercise 11's hint book: for each part a question, then a check value or a smaller case, then the approach in
+words (:mod:`autograder.hints`). Every number is the reference's or a direct computation on a small case."""
+
+from __future__ import annotations
+
+from ...hints import HintBook, PartHints
+
+hint = HintBook({
+    "A": PartHints(texts=(
+        "A neuron is a weighted sum plus a bias, a layer a list of neurons, an MLP a list of layers. In "
+        "`MLP(2, [3, 1])`, how many inputs does each neuron of the second layer read, which layers apply tanh, and "
+        "in which order must `parameters()` list the 13 Values for the test's numbers to land on the right ones?",
+        "A smaller case to test against: `MLP(1, [1])` is one linear neuron; with weight 0.5 and bias 0.25 on the "
+        "input 2 it returns a Value 1.25, and backward gives the weight 2.0 and the bias 1.0. Next, "
+        "`MLP(2, [2, 1])` has 9 parameters: set their `.data`, in the order `parameters()` lists them, to 0.1, 0.2, "
+        "..., 0.9 and call it on the Values 0.5 and -1.0. The hidden neurons see 0.15 and 0.3 (tanh: 0.1489 and "
+        "0.2913), the output is a single Value 1.2373, and after its backward the nine gradients are 0.3422, "
+        "-0.6845, 0.6845, 0.3661, -0.7321, 0.7321, 0.1489, 0.2913, 1.0. The same with `MLP(2, [2, 2])` (12 "
+        "parameters) returns a list of two Values, 1.2373 and 1.6693.",
+        "Each class keeps the objects one level down and asks them. A neuron adds the products of its weights and "
+        "the inputs to its bias, so that the result stays a Value, then applies tanh unless it was built linear. A "
+        "layer returns the list of its neurons' outputs. The MLP builds one layer per entry of `sizes`, each "
+        "reading as many inputs as the layer before it has neurons (the first reads `n_inputs`), the last one "
+        "linear; a call feeds each layer's list to the next and unwraps a final list of one. Each `parameters()` "
+        "joins its children's lists in order, and `zero_grad()` walks the MLP's list."),
+        checks=("check_value_mlp",), cells=("mlp",)),
+    "B": PartHints(texts=(
+        "The budget is 10,000 forward passes of one point: how will you split it between points per step and "
+        "steps, which loss stops pushing the points already on their side with room to spare, and how would your "
+        "loop notice that a run got stuck with the tip of a moon on the wrong side?",
+        "A loss to test by hand, the hinge $\\max(0,\\ 1 - s\\cdot\\text{score})$ with the sign $s = +1$ for label "
+        "1 and $-1$ for label 0: on four points with scores 0.3, 0.3, -2 and 1.5 and labels 1, 0, 0 and 1 it gives "
+        "0.7, 1.3, 0 and 0, a mean of 0.5. Taking the label itself as the sign gives 0.7, 1, 1 and 0 instead, and a "
+        "model trained on that calls every point class 1. What the reference recipe does, measured: on the visible "
+        "test's draw (its start classifies 50 % of the held-out points right) it spends 2,500 forward passes, its "
+        "loss falls from about 0.43 (mean of its first 25 steps) to about 0.007 (its last 25), and it ends at "
+        "99.8 % held out; on the 10 draws of `checks.try_train_moons(train_moons, Value, draws=10)` it reaches "
+        "98.0 % to 100 %. Compare your run with these numbers.",
+        "Go round the training points in order, a small batch per step, the step's loss the mean of the batch's "
+        "hinge losses; clear the gradients, backpropagate, and move every parameter against a velocity that keeps "
+        "a decaying memory of past gradients: it averages out the noise of small batches. Let the learning rate "
+        "fall over the run so that the last steps are small and the boundary settles. During the last pass over the "
+        "data count the points your batches got wrong; when there are more than a few, train another round, with a "
+        "fresh velocity and the rate high again, while the budget lasts. When a draw fails, plot its losses and its "
+        "boundary (the try-it cell draws both): a loss stuck with a moon's tip on the wrong side needs that second "
+        "round, a low but jittery loss smaller final steps."),
+        checks=("check_train_moons",), cells=("train_moons",)),
+    "C": PartHints(texts=(
+        "$x\\,\\sigma(x)$ is a product of two functions of $x$: which two terms does the product rule give, and "
+        "what is $\\sigma'(x)$ written with $\\sigma(x)$ itself rather than with $e^{-x}$?",
+        "Check values of $\\operatorname{silu}'(x)$, from the reference: 0.5 at $x = 0$, 0.9277 at 1 and 1.0908 at "
+        "2 (above 1: SiLU overshoots), 0.0723 at -1 and -0.0908 at -2 (negative), 1 at 40 and about $-1.7 \\cdot "
+        "10^{-16}$ at -40. With 0-d tensors $x = 1$ and $dy = 3$ the answer is the 0-d tensor 2.7830. If you get "
+        "0.7311 at $x = 1$ (which is $\\sigma(1)$), the second term of the product rule is missing.",
+        "Compute the sigmoid of `x` once, with torch's own function (it stays finite at $\\pm 40$, where an "
+        "exponential written out by hand may overflow). Write both terms of the product rule with that one "
+        "sigmoid and $x$, elementwise; multiply their sum by `dy` into a new tensor, since `x` and `dy` belong to "
+        "the caller. Staying with tensor operations keeps a 0-d input 0-d."),
+        checks=("check_silu_backward",), cells=("silu_backward",)),
+    "D": PartHints(texts=(
+        "There are two branches on `training`. In each: which mean and variance normalise the batch, which "
+        "variance (divided by $N$ or by $N - 1$) goes into the running one, and how do you change the caller's "
+        "running tensors rather than rebind a name of your own?",
+        "A smaller case, one feature: $x$ = [[1], [2], [3], [6]] ($N = 4$), gamma [1], beta [0], running mean [0] "
+        "and running variance [1], momentum 0.1. In training the batch mean is 3 and the variance 3.5 divided by "
+        "$N$ (4.667 divided by $N - 1$, which is what torch's own `var` gives by default); the output is [-1.0690, "
+        "-0.5345, 0, 1.6036], and afterwards the caller's tensors hold a running mean of 0.3 and a running variance "
+        "of 1.3667 (1.25 means the divided-by-$N$ variance went in). Evaluation next, on [[6]] alone: 4.8758, and "
+        "the running statistics stay 0.3 and 1.3667.",
+        "Training: the mean and the divided-by-$N$ variance over the batch axis (axis 0), one of each per feature; "
+        "normalise with them, scale by gamma, shift by beta. Then update both running tensors with in-place tensor "
+        "methods (their names end in an underscore) so that the caller sees the change; the running variance takes "
+        "the unbiased batch variance, the same sum of squares divided by $N - 1$. Evaluation: the same "
+        "normalisation with the running statistics in place of the batch's, and nothing written."),
+        checks=("check_batchnorm_forward",), cells=("batchnorm_forward",)),
+    "D2": PartHints(texts=(
+        "$x$ reaches the output three ways: directly through $x - \\mu$, through $\\mu$ and through $\\sigma^2$. "
+        "What does each route add to $dx$, and over which axis do $d\\gamma$ and $d\\beta$ sum?",
+        "A smaller case, one feature: $x$ = [[1], [2], [4]], gamma [2], dout [[1], [0], [0]], the default eps. "
+        "Then $\\hat x$ = [-1.0690, -0.2673, 1.3363], $dx$ = [0.4582, -0.6872, 0.2291], $d\\gamma$ = [-1.0690] "
+        "and $d\\beta$ = [1]. Whatever dout is, $dx$ sums to 0 over the batch, feature by feature. With the direct "
+        "route alone $dx$ would be [1.6036, 0, 0]; without the route through $\\sigma^2$, [1.0690, -0.5345, "
+        "-0.5345]; without the one through $\\mu$, [0.9927, -0.1527, 0.7636]. A constant feature: $x$ = [[1, 3], "
+        "[2, 3]], gamma [1, 1], dout [[1, 1], [0, 0]] gives $dx$ = ±158.11 in the constant column: $\\hat x$ is 0 "
+        "there, and $1/\\sqrt{\\varepsilon}$ scales what reaches it.",
+        "Write the forward as small stages, as an engine would record them: $\\mu$, $d = x - \\mu$, $\\sigma^2$, "
+        "$r = (\\sigma^2 + \\varepsilon)^{-1/2}$, $\\hat x = d\\cdot r$, out. Go back one stage at a time and add up "
+        "whatever reaches each quantity: $r$ is shared by the whole batch, so its gradient is a sum over the batch, "
+        "and $d\\sigma^2$ follows by the power rule; of $d\\mu$'s contributions, one is zero for every batch "
+        "(what is $\\sum_i d_i$?). Check each stage against autograd on a batch of 3. Once the staged version "
+        "agrees, you may fold the three routes into one expression with $\\hat x$, $r$ and means over the batch, "
+        "and the try-it cell tells you whether the folding is still right."),
+        checks=("check_batchnorm_backward",), cells=("batchnorm_backward",)),
+    "E": PartHints(texts=(
+        "Each backward function takes the input of its own stage, not its output: which tensors of the forward pass "
+        "must you keep for the four backward calls, and which of the gradients they return are the ones asked for?",
+        "Check values, with the try-it cell's parameters and batch (seed 0): the loss is 2.8650, and the norms of "
+        "the five gradients are 0.7166 (W1), 1.0054 (gamma), 0.5251 (beta), 0.6743 (W2) and 0.3464 (b2), with "
+        "b2's gradient [-0.1599, -0.1221, 0.2820]. Two checks that hold for every batch: b2's gradient and each row "
+        "of W2's sum to 0 (each row of the cross-entropy's gradient does), and the gradient reaching the BatchNorm's "
+        "input sums to 0 over the batch, feature by feature. When only some keys disagree with autograd, the first "
+        "stage below the ones that agree is the one to look at.",
+        "Run the forward pass yourself and keep three tensors: the first layer's output (the BatchNorm's input), "
+        "the BatchNorm's output (the SiLU's input) and the SiLU's output (the second layer's input). Then from the "
+        "loss down, one stage at a time: each backward takes the gradient that arrives from above and the input of "
+        "its own stage, and hands down the gradient of that input along with its parameters' gradients. The "
+        "gradients of the first layer's input and of a bias it does not have are not asked for."),
+        checks=("check_mlp_gradients",), cells=("mlp_gradients",)),
+    "F": PartHints(texts=(
+        "Besides the step, your loop has three duties: which single number does global-norm clipping compare with "
+        "`max_norm`, on which steps does the gate run and which gradients must it compare, and when do the running "
+        "statistics get updated? And for your choices: what do the norms of a run without clipping look like, and "
+        "how many steps may a wrong backward train before a gate hears of it?",
+        "Clipping, a smaller case: gradients W1 = [[3, 0]] and b2 = [4] (the others zero) have a global norm of 5. "
+        "At `max_norm` 1 every gradient is multiplied by the same 0.2: W1 becomes [[0.6, 0]] and b2 [0.8] (clipping "
+        "each gradient by its own norm would give [[1, 0]] and [1]: wrong); at 10 or at `math.inf` nothing changes. "
+        "The gate, with a period of 4, runs on steps 0, 4, 8...: a gradient function that goes wrong from step 5 on "
+        "must make the run raise on step 8, not before. Tolerance, measured on the reference's starting parameters "
+        "and 16 training digits: right gradients differ from autograd's by at most $7 \\cdot 10^{-16}$ relative, "
+        "while the test's wrong ones are $10^{-3}$ off. Running statistics: the reference's trained network "
+        "classifies 98.1 % of the held-out digits (seed 0) with its running statistics, and 78.3 % with the "
+        "initial ones (zeros and ones): an accuracy near the latter means they were never updated.",
+        "Seed your own generator and draw the initial weights from it, scaled by one over the square root of each "
+        "layer's fan-in, and shuffle the examples with it. Each step: take the next batch; on a gate step, compare "
+        "the given function's gradients of all five parameters, on a few examples, with autograd's gradient of "
+        "`checks.mlp_loss` on copies of the parameters that require grad, and raise when any differs by more than "
+        "round-off; update the running statistics with your `batchnorm_forward` in training mode on the batch's "
+        "first-layer output; call `gradients`, record the loss and each norm as returned; compute one global norm "
+        "of all five, scale them all by the same factor when it exceeds `max_norm`, and take a plain gradient step. "
+        "If the accuracy falls short, read the loss curve before changing anything, one change at a time."),
+        checks=("check_train_digits",), cells=("train_digits", "digits_choices")),
+})
