@@ -193,8 +193,8 @@ def as_text(report: Report) -> str:
         if failure is not None:
             rows.append("    " + _short(failure.message).replace("\n", "\n    "))
     if report.hidden_included:
-        rows.append(f"Run again for a fresh draw of the hidden tests, or with grading_seed={report.grading_seed} to "
-                    "see this one again.")
+        rows.append(f"Run again for a fresh draw of the hidden tests, or with seed {report.grading_seed} (the Seed box "
+                    "in the notebook, --seed in a terminal) to see this one again.")
     return "\n".join(rows)
 
 
