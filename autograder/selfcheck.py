@@ -130,6 +130,14 @@ def _grading_seed(seed: int):
             os.environ[SEED_VARIABLE] = before
 
 
+def _raised_in_learner_code(error: BaseException, cell: TestCell) -> bool:
+    """Whether ``error`` came from a call the test cell made (its last frame is not the cell's own code)."""
+    frame = error.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame.tb_frame.f_code.co_filename != f"<{cell.grade_id}>"
+
+
 def run_test_cell(cell: TestCell, namespace: dict) -> Verdict:
     """Run one test cell in ``namespace`` (the learner's) and say what it gave. Its printed lines are swallowed:
     the table says what passed. A GradingFailure fails the cell with its message; any other exception too (the class
@@ -145,6 +153,13 @@ def run_test_cell(cell: TestCell, namespace: dict) -> Verdict:
             return Verdict(cell.grade_id, cell.part, cell.points, Status.FAILED, str(failure), named)
         except CourseBug as bug:
             return Verdict(cell.grade_id, cell.part, cell.points, Status.ERROR, str(bug))
+        except NameError as error:
+            if _raised_in_learner_code(error, cell):
+                return Verdict(cell.grade_id, cell.part, cell.points, Status.ERROR, f"NameError: {error}")
+            # The test cell itself lacks a name: this kernel has not run the notebook's first cells (its imports).
+            return Verdict(cell.grade_id, cell.part, cell.points, Status.ERROR,
+                           f"NameError: {error}. Run the notebook's cells from the top (Run → Run All Cells: the "
+                           "first ones import what the tests use), then check again.")
         except Exception as error:  # whatever the learner's code raised: the cell fails
             return Verdict(cell.grade_id, cell.part, cell.points, Status.ERROR, f"{type(error).__name__}: {error}")
     return Verdict(cell.grade_id, cell.part, cell.points, Status.PASSED)

@@ -150,6 +150,17 @@ def test_the_work_goes_into_a_zip_and_comes_back(tmp_path, learner_home):
     assert "x = 1" in mine.read_text() and ASSIGNMENT in progress.load()["lessons"]
 
 
+def test_a_kernel_that_skipped_the_imports_is_told_to_run_the_notebook_from_the_top():
+    report = selfcheck.check_namespace(ASSIGNMENT, {}, grading_seed=1)
+    assert report.earned == 0 and all(v.status is selfcheck.Status.ERROR for v in report.verdicts)
+    assert all("Run the notebook's cells from the top" in v.message for v in report.verdicts)
+    namespace = {}
+    exec("from autograder.checks import ex01_chain_rule as checks\nfrom autograder.seeding import grading_seed\n"
+         "def central_difference(f, x, h=1e-6):\n    return undefined_name", namespace)
+    verdict = selfcheck.check_namespace(ASSIGNMENT, namespace, grading_seed=1).verdicts[0]
+    assert "undefined_name" in verdict.message and "from the top" not in verdict.message, verdict
+
+
 def test_a_fresh_sessions_untouched_release_is_replaced_without_asking(tmp_path, learner_home):
     """On a new Binder session every exercise is the release again: restoring over it loses no answer, so it is not
     among the overwrites; the same notebook with one answer written is."""
