@@ -281,9 +281,12 @@ def button(assignment: str) -> None:
     box = widgets.VBox([widgets.HBox([run, seed]), status, output])
     box.add_class("autograd-check-my-work")
     bundle = box._repr_mimebundle_() or {}
-    # Where no widget can be drawn (nbgrader's feedback page, an HTML export), a sentence instead of VBox(...).
-    bundle["text/plain"] = (f"[Check my work: a button that grades {assignment}, hidden tests included; it works "
-                            "in JupyterLab, or run `python -m autograder check` on the saved notebook.]")
+    # Where no widget can be drawn (nbgrader's feedback page, an HTML export), a sentence instead of VBox(...):
+    # as HTML, which wraps (a long line of plain text is a <pre> that scrolls sideways, out of a keyboard's reach).
+    sentence = (f"Check my work: a button that grades {assignment}, hidden tests included. It works in JupyterLab; "
+                "in a terminal, run python -m autograder check on the saved notebook.")
+    bundle["text/plain"] = "[Check my work: a button that works in JupyterLab]"
+    bundle["text/html"] = f"<p>{sentence}</p>"
     display(bundle, raw=True)
 
 

@@ -82,7 +82,7 @@ ACCESSIBILITY_REPORTS = SCREENSHOTS.parent / "accessibility"
 #: Lessons whose figures, widgets and prose are not yet converted for every reader (issue 37): they are being rewritten
 #: by other people. Their accessibility checks run as strict xfails, so that a lesson that passes must leave the set:
 #: the set shrinks as each lesson is converted, and is empty when issue 37 is done.
-NOT_YET_ACCESSIBLE = {"04-layer-backward", "07-depth-residual", "09-wider-system", "11-capstone"}
+NOT_YET_ACCESSIBLE: set[str] = set()
 
 pytestmark = pytest.mark.xdist_group("browser")  # one JupyterLab and one browser for the whole module
 
