@@ -52,15 +52,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def why_not() -> str | None:
-    """None when a hub can be started here, else the reason."""
+def why_not(accounts: tuple[str, ...] = ()) -> str | None:
+    """None when a hub can be started here (with the extra ``accounts``), else the reason."""
     if os.geteuid() != 0:
         return "the hub test creates Unix accounts and runs servers as them: it needs root"
     if not shutil.which("useradd"):
         return "no useradd on this machine"
     if not Path(PROXY).exists():
         return f"no configurable-http-proxy ({PROXY}): `npm install -g configurable-http-proxy` (.ci/run does)"
-    for name in (*LEARNERS, GRADER):
+    for name in (*LEARNERS, GRADER, *accounts):
         try:
             pwd.getpwnam(name)
             return f"an account named {name} exists already: the hub test never touches real accounts"
@@ -158,7 +158,7 @@ def _open_path_to(path: Path, hub: Hub) -> None:
             folder.chmod(mode | stat.S_IXOTH)
 
 
-def _config(hub: Hub, ports: dict[str, int], admin_token: str) -> Path:
+def _config(hub: Hub, ports: dict[str, int], admin_token: str, extra: str = "") -> Path:
     venv = Path(sys.executable).parent
     text = f'''# The hub of tests/test_hub.py: the course's own settings, then only what a test machine needs.
 c = get_config()  # noqa: F821
@@ -187,20 +187,21 @@ c.JupyterHub.load_roles = [*c.JupyterHub.load_roles,
     {{"name": "idle-culler", "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
      "services": ["idle-culler"]}},
 ]
-'''
+''' + extra
     path = hub.folder / "jupyterhub_config.py"
     path.write_text(text)
     return path
 
 
-def start_hub(folder: Path):
-    """Yield a running :class:`Hub`; undo everything it made afterwards."""
-    reason = why_not()
+def start_hub(folder: Path, extra_config: str = "", accounts: tuple[str, ...] = ()):
+    """Yield a running :class:`Hub`; undo everything it made afterwards. ``extra_config``: lines appended to the
+    hub's config (tests/test_lti.py loads the LTI settings there); ``accounts``: more Unix accounts to make."""
+    reason = why_not(accounts)
     if reason:
         raise HubUnavailable(reason)
     hub = Hub("", "", secrets.token_hex(12), folder)
     try:
-        for name in (*LEARNERS, GRADER):
+        for name in (*LEARNERS, GRADER, *accounts):
             subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", MARK, name], check=True,
                            capture_output=True)
             hub.made.append(("user", name))
@@ -223,7 +224,7 @@ def start_hub(folder: Path):
         hub.token = secrets.token_hex(24)
         hub.url = f"http://127.0.0.1:{ports['public']}"
         hub.api_url = f"http://127.0.0.1:{ports['hub']}/hub/api"
-        config = _config(hub, ports, hub.token)
+        config = _config(hub, ports, hub.token, extra_config)
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         with open(folder / "jupyterhub.log", "w") as log:
             hub.process = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(config)],
@@ -249,7 +250,7 @@ def stop(hub: Hub) -> None:
             hub.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             hub.process.kill()
-    for name in (*LEARNERS, GRADER):  # their servers, if the hub left any
+    for name in [what[0] for kind, *what in hub.made if kind == "user"]:  # their servers, if the hub left any
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
     while hub.made:
         kind, *what = hub.made.pop()

@@ -7,6 +7,7 @@ REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 COURSE_HOME=/srv/autograd-course        # where every server finds the course files (read-only for users)
 EXCHANGE=/srv/nbgrader/exchange         # nbgrader's exchange, shared by all accounts on this machine
 USER_ENV=/opt/tljh/user                 # TLJH's conda environment for the user servers
+HUB_ENV=/opt/tljh/hub                   # TLJH's environment of the hub itself
 TLJH_CONFIG=/opt/tljh/config
 
 # 1. The course files, owned by root, readable by all.
@@ -34,6 +35,14 @@ install -D -m 0644 "$COURSE_HOME/deploy/nbgrader_config.py" /etc/jupyter/nbgrade
 # 4. The hub: groups, the graders' tools, JupyterLab by default; then the TLJH settings, and reload.
 install -D -m 0644 "$COURSE_HOME/deploy/jupyterhub_config.d/autograd-course.py" \
     "$TLJH_CONFIG/jupyterhub_config.d/autograd-course.py"
+# The LMS launch (LTI 1.3, docs/deployment.md): the authenticator in the hub's own environment, and the settings,
+# which stay off until their values are filled in; a copy already there (with its values) is kept.
+"$HUB_ENV/bin/python3" -m pip install --no-cache-dir jupyterhub-ltiauthenticator==1.6.3
+if [ ! -e "$TLJH_CONFIG/jupyterhub_config.d/lti13.py" ]; then
+    install -m 0644 "$COURSE_HOME/deploy/jupyterhub_config.d/lti13.py" "$TLJH_CONFIG/jupyterhub_config.d/lti13.py"
+else
+    echo "kept the existing $TLJH_CONFIG/jupyterhub_config.d/lti13.py; compare it with the course's deploy/ copy"
+fi
 if [ ! -e "$TLJH_CONFIG/config.yaml" ]; then
     install -m 0600 "$COURSE_HOME/deploy/tljh/config.yaml" "$TLJH_CONFIG/config.yaml"
 else
