@@ -200,7 +200,8 @@ def _zip(files: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zipped:
         for name, content in files.items():
-            zipped.writestr(name, content)
+            # A fixed date: the bytes, and so the test ids below, are the same in every pytest-xdist worker.
+            zipped.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), content)
     return buffer.getvalue()
 
 
@@ -217,7 +218,8 @@ NOTEBOOK = nbformat.writes(nbformat.v4.new_notebook()).encode()
     (_zip({"exercises/01-chain-rule/01-chain-rule.ipynb": b"<html>"}), "not a readable notebook"),
     (_zip({progress.FILE_NAME: b"[1, 2]"}), "not a progress file"),
     (_zip({}), "none of this course's work"),
-])
+], ids=["not-a-zip", "dotdot-path", "absolute-path", "dotdot-inside", "unknown-exercise", "a-lesson", "html",
+        "bad-progress", "empty-zip"])
 def test_an_upload_that_is_not_the_courses_work_is_refused_whole(upload, reason, learner_home):
     with pytest.raises(progress.RestoreRefused, match=reason):
         progress.plan_restore(upload)
