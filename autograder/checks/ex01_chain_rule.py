@@ -375,40 +375,82 @@ def _hard_coded(grading_seed: int | None, values: list[float]) -> list[Symptom]:
     return [] if grading_seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
 
 
-ROUTE_NAMES = ("route_1", "route_2", "route_3")
-ROUTE_PATHS = ("x → u → z", "x → u → v → z", "x → v → z")
+#: x's routes to z, as the part asks them written: the variables each passes through, from x to z.
+ROUTES = (("x", "u", "z"), ("x", "u", "v", "z"), ("x", "v", "z"))
+#: The edges of the graph of u = x·y, v = sin(u) + x, z = u·v: each variable and the variables computed from it.
+EDGES = {"x": ("u", "v"), "y": ("u",), "u": ("v", "z"), "v": ("z",), "z": ()}
+MISSED_ROUTE = Misconception(
+    "missed a route",
+    "x reaches z along every path of edges from x to z: through u alone, through u and then v (sin inside v), and "
+    "through v alone (the bare x added into v). Read each equation for the variables it uses and follow every "
+    "arrow out of x to the end.",
+    "Which variables does each equation use? Follow every arrow that leaves x: where does each one lead?")
+
+
+def _show_route(route) -> str:
+    return " → ".join(route) if isinstance(route, tuple) else repr(route)
+
+
+def _route_dict(answer, *, what: str) -> dict[tuple[str, ...], float]:
+    """The learner's {route: share} as numbers; the routes must be exactly x's routes to z."""
+    __tracebackhide__ = True
+    example = '("y", "u", "z")'
+    if not isinstance(answer, dict):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.80}); expected a dict with one "
+                             f"entry per route from x to z, each route a tuple of variable names such as {example}.")
+    for route in answer:
+        if not isinstance(route, tuple) or not route or not all(isinstance(name, str) for name in route):
+            raise GradingFailure(f"{what} has the key {route!r:.60}; a route is a tuple of variable names, from x to "
+                                 f"z, such as {example} for one of y's routes.")
+        if route[0] != "x" or route[-1] != "z":
+            raise GradingFailure(f"{what} has the key {route!r}: a route of x to z starts at \"x\" and ends at "
+                                 "\"z\".")
+        missing_edge = next(((a, b) for a, b in zip(route, route[1:]) if b not in EDGES.get(a, ())), None)
+        if missing_edge is not None:
+            a, b = missing_edge
+            raise GradingFailure(f"{what} has the route {_show_route(route)}, but no equation computes {b} from {a} "
+                                 "directly: every step of a route is one equation's input → its result.")
+    missed = [route for route in ROUTES if route not in answer]
+    if missed:
+        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}; x reaches "
+                             f"z along {len(ROUTES)}.", suspects=(MISSED_ROUTE,))
+    return {route: _python_number(answer[route], what=what, name=f"the route {_show_route(route)}")
+            for route in ROUTES}
 
 
 @check
 def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
-    """Part B1: routes_to_z(x, y) returns the three routes' shares of dz/dx, (x→u→z, x→u→v→z, x→v→z), for
-    u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
+    """Part B1: routes_to_z(x, y) returns {route: share of dz/dx} for every route from x to z, (x, u, z),
+    (x, u, v, z) and (x, v, z), for u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
 
     Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
-    VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "return (route_1, route_2, route_3)"
-    in the table's order -> a tuple of three, each compared with its own route (the right numbers in another order
-    are said so); "return Python floats, not tensors" -> _python_number (a tensor is TENSOR_FOR_NUMBER); "no
-    autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so a finite-difference
-    estimate fails (FINITE_DIFFERENCE_ESTIMATE).
+    VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "a dict with one entry per route
+    from x to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str, each
+    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: the count is said,
+    never the routes); "the value that route's share" -> each compared with its own route (the right numbers on
+    other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
+    TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so
+    a finite-difference estimate fails (FINITE_DIFFERENCE_ESTIMATE).
     """
     __tracebackhide__ = True
     for x, y in _derivation_points("01/routes", grading_seed):
         with trial():
             what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
-            answer = _numbers(_call_derivation(routes_to_z, x, y, what=what), ROUTE_NAMES, what=what)
-            right = _routes(x, y)
+            shares = _route_dict(_call_derivation(routes_to_z, x, y, what=what), what=what)
+            answer, right = tuple(shares[route] for route in ROUTES), _routes(x, y)
             if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
                     not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
-                raise GradingFailure(f"{what} returned {fmt(answer)}: the right three numbers in another order. "
-                                     f"Return them as ({', '.join(ROUTE_PATHS)}), expected {fmt(right)}.")
+                raise GradingFailure(f"{what} returned the right three numbers, {fmt(sorted(answer))}, but some on "
+                                     "the wrong routes: each route's share is the product of the local derivatives "
+                                     "along that route.")
             mistaken = _mistaken(x, y)
-            for k, (name, path) in enumerate(zip(ROUTE_NAMES, ROUTE_PATHS)):
+            for k, route in enumerate(ROUTES):
                 symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
                 if k == 2:
                     symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
                 symptoms += _hard_coded(grading_seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
-                expect_close(answer[k], right[k], what=f"{what}: {name}, the route {path}", rtol=EXACT, atol=1e-12,
-                             source="expected", symptoms=symptoms)
+                expect_close(answer[k], right[k], what=f"{what}: the route {_show_route(route)}", rtol=EXACT,
+                             atol=1e-12, source="expected", symptoms=symptoms)
 
 
 @check
@@ -749,7 +791,8 @@ hint = HintBook({
         "forward values does each arrow's local derivative need?",
         "At $(x, y) = (1.2, 0.6)$, where $u = 0.72$ and $v \\approx 1.8594$, the six arrow labels are $0.6$, $1.2$, "
         "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which), and $dz/dy \\approx "
-        "2.8808$. A second point: at $(-1, 2)$ the routes are about $(-3.8186, 1.6646, -2.0)$ and `gradient_of_z` "
+        "2.8808$. A second point: at $(-1, 2)$ the routes' shares are about $-3.8186$, $1.6646$ and $-2.0$, and "
+        "`gradient_of_z` "
         "gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and $dz/dy = 4$.",
         "Forward values first, then one local derivative per arrow: a product passes each input the other factor, "
         "a sum passes 1 to each input, and $\\sin$ passes $\\cos$ of what went into it. A route's share is the "

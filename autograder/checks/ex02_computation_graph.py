@@ -320,7 +320,9 @@ TANH_OVERFLOW = Misconception(
     "a tanh formula that overflows where tanh saturates",
     "For a large |x|, tanh(x) is ±1.0 and its derivative 1 - t**2 is 0, but math.cosh(x) overflows beyond |x| ≈ 710 "
     "(its square beyond 355), as does math.exp(2 * x): take the value from math.tanh and the rule from the output, "
-    "1 - t**2.")
+    "1 - t**2.",
+    "Which quantity in your derivative's formula stops being a finite float at x = 800, although tanh(800) itself is "
+    "an ordinary 1.0? Could the derivative be written with a value you already have?")
 RELU = Misconception("relu gradient on the wrong side",
                "relu lets the gradient through where its input was positive and blocks it where it was negative: "
                "self.grad += (1.0 if self.data > 0 else 0.0) * out.grad.")
@@ -882,6 +884,71 @@ def _which_part(Value) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Part D: the bug hunt (the notebook's three helpers; scaled_sum rebuilds 1 / rms as a new leaf)
+
+HELPERS = ("log_softmax_first", "scaled_sum", "smooth_relu_mean")
+BUGGY = "scaled_sum"
+BLAMED_DATA = Misconception(
+    "blamed a harmless read of .data",
+    "Reading .data is harmless where the number read cancels out of the value (softmax does not change when every "
+    "input is shifted by the same constant) or only picks a branch; it cuts the gradient where the value itself is "
+    "rebuilt from it. Measure each helper: your engine's gradient against central differences of the same helper.",
+    "Does that helper's value change if the number it reads from .data were a little different?")
+CUT_GRAPH = Misconception(
+    "the graph still cut at a value rebuilt from .data",
+    "A Value made from a plain number (Value(x.data), or any float taken from .data) is a new leaf: backward stops "
+    "there, and the gradient that should flow through it into the inputs is lost. Build the scale from the Values "
+    "themselves (1 / rms, or divide by rms).",
+    "Which of your result's nodes are leaves that are none of the inputs?")
+
+
+def _scaled_sum(values: torch.Tensor, cut: bool = False) -> torch.Tensor:
+    rms = (values * values).mean() ** 0.5
+    weights = torch.arange(1, len(values) + 1, dtype=torch.float64)
+    return (weights * values).sum() / (rms.detach() if cut else rms)
+
+
+def _hunt_points(grading_seed: int | None) -> list[list[float]]:
+    if grading_seed is None:
+        return [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75, 1.0]]
+    gen = generator("02/bug_hunt", grading_seed)
+    return [[round(float(v), 3) for v in uniform(gen, (n,), 0.3, 2.0) * torch.tensor([1.0, -1.0] * 3)[:n]]
+            for n in (3, 4, 5)]
+
+
+@check
+def check_bug_hunt(Value, buggy, fixed, grading_seed: int | None = None) -> None:
+    """Part D, the hunt: ``buggy`` names the helper whose gradients are wrong (scaled_sum: it rebuilds 1 / rms from
+    .data), and ``fixed(values)`` computes scaled_sum's value with the gradient of that value, on the learner's engine.
+
+    Domain: lists of 2 to 5 Values of magnitude 0.3 to 2 (never all 0, so rms > 0), signs mixed. Contracts and their
+    checks: "the name of the helper" -> one of HELPERS, BUGGY (a decoy named is BLAMED_DATA, proven); "the same value"
+    -> out.data against float64; "right gradients" -> every input's .grad against autograd and central differences
+    (CUT_GRAPH when they are the gradients of the value with rms held constant).
+    """
+    __tracebackhide__ = True
+    Value = _value_class(Value)
+    if buggy != BUGGY:
+        if buggy in HELPERS:
+            raise proven_failure(f"buggy = {buggy!r}: your engine's gradients of {buggy} agree with central "
+                                 "differences of the same helper (measure it).", BLAMED_DATA)
+        raise GradingFailure(f"buggy = {buggy!r:.60}; expected the name of one of the helpers, {', '.join(HELPERS)}.")
+    for numbers in _hunt_points(grading_seed):
+        with trial():
+            what = f"fixed(values) with values = [{', '.join(f'Value({n})' for n in numbers)}]"
+            values = [Value(n) for n in numbers]
+            out = call_learner(fixed, values, what=what, forbid=[Route.AUTOGRAD])
+            vector = torch.tensor(numbers, dtype=torch.float64)
+            expect_close(_read(out, "data", what), _scaled_sum(vector), what=f"{what}: .data",
+                         source="scaled_sum's value")
+            _run_backward(out, what)
+            grads, fd = autograd_gradient(_scaled_sum, vector)[0], central_difference(_scaled_sum, vector)[0]
+            cut = autograd_gradient(lambda v: _scaled_sum(v, cut=True), vector)[0]
+            got = torch.stack([_read(v, "grad", f"{what} .grad") for v in values])
+            expect_close(got, grads, fd=fd, what=f"{what}: the inputs' .grad", symptoms=[CUT_GRAPH.looks_like(cut)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Random graphs that reuse nodes
 
 EXPONENTS = (2, 3, -1, 0.5, 1.5)
@@ -967,8 +1034,9 @@ hint = HintBook({
         "difference a sum with a negation, and a reflected form turns the number into a node and puts it first."),
         checks=("check_arithmetic",), cells=("Value",)),
     "B": PartHints(texts=(
-        "Which value does each local derivative need: the node's input, or the output it has already computed? For "
-        "tanh at $x = 800$, which way of writing the derivative stays finite?",
+        "Which value does each local derivative need: the node's input, or the output it has already computed? "
+        "Could a way of writing a derivative overflow at an input where the function's own value is an ordinary "
+        "float?",
         "Check values, with the new node's gradient at 1.0 and the input's at 0 before the rule runs (one node, "
         "one rule: `out._backward()`): tanh at 0.5 gives the input about 0.78645, tanh at 800 and at -750 exactly 0.0; "
         "exp at 0.5 about 1.64872; log at 4 gives 0.25; `Value(4.0) ** 0.5` 0.25, `Value(2.0) ** -1` -0.25, "
@@ -985,19 +1053,22 @@ hint = HintBook({
         "Check values at $a = 2$, $b = 3$: $L = 54$, `u.grad` 15, `v.grad` 6, `a.grad` 45 and `b.grad` 36. If "
         "`a.grad` is 27 and `b.grad` 24, $u$'s rule ran before $v$'s and passed on 9 of its 15. A smaller case of a "
         "reused node: `x = Value(2.0)`, `y = x * x`, `z = y * x + y` gives $z = 12$, `y.grad` 3 and `x.grad` 16.",
-        "Build the order first: a depth-first visit from `self` that goes through a node's `_prev` before it adds "
-        "the node to the list, with a set of visited nodes so that none joins twice. Then seed `self.grad` with 1.0 "
-        "and call `_backward` of every node of the list read backwards, the output first."),
+        "A trace to turn into code, lesson 02's graph at $a = 2$, $b = 3$ ($u = 6$, $v = 9$, $L = 54$). A list in "
+        "which every node comes after the nodes it was computed from: a, b, u, v, L (b, a, u, v, L works too). Read "
+        "backwards, with the gradients after each rule: L starts at 1; L's rule: u 9, v 6; v's rule: u 15, b 6; "
+        "u's rule: a 45, b 36; a and b have no rule to run. A depth-first walk from L meets u twice, once from L and "
+        "once from v: at which moment of a visit may a node join the list, and what must the second meeting do?"),
         checks=("check_backward",), cells=("backward",)),
     "D": PartHints(texts=(
-        "Do Parts A, B and C each pass on their own, and if one fails, which comes first?",
-        "Check values: at $(x, y) = (0.5, -1.5)$ the try-it expression gives out ≈ 3.4932342623, dx ≈ "
-        "1.7760542730 and dy ≈ -1.3244673993, as PyTorch does. A smaller case with `+=` while the old node is still "
-        "in use: `a = Value(2.0)`, `b = a`, `b += 1`, `c = a * b`, then `c.backward()` leaves `c` at 6, `a.grad` at "
-        "5 and `b.grad` at 2.",
-        "When Parts A–C pass and D fails, look where the pieces meet: every operation returns a new `Value` whose "
-        "`_prev` holds exactly its inputs, no operation changes a node that exists, a number on either side becomes "
-        "a constant node, and `backward()` uses nothing but `_prev` and `_backward`. Run the expression the "
-        "message names in your engine and in PyTorch, one node at a time, and compare."),
-        checks=("check_engine",), cells=()),
+        "Which helper's gradients disagree with the central differences of its own value? And for each read of "
+        "`.data`: would the helper's value change if the number read were a little different?",
+        "Check values at the numbers [1.0, 1.0]: central differences give about (0.5, -0.5) for log_softmax_first, "
+        "(-0.5, 0.5) for scaled_sum and (0.3655, 0.3655) for smooth_relu_mean; compare each with engine_gradient. "
+        "The end-to-end test: at $(x, y) = (0.5, -1.5)$ the try-it expression gives out ≈ 3.4932342623, dx ≈ "
+        "1.7760542730 and dy ≈ -1.3244673993, as PyTorch does.",
+        "A Value made from a plain number has no inputs, so backward stops there. A number read from `.data` that "
+        "cancels out of the value (a shift every term shares) or only picks a branch costs nothing; one that is part "
+        "of the value takes the value's dependence on the inputs with it. In your fix, build every part of the value "
+        "from the Values themselves. If the end-to-end test fails first, the part it names fails on its own too."),
+        checks=("check_engine", "check_bug_hunt"), cells=("bug_hunt",)),
 })

@@ -1,0 +1,190 @@
+"""Exercise 03's named mistakes, one place for the three parts (what each check recognises them by is in its part's
+module). A learner reads a mistake's question while working; its explanation comes with graded feedback."""
+
+from __future__ import annotations
+
+from ...checking import Misconception
+
+EARLY_HINT = ("A node may run only once every node that consumes it has delivered its share, otherwise its gradient "
+              "is still incomplete when it passes it on. Visiting a node the first time you meet it (breadth-first, "
+              "or depth-first preorder) breaks this when a node is reached by paths of different lengths. Count, for "
+              "every node, the edges that will deliver to it (and one for a root's seed), and run a node only when "
+              "its count reaches 0.")
+COUNT_QUESTION = "How many deliveries must a node have received before it may run?"
+
+# ------------------------------------------------------------------------------------------ Part A: the order
+
+NO_VISITED_SET = Misconception(
+    "no visited set", "A node reached by two paths must still run once: run a node when its count reaches 0, which "
+    "happens once, or skip a node you have already placed.",
+    "How many times may one node run in one backward pass?")
+UNREACHABLE = Misconception(
+    "included nodes the output does not depend on", "Start from the roots and follow inputs only: a graph may hold "
+    "branches no root uses, and they get no place in the order (and no gradient).",
+    "Which nodes does a backward pass from these roots ever reach?")
+FORWARD_ORDER = Misconception(
+    "forward order", "Your order is valid read backwards: you listed inputs before their consumers, which is the "
+    "order of the forward pass. Backward runs a node only after every consumer has delivered to it.",
+    "Which comes first in backward: a node, or its inputs?")
+INPUT_BEFORE_CONSUMER = Misconception("input visited before its consumer", EARLY_HINT, COUNT_QUESTION)
+BREADTH_FIRST = Misconception(
+    "breadth-first order", "A breadth-first walk from the output takes the nodes level by level, but a node reached "
+    "by a short path and by a longer one is still waiting for the longer path's share when its level comes up, so it "
+    "passes on an incomplete gradient. A node may run only after every node that uses it: reverse a depth-first "
+    "postorder, or count each node's consumers and run it when the count reaches 0.")
+PREORDER = Misconception(
+    "depth-first preorder", "A depth-first walk that takes a node the first time it meets it (preorder) reaches a "
+    "shared node through one consumer while another consumer has not run yet. Append a node after everything below it "
+    "(postorder) and reverse that list, or count each node's consumers and run it when the count reaches 0.")
+KEY_ORDER = Misconception(
+    "followed the order of the graph's keys",
+    "The keys of the dict come in any order: the order in which a graph is written down says nothing about which "
+    "node consumes which. Derive the order from the edges alone: count the deliveries each node waits for and run "
+    "a node when its count reaches 0.",
+    "What does the order of the dict's keys tell you about the edges?")
+WHOLE_GRAPH_COUNTS = Misconception(
+    "counted consumers the output does not depend on",
+    "Count only the edges that come from nodes the roots depend on. A consumer on another branch never runs in this "
+    "backward pass, so a node that waits for it waits for ever and never runs: first find the nodes reachable from "
+    "the roots, then count consumers among those only.",
+    "Does every consumer you counted run in this backward pass?")
+DEPTH_FIRST_SORT = Misconception(
+    "a depth-first sort, not the engine's ready queue",
+    "Your order is valid, and it is the order of a depth-first sort (exercise 02's backward): consumers before "
+    "inputs, but not the order PyTorch's engine runs. The engine sorts nothing: it counts the deliveries each node "
+    "waits for, and among the nodes whose count has reached 0 it runs the one with the highest sequence number.",
+    "When several nodes are ready at once, which one does PyTorch's engine run, and does your walk ever ask?")
+LOWEST_FIRST = Misconception(
+    "ran the lowest sequence number first",
+    "PyTorch's ready queue is keyed on the sequence number and runs the HIGHEST first (the node created last, and a "
+    "leaf as soon as it is ready); yours takes the lowest.",
+    "Which end of the sequence numbers does PyTorch's ready queue take first?")
+NUMBERS_IGNORED = Misconception(
+    "ready nodes taken in the order they became ready",
+    "Your counting is right, but your ready queue is a plain queue (first in, first out) or a stack: PyTorch's is a "
+    "priority queue that runs, among the ready nodes, the one with the highest sequence number.",
+    "Among the nodes that are ready at the same time, which runs first, and what decides it?")
+SORTED_BY_NUMBER = Misconception(
+    "sorted by sequence number without waiting for the counts",
+    "The sequence number only breaks ties among nodes that are READY (every consumer has delivered); a node with a "
+    "high number still waits for its consumers. Sorting all nodes by number runs some of them before their "
+    "consumers, as soon as the numbers do not follow the graph (a leaf's number is the largest of all).",
+    "May a node with the highest number run before the nodes that consume it?")
+ROOTS_AT_START = Misconception(
+    "every root ready from the start",
+    "A root that another root consumes receives two things: its seed and its consumer's share. It must wait for "
+    "both: count the seed as one more delivery for every root, deliver the seeds first, and put a root on the ready "
+    "queue only when its count reaches 0, like any other node.",
+    "A root that another root consumes: is it ready before that consumer has run?")
+FIRST_ROOT_ONLY = Misconception(
+    "started from the first root only",
+    "Every root receives its seed: the backward pass covers everything any root depends on, so the counting and the "
+    "run start from all of them.",
+    "Which nodes does backward from several roots have to reach?")
+COUNTS_NEVER_ZERO = Misconception(
+    "counts that never reach 0",
+    "A node becomes ready when its LAST delivery arrives: its count starts at the number of deliveries it will get "
+    "(one per edge from a node the roots depend on, plus one for a root's seed) and is tested for 0 right after "
+    "each delivery is subtracted. Counts one too high, or a test made before the subtraction, never reach 0, so "
+    "nothing beyond the roots ever runs.",
+    "After a node's last delivery, is its count exactly 0, and do you test it after subtracting?")
+CHANGED_DICTS = Misconception(
+    "changed the arguments it was given",
+    "The test hands you its own dicts and compares them afterwards: build new lists and dicts of your own. Never "
+    "pop from or append to graph[node], add or delete keys, or remove entries from local_grads; if your algorithm "
+    "consumes edges, work on a copy first ({node: list(inputs) for node, inputs in graph.items()}).",
+    "Are the dicts you were given the same after your function has run?")
+AUTOGRAD_IN_BOOKKEEPING = Misconception(
+    "ran autograd in a plain-Python part", "Parts A and B are the engine's bookkeeping done by hand on the numbers "
+    "you are given: walk the dict and propagate the numbers yourself with Python arithmetic (+= and *) along the "
+    "edges. No tensors, backward() or torch.autograd.grad inside them.")
+
+# ------------------------------------------------------------------------------------------ Part B: the gradients
+
+OUTPUT_NOT_ONE = Misconception(
+    "roots' seeds not put in", "Start every root's gradient with its seed (what `seeds` gives it), before anything "
+    "runs; a root that another root consumes adds its consumer's share to that seed.",
+    "What does each root hold before any node has run?")
+SEEDS_AS_ONE = Misconception(
+    "every root started at 1.0 instead of its seed",
+    "A root's gradient starts at the seed it is given (the grad_tensors of torch.autograd.backward), not at 1.0.",
+    "What does seeds[root] say a root holds before anything runs?")
+SEED_REPLACED = Misconception(
+    "a root's seed replaced what its consumers sent",
+    "A root that another root consumes holds its seed PLUS its consumer's share: add the seed into its gradient "
+    "once, before anything runs, and never set it again.",
+    "A root that another root consumes: which two amounts make up its gradient?")
+MISSING_UPSTREAM = Misconception(
+    "missing the upstream gradient", "Each edge sends local derivative × the consumer's gradient, not the local "
+    "derivative alone.", "What does an edge send: its local derivative alone, or multiplied by something?")
+OVERWROTE = Misconception(
+    "overwrote instead of summing at a branch point", "A node used by several consumers gets one contribution from "
+    "each; add them (+=), do not replace (=).", "A node with two consumers: what happens to the first one's share "
+    "when the second one delivers?")
+ZERO_LEFT_OUT = Misconception(
+    "left out the nodes whose gradient is 0", "Every node the output depends on gets an entry, also when its gradient "
+    "is 0 (a zero local derivative, or paths whose contributions cancel): start every such node at 0.0 and add to it, "
+    "instead of creating an entry when a non-zero contribution arrives.")
+AVERAGED_PATHS = Misconception(
+    "averaged the paths", "Contributions of different paths add up; they are never averaged.")
+
+SUMMED = Misconception(
+    "summed instead of averaging", "all_reduce returns the SUM over the replicas (like torch.distributed's default "
+    "operation): divide it by the number of replicas. The mean loss over the full batch is the average of the shard "
+    "losses, so its gradient is the average of the shard gradients.")
+ONLY_FIRED = Misconception(
+    "only updated the replica that fired", "The hook that completes a bucket must write the average into .grad of "
+    "EVERY replica, not only of the one whose backward is running.")
+NO_AVERAGING = Misconception(
+    "no averaging happened", "all_reduce was never called and every replica kept its own shard's gradient: your "
+    "hooks never found a bucket complete. A bucket is complete once every replica's gradient of every one of its "
+    "parameters has arrived: hook every parameter of every replica, count those arrivals per bucket, and let the "
+    "hook that completes the count call all_reduce.",
+    question="Did any bucket ever look complete to your hooks? Count what arrives per bucket in a backward pass.")
+BYPASSED_ALL_REDUCE = Misconception(
+    "averaged without all_reduce", "The .grad values are right, but the replicas stand for processes on different "
+    "machines: their gradients may be combined only through the all_reduce the test hands you, once per bucket per "
+    "round. Send each bucket through it and write back what it returns, divided by the number of replicas.")
+FIRST_ROUND_ONLY = Misconception(
+    "only the first round was right", "Your hooks work in a first round but not in the next: whatever they record "
+    "during a round (arrival counts, sets, stashed gradients) must be reset once its bucket has been reduced, so "
+    "that every backward round starts from an empty record.")
+AVERAGED_EARLY = Misconception(
+    "reduced a bucket before all of its gradients had arrived",
+    "A bucket is complete only when every replica's gradient of every one of its parameters has arrived: count "
+    "one arrival per (replica, parameter) and reduce when the count reaches replicas × parameters in the bucket, "
+    "whatever order the replicas run in. Common causes: counting replicas instead of (replica, parameter) pairs, "
+    "one record shared by all buckets, a hard-coded number of replicas, or a hook defined in a loop that sees the "
+    "loop's LAST bucket (bind it: def hook(param, bucket=bucket, record=record)).",
+    question="When is a bucket complete? Which record and which bucket does each of your hooks see when it runs?")
+TENSOR_HOOK_READS_GRAD = Misconception(
+    "read .grad in a hook that runs before .grad is written", "Tensor.register_hook calls fn(grad) BEFORE this "
+    "backward's gradient reaches param.grad, so inside it param.grad is still None (or an old value). Use the grad "
+    "argument such a hook receives, or register_post_accumulate_grad_hook, which runs after .grad is written.")
+SHARED_GRAD = Misconception(
+    "replicas share one .grad tensor", "Every replica's .grad is the same tensor object, so the next in-place "
+    "accumulation into one replica's .grad (a second micro-batch, a gradient clip) changes all of them. Give each "
+    "replica its own copy: .clone() the averaged piece once per replica.")
+CHANGED_PARAMETERS = Misconception(
+    "hooks changed the parameters", "An all-reduce hook only writes .grad; the parameters change in the optimizer "
+    "step, never inside backward.")
+PER_PARAMETER = Misconception(
+    "one all_reduce per parameter instead of per bucket", "Buckets exist to send fewer, larger messages: group the "
+    "parameters (in reverse order of model.parameters()) until a bucket holds at least bucket_size numbers, and "
+    "call all_reduce once per bucket with the bucket's gradients concatenated.")
+ONE_BUCKET = Misconception(
+    "one all_reduce for the whole model", "One message at the end cannot overlap with backward: split the "
+    "parameters into buckets of at least bucket_size numbers (in reverse order of model.parameters()) and send each "
+    "bucket as soon as it is complete.")
+FORWARD_BUCKETS = Misconception(
+    "filled the buckets in the order of model.parameters()", "Backward produces the last layer's gradients first, "
+    "so the buckets are filled in the REVERSE order of model.parameters(): the first bucket is complete (and sent) "
+    "while the earlier layers' gradients are still being computed.")
+LATE_ALL_REDUCE = Misconception(
+    "sent a bucket only after later gradients had arrived", "Call all_reduce from the hook whose gradient completes "
+    "the bucket: that is what lets DDP's communication overlap the rest of backward. Waiting for more gradients (or "
+    "for the end of backward) gives the right numbers but no overlap.")
+TENSOR_TRUTH_VALUE = Misconception(
+    "asked a tensor for a single True/False", "A tensor with more than one element has no truth value: list.index(p), "
+    "p in some_list, p == q and if p.grad: all ask for one. Find a parameter by identity (is, or a dict keyed by "
+    "id(p)), and test p.grad is None.")
