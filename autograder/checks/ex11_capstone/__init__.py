@@ -1,11 +1,14 @@
 """Checks for exercise 11, the capstone: train real models with the learner's own code, one module per part.
 
-* :mod:`.value_mlp` (A) and :mod:`.moons` (B) run on the learner's exercise-02 ``Value`` engine: an MLP class, then
-  training on two moons generated in code, to a clean boundary;
-* :mod:`.silu` (C), :mod:`.batchnorm` (D: batch normalisation by hand, training-mode batch statistics against
-  evaluation-mode running statistics), :mod:`.network` (E: the whole backward of the digits network Linear ->
-  BatchNorm -> SiLU -> Linear) and :mod:`.digits` (F: training it on the handwritten digits with global-norm
-  clipping and a gradcheck gate) on hand-derived tensor backward passes;
+* :mod:`.logsumexp` (A) and :mod:`.moons` (B) run on the learner's exercise-02 ``Value`` engine: a new operation,
+  one node of many inputs whose backward the learner derives, then training an MLP on two moons generated in code,
+  to a clean boundary (:mod:`.value_mlp`: the helpers they share);
+* :mod:`.silu` (C.1: SiLU's backward) and :mod:`.residual` (C.2: a residual block's backward, SiLU in its branch),
+  :mod:`.batchnorm` (D: batch normalisation by hand, training-mode batch statistics against evaluation-mode running
+  statistics), :mod:`.bughunt` (E: a given backward of the digits network Linear -> BatchNorm -> SiLU -> Linear that
+  trains and has a planted bug, found with a gradcheck gate and fixed) and :mod:`.digits` (F: training the network
+  on the handwritten digits with global-norm clipping and a gradcheck gate) on hand-derived tensor backward passes;
+  :mod:`.network` holds the network itself and its right backward;
 * :mod:`.misconceptions`: every mistake the six parts name.
 
 Autograd is forbidden wherever a part computes gradients itself; the checks count backward passes to tell. Every pass
@@ -19,14 +22,16 @@ with "Not written yet", never a NameError.
 """
 
 from .batchnorm import BN_EPS, batchnorm, check_batchnorm_backward, check_batchnorm_forward
+from .bughunt import check_bug_hunt
 from .digits import DIGITS_ACCURACY, accuracy, check_train_digits
 from .hints import hint
+from .logsumexp import check_logsumexp
 from .moons import MOONS_ACCURACY, MOONS_BUDGET, check_train_moons, try_train_moons
-from .network import DIGITS_KEYS, check_mlp_gradients, mlp_logits, mlp_loss
+from .network import DIGITS_KEYS, mlp_logits, mlp_loss
+from .residual import check_residual_backward
 from .silu import check_silu_backward
-from .value_mlp import check_value_mlp
 
 __all__ = ["BN_EPS", "DIGITS_ACCURACY", "DIGITS_KEYS", "MOONS_ACCURACY", "MOONS_BUDGET", "accuracy", "batchnorm",
-           "check_batchnorm_backward", "check_batchnorm_forward", "check_mlp_gradients", "check_silu_backward",
-           "check_train_digits", "check_train_moons", "check_value_mlp", "hint", "mlp_logits", "mlp_loss",
-           "try_train_moons"]
+           "check_batchnorm_backward", "check_batchnorm_forward", "check_bug_hunt", "check_logsumexp",
+           "check_residual_backward", "check_silu_backward", "check_train_digits", "check_train_moons", "hint",
+           "mlp_logits", "mlp_loss", "try_train_moons"]

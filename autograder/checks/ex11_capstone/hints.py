@@ -7,23 +7,22 @@ from ...hints import HintBook, PartHints
 
 hint = HintBook({
     "A": PartHints(texts=(
-        "A neuron is a weighted sum plus a bias, a layer a list of neurons, an MLP a list of layers. In "
-        "`MLP(2, [3, 1])`, how many inputs does each neuron of the second layer read, which layers apply tanh, and "
-        "in which order must `parameters()` list the 13 Values for the test's numbers to land on the right ones?",
-        "A smaller case to test against: `MLP(1, [1])` is one linear neuron; with weight 0.5 and bias 0.25 on the "
-        "input 2 it returns a Value 1.25, and backward gives the weight 2.0 and the bias 1.0. Next, "
-        "`MLP(2, [2, 1])` has 9 parameters: set their `.data`, in the order `parameters()` lists them, to 0.1, 0.2, "
-        "..., 0.9 and call it on the Values 0.5 and -1.0. The hidden neurons see 0.15 and 0.3 (tanh: 0.1489 and "
-        "0.2913), the output is a single Value 1.2373, and after its backward the nine gradients are 0.3422, "
-        "-0.6845, 0.6845, 0.3661, -0.7321, 0.7321, 0.1489, 0.2913, 1.0. The same with `MLP(2, [2, 2])` (12 "
-        "parameters) returns a list of two Values, 1.2373 and 1.6693.",
-        "Each class keeps the objects one level down and asks them. A neuron adds the products of its weights and "
-        "the inputs to its bias, so that the result stays a Value, then applies tanh unless it was built linear. A "
-        "layer returns the list of its neurons' outputs. The MLP builds one layer per entry of `sizes`, each "
-        "reading as many inputs as the layer before it has neurons (the first reads `n_inputs`), the last one "
-        "linear; a call feeds each layer's list to the next and unwraps a final list of one. Each `parameters()` "
-        "joins its children's lists in order, and `zero_grad()` walks the MLP's list."),
-        checks=("check_value_mlp",), cells=("mlp",)),
+        "Your node makes two decisions: by what may you shift every input without changing the log of the sum of "
+        "exps, so that no exponent is positive, and what is the derivative of that log with respect to one input, "
+        "written with the node's own output?",
+        "Check values, from the reference: logsumexp of 1, 2 and 3 is 3.4076, and each input's share (its local "
+        "derivative) is 0.0900, 0.2447 and 0.6652, which add up to 1; behind a factor 2 further on, the gradients "
+        "are 0.1800, 0.4894 and 1.3306. logsumexp of 1000 and 999 is 1000.3133. The same Value $x$ listed twice "
+        "gives $x + 0.6931$ and a gradient of 1 per unit of the node's gradient, one half from each listing. A "
+        "single Value gives itself back, with its whole gradient. If the three shares come out as 2.7183, "
+        "7.3891 and 20.086, the local derivative lacks a division.",
+        "Take the largest input's data as the shift, a plain number. The node's data is the shift plus the log of "
+        "the sum of the exps of each input's data minus the shift. Create one Value of your engine with the given "
+        "Values as its children. Its backward goes over the list and adds to each Value's gradient that Value's "
+        "softmax weight, the exp of its data minus the node's data, times the node's own gradient: a Value listed "
+        "twice gets two shares. The shift gets no gradient, since the function is the same whatever shift you "
+        "pick."),
+        checks=("check_logsumexp",), cells=("logsumexp",)),
     "B": PartHints(texts=(
         "The budget is 10,000 forward passes of one point: how will you split it between points per step and "
         "steps, which loss stops pushing the points already on their side with room to spare, and how would your "
@@ -57,6 +56,21 @@ hint = HintBook({
         "sigmoid and $x$, elementwise; multiply their sum by `dy` into a new tensor, since `x` and `dy` belong to "
         "the caller. Staying with tensor operations keeps a 0-d input 0-d."),
         checks=("check_silu_backward",), cells=("silu_backward",)),
+    "C2": PartHints(texts=(
+        "$x$ reaches $y$ by two routes, one through the branch and one around it: what does each add to $dx$, and "
+        "which tensors of the forward pass does the branch's backward need to keep?",
+        "A smaller case to test against, $D = H = 1$: $x$ = [[0.5]], W1 = [[2]], b1 = [0], W2 = [[-1]], "
+        "b2 = [0.25] and dy = [[1]]. The pre-activation is 1, and the five gradients are dx = [[-0.8553]], "
+        "dW1 = [[-0.4638]], db1 = [-0.9277], dW2 = [[0.7311]] and db2 = [1]. If you get dx = [[-1.8553]], one "
+        "route is missing; dx = [[0.0689]] or db1 = [-0.4656] means a nonlinearity's rule other than SiLU's. With "
+        "a second example, $x$ = [[0.5], [-1]] and dy = [[1], [2]], dx becomes [[-0.8553], [2.3631]] and db2 = [3]. "
+        "With W2 and b2 at zero, dx equals dy and the first layer's two gradients are zero, whatever $x$ is.",
+        "Run the branch's forward and keep its pre-activation and SiLU's output. Then go back through the branch "
+        "from the top: the second linear layer turns dy into the gradient reaching SiLU's output and gives W2's and "
+        "b2's gradients; SiLU's backward, at its input, turns that into the gradient of the pre-activation; the "
+        "first linear layer gives W1's and b1's gradients and the branch's share of dx. Last, the route around the "
+        "branch: an identity passes what arrives from above unchanged, and the shares of the two routes add up."),
+        checks=("check_residual_backward",), cells=("residual_backward",)),
     "D": PartHints(texts=(
         "There are two branches on `training`. In each: which mean and variance normalise the batch, which "
         "variance (divided by $N$ or by $N - 1$) goes into the running one, and how do you change the caller's "
@@ -92,20 +106,24 @@ hint = HintBook({
         "and the try-it cell tells you whether the folding is still right."),
         checks=("check_batchnorm_backward",), cells=("batchnorm_backward",)),
     "E": PartHints(texts=(
-        "Each backward function takes the input of its own stage, not its output: which tensors of the forward pass "
-        "must you keep for the four backward calls, and which of the gradients they return are the ones asked for?",
-        "Check values, with the try-it cell's parameters and batch (seed 0): the loss is 2.8650, and the norms of "
-        "the five gradients are 0.7166 (W1), 1.0054 (gamma), 0.5251 (beta), 0.6743 (W2) and 0.3464 (b2), with "
-        "b2's gradient [-0.1599, -0.1221, 0.2820]. Two checks that hold for every batch: b2's gradient and each row "
-        "of W2's sum to 0 (each row of the cross-entropy's gradient does), and the gradient reaching the BatchNorm's "
-        "input sums to 0 over the batch, feature by feature. When only some keys disagree with autograd, the first "
-        "stage below the ones that agree is the one to look at.",
-        "Run the forward pass yourself and keep three tensors: the first layer's output (the BatchNorm's input), "
-        "the BatchNorm's output (the SiLU's input) and the SiLU's output (the second layer's input). Then from the "
-        "loss down, one stage at a time: each backward takes the gradient that arrives from above and the input of "
-        "its own stage, and hands down the gradient of that input along with its parameters' gradients. The "
-        "gradients of the first layer's input and of a bias it does not have are not asked for."),
-        checks=("check_mlp_gradients",), cells=("mlp_gradients",)),
+        "A gradient can only be wrong if a stage between its parameter and the loss is wrong: which of the five "
+        "does a key-by-key comparison with autograd flag, which stages does it pass through that the right ones do "
+        "not, and does its error grow or shrink when the batch gets smaller?",
+        "Check values from the right backward, on the try-it cell's starting parameters (the same draw as "
+        "`train_with`'s) and the first training digits. On 16 digits the loss is 2.7450 and the gradients' norms are "
+        "1.5885 (W1), 0.2571 (gamma), 0.2265 (beta), 1.0045 (W2) and 0.2273 (b2); on 2 digits they are 47.285, "
+        "0.5342, 0.5197, 2.4168 and 0.5830; on 64 digits 1.2582, 0.1860, 0.1486, 0.7956 and 0.1248. Set the given "
+        "backward's norms beside these. A right hand-derived gradient agrees with autograd to about $10^{-12}$ "
+        "relative, so an error of a percent is a bug, even where the norms agree to two digits: compare the "
+        "tensors, not only their norms.",
+        "Start from the loss and go down one stage at a time. Make an intermediate tensor of the forward pass (the "
+        "logits, then the SiLU's output, its input, and the BatchNorm's input) a leaf that requires grad, run the "
+        "rest of the loss from it, and compare autograd's gradient of that leaf with what the given backward "
+        "computes for the same tensor: the first one that disagrees comes out of the buggy line, whose inputs all "
+        "agree. Measure that disagreement on batches of 2, 4, 16 and 64 examples; how it shrinks with the batch "
+        "tells you what the line does wrong. Re-derive that one stage from the forward's own formula, change only "
+        "it in your copy, and check all five keys against autograd at several batch sizes."),
+        checks=("check_bug_hunt",), cells=("wrong_gradient", "mlp_gradients")),
     "F": PartHints(texts=(
         "Besides the step, your loop has three duties: which single number does global-norm clipping compare with "
         "`max_norm`, on which steps does the gate run and which gradients must it compare, and when do the running "

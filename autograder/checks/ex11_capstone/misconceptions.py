@@ -5,30 +5,41 @@ from __future__ import annotations
 
 from ...misconceptions import Misconception
 
-# Part A: the Value MLP
-TANH_ON_OUTPUT = Misconception(
-    "nonlinearity on the output layer",
-    "The last layer is linear: its neurons return w·x + b without tanh, so the output can be any real number "
-    "(the loss, not the network, decides what to do with it). Only hidden layers apply tanh.")
-NO_BIAS = Misconception(
-    "neurons without a bias", "Each neuron computes tanh(w·x + b) (hidden) or w·x + b (output): b is a parameter too, "
-    "listed after the neuron's weights.")
-BIAS_LISTED_FIRST = Misconception(
-    "parameters() lists each neuron's bias before its weights",
-    "The part fixes the order of parameters(): layer by layer, neuron by neuron, each neuron's weights first and then "
-    "its bias. Listed [b] + w, the values a caller sets (or an optimiser updates) by position land on the wrong "
-    "parameters.")
-WRONG_ACTIVATION = Misconception(
-    "relu where the part asks for tanh", "Hidden layers apply tanh, as the part says; relu makes a different network.")
-ZERO_GRAD_INCOMPLETE = Misconception(
-    "zero_grad() that misses parameters",
-    "zero_grad() must set .grad = 0.0 on every parameter that parameters() lists, or the next backward() adds to "
-    "stale gradients.")
-LIST_OF_ONE = Misconception(
-    "a list of one Value for a one-neuron output layer",
-    "When the last layer has one neuron the MLP returns that Value itself, not [value]: a caller writes "
-    "model(x) * sign or model(x).data. Unwrap the list at the end of MLP.__call__ (a list stays a list when the last "
-    "layer has several neurons).")
+# Part A: logsumexp, a node of many inputs
+LSE_OVERFLOW = Misconception(
+    "exp of a large input overflows: no shift by the largest input",
+    "exp(1000) is beyond float64 (math.exp raises OverflowError, torch gives inf). log Σ exp(v) = m + log Σ exp(v − m) "
+    "for any m: with m the largest input every exponent is at most 0, so nothing overflows and the largest term is 1.",
+    question="What is exp(1000) in float64, and what may you subtract from every input without changing the result?")
+LSE_COMPOSED = Misconception(
+    "logsumexp built from the engine's other operations instead of one node",
+    "The part asks for one node of your engine whose inputs are the given Values and whose backward you write: a "
+    "composition of exp, + and log gets its gradient from those operations' rules, not from your derivation (and "
+    "overflows where exp does).",
+    question="How many nodes does your logsumexp add to the graph, and whose backward rule computes the inputs' "
+             "gradients?")
+GRAD_ASSIGNED = Misconception(
+    "gradient assigned instead of accumulated",
+    "A node's backward adds its share into each input's .grad (+=): an input used elsewhere, or listed twice, "
+    "receives several shares, and = keeps only the last one.",
+    question="What happens to a Value's .grad when it is an input of two nodes, or listed twice?")
+LSE_UPSTREAM_MISSING = Misconception(
+    "local derivative not multiplied by the node's gradient",
+    "Each input's share is its local derivative, exp(v − out), times out.grad, the gradient that reached the node "
+    "from above: out.grad is 1 only when the node is the very last one.",
+    question="When logsumexp's output is multiplied by 3 further on, what does its backward receive in out.grad?")
+LSE_NOT_NORMALISED = Misconception(
+    "exp(v) as the local derivative, without dividing by the sum",
+    "d log(S)/d v = (1/S)·dS/dv with S = Σ exp(v): the local derivative is exp(v)/S = exp(v − out), the input's "
+    "softmax weight; the weights of all inputs add up to 1.",
+    question="What do the local derivatives of all the inputs add up to?")
+MAX_ROUTE_COUNTED = Misconception(
+    "a route through the shift counted",
+    "The shift m cancels: m + log Σ exp(v − m) is the same function of the inputs whatever m is, so no gradient "
+    "flows through m (take it as a constant, the largest input's value). Each input's derivative is its softmax "
+    "weight, the largest one's included.",
+    question="Does the value of logsumexp change if you shift by another m, and what does that say about a gradient "
+             "through m?")
 # Part B: training on the moons
 HINGE_WITH_01_LABELS = Misconception(
     "the labels 0 and 1 used as the hinge's sign",
@@ -59,6 +70,34 @@ PRODUCT_RULE_HALF = Misconception(
     "d(x·σ(x))/dx has two terms, σ(x)·1 and x·σ'(x); you kept one.")
 MISSING_UPSTREAM = Misconception(
     "local derivative not multiplied by dy", "Multiply the local derivative by dy, the gradient arriving from above.")
+
+# Part C.2: the residual block
+SKIP_FORGOTTEN = Misconception(
+    "the skip connection's gradient forgotten",
+    "y = x + f(x): x reaches y directly as well as through the branch, and the identity passes the gradient from "
+    "above through unchanged, so dx is dy plus what comes back through the branch. Without the skip, a block whose "
+    "branch starts at zero would pass no gradient down at all.",
+    question="By how many routes does x reach y, and what does the route without any layer on it add to dx?")
+BRANCH_FORGOTTEN = Misconception(
+    "the branch's gradient to x forgotten",
+    "dx collects both routes from x to y: the skip's dy and what flows back through the branch, from dh through "
+    "SiLU and the first layer's weights. Only when the branch's output is constant in x (W2 = 0) is dx = dy.",
+    question="Does the branch's output change when x changes, and what does that add to dx?")
+SILU_AT_OUTPUT = Misconception(
+    "SiLU derivative taken at its output",
+    "SiLU's derivative is evaluated at SiLU's input, the pre-activation u = x·W1 + b1, not at its output "
+    "h = silu(u): keep u from the forward pass.",
+    question="At which tensor of the forward pass is SiLU's derivative evaluated: its input or its output?")
+TANH_RULE_PORTED = Misconception(
+    "tanh's derivative rule used for SiLU",
+    "1 − h² is tanh's derivative written with tanh's output; SiLU has a derivative of its own, "
+    "σ(u)·(1 + u·(1 − σ(u))) at its input u, which no formula in its output alone gives.",
+    question="Whose derivative is 1 − h², and what is SiLU's, written with σ(u) and u?")
+PRE_ACTIVATION_READ = Misconception(
+    "second layer's weight gradient from the pre-activation",
+    "The second linear layer reads h = silu(u), so the gradient of W2 is hᵀ·dy; the pre-activation u is what the "
+    "first layer produces, before SiLU.",
+    question="Which tensor does the second linear layer multiply by W2: the pre-activation or SiLU's output?")
 
 # Part D: BatchNorm
 UNBIASED_NORMALISATION = Misconception(
@@ -131,18 +170,47 @@ DBETA_MEAN = Misconception(
     "beta is added to every example's output, so every example's dout reaches it: dbeta = dout.sum(0). (Any 1/N "
     "of a mean loss is already inside dout.)")
 
-# Part E: the network
-SILU_SKIPPED = Misconception(
-    "the nonlinearity's backward skipped",
-    "The gradient reaching the SiLU's input is silu_backward(a, dh), with a the SiLU's input (the BatchNorm's "
-    "output): you passed dh through as if the nonlinearity were the identity.")
-SILU_AT_OUTPUT = Misconception(
-    "SiLU derivative taken at its output",
-    "silu_backward needs the SiLU's input a (the BatchNorm's output), not h = silu(a).")
-BN_SKIPPED = Misconception(
-    "the BatchNorm backward skipped",
-    "Between the SiLU and the first linear layer sits the BatchNorm: dz = batchnorm_backward(z, gamma, da, eps)[0], "
-    "and gamma and beta get their own gradients; you passed da through as if the layer were not there.")
+# Part E: the bug hunt
+BUG_LEFT_IN = Misconception(
+    "the planted bug left in",
+    "Your gradients are the given backward's own, wrong where it is wrong. A gate that compares each of the five "
+    "gradients with autograd's, on batches of a few sizes, shows which one disagrees and how the disagreement "
+    "changes with the batch; the stage to re-derive is the last one that gradient passes through before the ones "
+    "that agree.",
+    question="Which of the five gradients disagrees with autograd, and on which stages of the backward does it "
+             "depend that the others do not?")
+N_MINUS_1_IN_BACKWARD = Misconception(
+    "N − 1 in BatchNorm's backward where the forward divides by N",
+    "A backward differentiates the forward that ran: training-mode BatchNorm takes the batch's mean and its biased "
+    "variance, both sums divided by N, so each example reaches them with weight 1/N, and that weight is what flows "
+    "back along each route. The unbiased N − 1 belongs to the running variance, which no gradient flows through.",
+    question="By what does the forward divide when it takes the batch's mean and variance, and is each route of "
+             "your backward divided by the same?")
+FIX_AT_ONE_BATCH_SIZE = Misconception(
+    "a fix that holds at one batch size only",
+    "Your gradients agree with autograd on a batch of the try-it cell's size and not on others: a number measured "
+    "or written for that batch stands where the batch's own size belongs. The network trains on batches of any "
+    "size and its gate runs on a few examples: derive the stage for any N and check it at N = 2, 3 and 64.",
+    question="Does your backward still agree with autograd on a batch of 3, and what in it depends on the batch's "
+             "size?")
+RIGHT_STAGE_CHANGED = Misconception(
+    "changed a stage the given backward had right",
+    "The given backward gets four of the five gradients right: a fix belongs in the stage where the wrong one "
+    "starts, and the forward pass must stay the network's (checks.mlp_loss). After your change one of the four "
+    "that were right disagrees with autograd; compare each gradient before and after your change.",
+    question="Which gradients agreed with autograd before your change, and do they still?")
+WRONG_GRADIENT_NAMED = Misconception(
+    "named a gradient the given backward gets right",
+    "WRONG_GRADIENT names the one parameter whose gradient, as the given backward computes it, disagrees with "
+    "autograd's. Compare all five, key by key, on a few examples (a gate that reports each key) before naming one: "
+    "a norm plot alone can hide an error of a percent.",
+    question="Which key does a key-by-key comparison of the given backward with autograd flag?")
+LESSON_NETWORK_PORTED = Misconception(
+    "the lesson's network backward in place of the given one",
+    "This part's network has no first-layer bias, a BatchNorm and SiLU, so its parameters are W1, gamma, beta, W2 "
+    "and b2; the lesson's gradients() is the backward of a tanh network with b1 and no BatchNorm. Start from "
+    "given_gradients, the backward of this network, and fix its one bug.",
+    question="Which parameters does this part's network have, and which does the lesson's?")
 
 # Part F: training the digits
 TRAINED_WITH_AUTOGRAD = Misconception(

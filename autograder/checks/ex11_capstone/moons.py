@@ -1,6 +1,7 @@
-"""Part B: ``train_moons`` trains Part A's MLP, built by the course on the learner's ``Value`` (:class:`PartAModel`),
-from a start near chance to a clean boundary on two moons, within a budget of forward passes; graded by the held-out
-accuracy of the model it was given, and a run that falls short is named only on the evidence of its behaviour."""
+"""Part B: ``train_moons`` trains the notebook's given MLP, built by the course on the learner's ``Value``
+(:class:`PartAModel`), from a start near chance to a clean boundary on two moons, within a budget of forward passes;
+graded by the held-out accuracy of the model it was given, and a run that falls short is named only on the evidence of
+its behaviour."""
 
 from __future__ import annotations
 
@@ -58,9 +59,9 @@ class OverBudget(BaseException):
 
 
 class PartAModel:
-    """Part A's MLP, written by the course on the learner's own ``Value`` class: Part B trains this one, so that a
-    slip in the learner's MLP class costs Part A's points only. Its interface is the part's: ``model(x)`` (one Value
-    for one output), ``parameters()`` layer by layer, neuron by neuron, weights then bias, and ``zero_grad()``.
+    """The notebook's given MLP (lesson 11's; Part A's answer once), written by the course on the learner's own
+    ``Value`` class: Part B trains this one. Its interface is the given one's: ``model(x)`` (one Value for one
+    output), ``parameters()`` layer by layer, neuron by neuron, weights then bias, and ``zero_grad()``.
     It counts its calls (``calls``) and stops a run past ``budget`` of them."""
 
     def __init__(self, Value, sizes: list[int], flat: list[float]):
@@ -301,10 +302,10 @@ def check_train_moons(train_moons, Value, grading_seed: int | None = None) -> No
     within MOONS_BUDGET forward passes of a point, to MOONS_ACCURACY on MOONS_TEST fresh moons, and returns its
     losses as Python floats, one a step.
 
-    Domain (the part's text): ``model`` an MLP(2, [12, 1]) with Part A's interface (the course's :class:`PartAModel`
-    on the learner's ``Value``, so that a slip in Part A costs Part A only), ``points`` MOONS_TRAIN [x, y] pairs and
-    ``labels`` their 0/1 labels as Python lists (make_moons, noise 0.1). The start is drawn per case among weights
-    uniform in [-1, 1] that classify at most 60 % of the held-out points right (every seed: near chance).
+    Domain (the part's text): ``model`` an MLP(2, [12, 1]) with the given MLP's interface (the course's
+    :class:`PartAModel` on the learner's ``Value``), ``points`` MOONS_TRAIN [x, y] pairs and ``labels`` their 0/1 labels
+    as Python lists (make_moons, noise 0.1). The start is drawn per case among weights uniform in [-1, 1] that classify
+    at most 60 % of the held-out points right (every seed: near chance).
     Contracts checked: no autograd (Route); the model passed is the one trained (accuracy measured on it); losses a
     non-empty list of floats (Values named); at most MOONS_BUDGET calls of the model (counted by the model); the
     learner's engine computes the trained model's outputs as torch does (8 points).

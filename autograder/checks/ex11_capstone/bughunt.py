@@ -1,0 +1,201 @@
+"""Part E, a bug hunt: the notebook gives ``given_gradients``, a complete hand-written backward of the digits network
+Linear -> BatchNorm -> SiLU -> Linear that trains (its loss falls as a right one's does) and has one planted bug: its
+BatchNorm backward divides the route through the variance by N − 1 where the forward divided by N, so one gradient,
+d loss / d W1, is off by a term that shrinks as the batch grows. The learner finds it with the course's tools (a
+gradcheck gate against autograd, per-layer gradient norms, batches of several sizes), names the parameter
+(``WRONG_GRADIENT``) and writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central
+differences on batches from 2 to 64 examples.
+
+:func:`given_gradients` is the notebook's given code with the course's exercise-04 references; :func:`staged_gradients`
+computes it and the variants a catalogued mistake computes instead (the bug left in, N − 1 in both routes, the
+cross-entropy without its 1/N).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ...checking import (
+    GradingFailure,
+    NotWritten,
+    Route,
+    call_learner,
+    check,
+    expect_close,
+    expect_tensor,
+    trial,
+)
+from ...checking import proven_failure as _proven
+from ...oracles import autograd_gradient, central_difference
+from ...routes import watch_calls
+from ..cases import case_stream, randint
+from ..ex04_layer_backward import NAIVE_SOFTMAX
+from ..shared import CE_NOT_DIVIDED
+from .batchnorm import BN_EPS, LIBRARY_NORMALISATIONS
+from .misconceptions import (
+    BUG_LEFT_IN,
+    FIX_AT_ONE_BATCH_SIZE,
+    LESSON_NETWORK_PORTED,
+    LIBRARY_BATCHNORM,
+    N_MINUS_1_IN_BACKWARD,
+    RIGHT_STAGE_CHANGED,
+    WRONG_GRADIENT_NAMED,
+)
+from .network import DIGITS_KEYS, mlp_case, mlp_logits, mlp_loss, with_large_logits
+
+Tensor = torch.Tensor
+
+#: The parameter whose gradient the given backward gets wrong.
+BUGGY_KEY = "W1"
+#: The batch size of the notebook's try-it cell, pinned at every seed: a fix tuned on it must fail elsewhere.
+TRY_IT_BATCH = 64
+
+
+def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
+                     mean_divisor: str = "n", ce_divided: bool = True) -> dict[str, Tensor]:
+    """The given backward's stages with the reference exercise-04 pieces. ``var_divisor`` and ``mean_divisor`` ("n" or
+    "n - 1") divide BatchNorm's routes back through the variance and the mean; the given code is var_divisor="n - 1";
+    ``ce_divided`` False: the cross-entropy's gradient without its 1/N (a pasted exercise-04 mistake)."""
+    n = X.shape[0]
+    divisors = {"n": n, "n - 1": n - 1}
+    z = X @ params["W1"]
+    mean = z.mean(0)
+    centred = z - mean
+    var = (centred ** 2).mean(0)
+    std = torch.sqrt(var + BN_EPS)
+    xhat = centred / std
+    a = params["gamma"] * xhat + params["beta"]
+    s = torch.sigmoid(a)
+    h = a * s
+    logits = h @ params["W2"] + params["b2"]
+    dlogits = torch.softmax(logits, dim=1) - F.one_hot(targets, logits.shape[1]).to(logits.dtype)
+    dlogits = dlogits / n if ce_divided else dlogits
+    dW2, db2, dh = h.T @ dlogits, dlogits.sum(0), dlogits @ params["W2"].T
+    da = dh * s * (1 + a * (1 - s))
+    dgamma, dbeta = (da * xhat).sum(0), da.sum(0)
+    dxhat = da * params["gamma"]
+    dvar = -0.5 * (dxhat * centred).sum(0) / std ** 3
+    dmean = -(dxhat / std).sum(0)
+    dz = dxhat / std + dvar * 2 * centred / divisors[var_divisor] + dmean / divisors[mean_divisor]
+    return {"W1": X.T @ dz, "gamma": dgamma, "beta": dbeta, "W2": dW2, "b2": db2}
+
+
+def given_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor) -> dict[str, Tensor]:
+    """What the notebook's given backward computes (tests/test_ex11_parts.py runs the notebook's cell against it)."""
+    return staged_gradients(params, X, targets, var_divisor="n - 1")
+
+
+def _bug_hunt_cases(grading_seed: int | None) -> list[tuple[dict[str, Tensor], Tensor, Tensor, str]]:
+    """Corners at every seed (a batch of 2, one hidden unit, logits up to LARGE_LOGIT, the try-it cell's batch size),
+    then the visible case or two drawn ones. The batch size never equals the number of inputs."""
+    gen = case_stream("11/bug_hunt", grading_seed)
+    cases = [(*mlp_case(gen, 2, 3, 2, 2), ", a batch of 2"),
+             (*mlp_case(gen, 5, 4, 1, 3), ", one hidden unit"),
+             (*mlp_case(gen, 4, 3, 3, 4), ", logits up to 1500"),
+             (*mlp_case(gen, TRY_IT_BATCH, 5, 4, 3), f", a batch of {TRY_IT_BATCH} (the try-it cell's size)")]
+    cases[2] = (with_large_logits(cases[2][0], cases[2][1]), *cases[2][1:])
+    sizes = [(6, 4, 5, 3)] if grading_seed is None else \
+        [(randint(gen, 5, 12), randint(gen, 2, 4), randint(gen, 2, 6), randint(gen, 2, 5)) for _ in range(2)]
+    return cases + [(*mlp_case(gen, *size), "") for size in sizes]
+
+
+def _run_case(mlp_gradients, params: dict[str, Tensor], X: Tensor, targets: Tensor, note: str,
+              wrong: set[str]) -> None:
+    """Check one case; ``wrong`` receives the keys the answer got wrong (the failure raised names the first), or
+    stays {"raised"} when the case failed before the gradients were compared."""
+    __tracebackhide__ = True
+    shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in params.items())
+    what = f"mlp_gradients(params, X, targets) with {shapes}, X {tuple(X.shape)}{note}"
+    try:
+        with watch_calls(LIBRARY_NORMALISATIONS) as library:
+            answer = call_learner(mlp_gradients, params, X, targets, what=what, forbid=[Route.AUTOGRAD])
+    except NotWritten:
+        raise
+    except GradingFailure as failure:
+        if "KeyError: 'b1'" in str(failure):
+            raise _proven(f"{failure} The network of this part has no parameter b1.", LESSON_NETWORK_PORTED) from None
+        raise
+    if library.used:
+        raise _proven(f"{what} called torch's batch normalisation.", LIBRARY_BATCHNORM)
+    if type(answer) is not dict or set(answer) != set(params):
+        raise GradingFailure(f"{what} returned {answer!r:.80}; expected a dict with the keys {sorted(params)}.")
+    names = list(params)
+
+    def loss(*values):
+        return mlp_loss(dict(zip(names, values)), X, targets)
+
+    expected = dict(zip(names, autograd_gradient(loss, *params.values())))
+    fds = dict(zip(names, central_difference(loss, *params.values())))
+    largest = float(mlp_logits(params, X).max())
+    broken = [k for k in params if isinstance(answer.get(k), torch.Tensor) and not torch.isfinite(answer[k]).all()]
+    if broken and largest > 709.78:
+        raise _proven(f"{what}: d loss / d {broken[0]} has inf or nan entries; the largest logit is {largest:.5g}, "
+                      "where exp overflows in float64 (your softmax, in the exercise-04 cell, must subtract each "
+                      "row's largest logit first).", NAIVE_SOFTMAX)
+    got = {key: expect_tensor(answer[key], f"{what}: {key}", tuple(params[key].shape)) for key in DIGITS_KEYS}
+    wrong.clear()
+    wrong.update(key for key in DIGITS_KEYS if not torch.allclose(got[key], expected[key], rtol=1e-6, atol=1e-8))
+    given = given_gradients(params, X, targets)
+    variants = {"both": staged_gradients(params, X, targets, var_divisor="n - 1", mean_divisor="n - 1"),
+                "undivided": staged_gradients(params, X, targets, ce_divided=False)}
+    for key in ("b2", "W2", "beta", "gamma", BUGGY_KEY):  # from the loss down: the first wrong one leads
+        if key not in wrong:
+            continue
+        symptoms = [CE_NOT_DIVIDED.looks_like(variants["undivided"][key])]
+        if key == BUGGY_KEY:
+            symptoms += [BUG_LEFT_IN.looks_like(given[key]), N_MINUS_1_IN_BACKWARD.looks_like(variants["both"][key])]
+        else:  # the given backward has this one right: the answer changed a stage that needed no change
+            symptoms.append(RIGHT_STAGE_CHANGED.when(lambda received, right=expected[key]: not torch.allclose(
+                received, right, rtol=1e-6, atol=1e-8)))
+        expect_close(got[key], expected[key], fd=fds[key], what=f"{what}: d loss / d {key}", symptoms=symptoms)
+
+
+def _expect_named(wrong_gradient) -> None:
+    """WRONG_GRADIENT is written and names one of the five keys (which one is checked after the cases)."""
+    __tracebackhide__ = True
+    if wrong_gradient is None:
+        raise NotWritten("Not written yet: WRONG_GRADIENT is still None. Set it, in the cell above mlp_gradients, to "
+                         "the key of the parameter whose gradient the given backward gets wrong.")
+    if not isinstance(wrong_gradient, str) or wrong_gradient not in DIGITS_KEYS:
+        raise GradingFailure(f"WRONG_GRADIENT is {wrong_gradient!r:.60}; expected one of the keys "
+                             f"{', '.join(repr(k) for k in DIGITS_KEYS)}.")
+
+
+@check
+def check_bug_hunt(mlp_gradients, wrong_gradient, grading_seed: int | None = None) -> None:
+    """Part E: WRONG_GRADIENT names the parameter whose gradient the given backward gets wrong, and
+    mlp_gradients(params, X, targets), the given backward with its bug fixed, returns every parameter's gradient of
+    the mean cross-entropy of silu(batchnorm(X·W1; gamma, beta))·W2 + b2 (training mode, eps = BN_EPS), by hand (no
+    autograd, no torch batch_norm), the inputs unchanged.
+
+    Domain (the part's text): X float64 (N, D) with N >= 2, targets int64 (N,) in [0, C); params W1 (D, H),
+    gamma (H,), beta (H,), W2 (H, C), b2 (C,) float64, H >= 1, C >= 2, any values. Corners pinned at every seed: a
+    batch of 2 (where N − 1 and N differ most); one hidden unit; a largest logit of LARGE_LOGIT (a naive softmax
+    overflows); a batch of TRY_IT_BATCH, the try-it cell's size (a fix tuned on it passes there and fails elsewhere,
+    which names the mistake). Contracts checked: a dict with exactly the five keys, each a plain tensor of its
+    parameter's shape; checked against autograd and central differences in float64; no autograd (Route); no torch
+    batch normalisation; params, X and targets unchanged; WRONG_GRADIENT one of the five keys, the wrong one.
+    """
+    __tracebackhide__ = True
+    _expect_named(wrong_gradient)
+    outcomes = []
+    for params, X, targets, note in _bug_hunt_cases(grading_seed):
+        wrong = {"raised"}
+        with trial():
+            _run_case(mlp_gradients, params, X, targets, note, wrong)
+        outcomes.append((len(X), wrong))
+    tuned = [n for n, wrong in outcomes if n == TRY_IT_BATCH and not wrong]
+    others = [n for n, wrong in outcomes if wrong]
+    if tuned and others and all(wrong == {BUGGY_KEY} for _, wrong in outcomes if wrong):
+        raise _proven(f"mlp_gradients agrees with autograd on the batch of {TRY_IT_BATCH} and not on the batches of "
+                      f"{', '.join(map(str, sorted(set(others))))}: d loss / d {BUGGY_KEY} is off there.",
+                      FIX_AT_ONE_BATCH_SIZE)
+    if wrong_gradient != BUGGY_KEY:
+        params, X, targets, _ = _bug_hunt_cases(None)[0]
+        leaves = list(params.values())
+        right = dict(zip(params, autograd_gradient(lambda *v: mlp_loss(dict(zip(params, v)), X, targets), *leaves)))
+        gap = float((given_gradients(params, X, targets)[wrong_gradient] - right[wrong_gradient]).abs().max())
+        raise _proven(f"WRONG_GRADIENT is {wrong_gradient!r}, but the given backward's d loss / d {wrong_gradient} "
+                      f"agrees with autograd (largest difference {gap:.1g} on a batch of {len(X)}).",
+                      WRONG_GRADIENT_NAMED)
