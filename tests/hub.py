@@ -193,6 +193,30 @@ c.JupyterHub.load_roles = [*c.JupyterHub.load_roles,
     return path
 
 
+def image_settings(account: str) -> None:
+    """What binder/postBuild puts into the image's environment, in the account's ~/.jupyter: the user servers run
+    the course's .venv, on which postBuild has not run, so each account gets the same settings a level above (the
+    hub's own, deploy/hub-jupyter-config, and the graders' still come first on JUPYTER_CONFIG_PATH)."""
+    from test_deploy import post_build_disables
+
+    plugins, modules = post_build_disables("instructor")
+    exchange_plugins, exchange_modules = post_build_disables("exchange")
+    entry = pwd.getpwnam(account)
+    folder = os.path.join(entry.pw_dir, ".jupyter")
+    settings = {"labconfig/page_config.json": {"disabledExtensions": dict.fromkeys(plugins | exchange_plugins, True),
+                                                "lockedExtensions": dict.fromkeys(plugins, True)}}
+    for module in modules | exchange_modules:  # where `jupyter server extension disable` writes
+        settings[f"jupyter_server_config.d/{module}.json"] = {"ServerApp": {"jpserver_extensions": {module: False}}}
+    for name, content in settings.items():
+        path = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as file:
+            json.dump(content, file)
+    for root, folders, files in os.walk(folder):
+        for name in [root, *(os.path.join(root, f) for f in folders + files)]:
+            shutil.chown(name, entry.pw_uid, entry.pw_gid)
+
+
 def start_hub(folder: Path, extra_config: str = "", accounts: tuple[str, ...] = ()):
     """Yield a running :class:`Hub`; undo everything it made afterwards. ``extra_config``: lines appended to the
     hub's config (tests/test_lti.py loads the LTI settings there); ``accounts``: more Unix accounts to make."""
@@ -205,6 +229,7 @@ def start_hub(folder: Path, extra_config: str = "", accounts: tuple[str, ...] = 
             subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", MARK, name], check=True,
                            capture_output=True)
             hub.made.append(("user", name))
+            image_settings(name)
         COURSE_DIR.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(course.ROOT), str(COURSE_DIR)], check=True)
         hub.made.append(("path", COURSE_DIR))

@@ -111,6 +111,54 @@ def test_the_grader_releases_and_the_learners_see_it(term):
         assert [(a["assignment_id"], a["status"]) for a in listed] == [(ASSIGNMENT, "released")], (user, listed)
 
 
+def signed_in(browser, hub, user: str):
+    """A new browser window in which ``user`` signed in on the hub's own login page and landed in JupyterLab."""
+    window = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    window.goto(f"{hub.url}/hub/login")
+    window.fill("#username_input", user)
+    window.fill("#password_input", hub.password)
+    window.click("#login_submit")
+    window.wait_for_url(f"**/user/{user}/lab**", timeout=120_000)
+    window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
+    return window
+
+
+def nbgrader_menu(window) -> list[str]:
+    window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+    items = window.locator(".lm-Menu-itemLabel").all_inner_texts()
+    window.keyboard.press("Escape")
+    return items
+
+
+def test_through_the_hubs_own_pages_in_chromium(term, hub):
+    """In Chromium: learner01 signs in on the hub's login page, lands in JupyterLab, opens Nbgrader → Assignment List
+    and sees 01-chain-rule released, with no formgrader in her menu; the grader signs in and has the formgrader.
+    Screenshots of each step in artifacts/browser/ (hub-*.png)."""
+    from playwright.sync_api import sync_playwright
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, screenshot
+
+    require_chromium()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            learner = signed_in(browser, hub, A)
+            screenshot(learner, "hub-learner-signed-in")
+            menu = nbgrader_menu(learner)
+            assert "Assignment List" in menu and "Formgrader" not in menu, menu
+            learner.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+            learner.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
+            listing = learner.locator("#nbgrader-assignment-list")
+            listing.get_by_text(ASSIGNMENT).first.wait_for(timeout=60_000)
+            screenshot(learner, "hub-learner-assignment-list")
+            assert "Released assignments" in listing.inner_text()
+            grader = signed_in(browser, hub, GRADER)
+            menu = nbgrader_menu(grader)
+            assert "Formgrader" in menu, menu
+            screenshot(grader, "hub-grader-signed-in")
+        finally:
+            browser.close()
+
+
 def test_a_learner_fetches_solves_validates_and_submits(term, hub):
     fetched = term.assignments(A, "fetch")
     assert [a["status"] for a in fetched] == ["fetched"]

@@ -25,9 +25,7 @@ from __future__ import annotations
 import html
 import json
 import os
-import pwd
 import re
-import shutil
 import threading
 import time
 import urllib.parse
@@ -154,26 +152,6 @@ def launch(hub, platform: Platform, login: str, roles: list[str], **how) -> tupl
     return browser, browser.post(action, data=fields, allow_redirects=False, timeout=60)
 
 
-def image_settings(account: str) -> None:
-    """What binder/postBuild puts into the image's environment, in the account's ~/.jupyter (see the docstring)."""
-    plugins, modules = post_build_disables("instructor")
-    exchange_plugins, exchange_modules = post_build_disables("exchange")
-    entry = pwd.getpwnam(account)
-    folder = os.path.join(entry.pw_dir, ".jupyter")
-    settings = {"labconfig/page_config.json": {"disabledExtensions": dict.fromkeys(plugins | exchange_plugins, True),
-                                                "lockedExtensions": dict.fromkeys(plugins, True)}}
-    for module in modules | exchange_modules:  # where `jupyter server extension disable` writes
-        settings[f"jupyter_server_config.d/{module}.json"] = {"ServerApp": {"jpserver_extensions": {module: False}}}
-    for name, content in settings.items():
-        path = os.path.join(folder, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as file:
-            json.dump(content, file)
-    for root, folders, files in os.walk(folder):
-        for name in [root, *(os.path.join(root, f) for f in folders + files)]:
-            shutil.chown(name, entry.pw_uid, entry.pw_gid)
-
-
 @pytest.fixture(scope="module")
 def platform():
     platform = Platform()
@@ -253,8 +231,6 @@ def lands_in_jupyterlab(hub, browser: requests.Session, name: str, answer: reque
 @pytest.fixture(scope="module")
 def landed(hub, platform):
     """The learner's and the instructor's launches, both servers starting at once."""
-    for account in (LEARNER, INSTRUCTOR):
-        image_settings(account)
     answers = {name: launch(hub, platform, name.upper() if name == LEARNER else name, roles)
                for name, roles in ((LEARNER, LEARNER_ROLES), (INSTRUCTOR, INSTRUCTOR_ROLES))}
     pages = {name: lands_in_jupyterlab(hub, browser, name, answer) for name, (browser, answer) in answers.items()}
