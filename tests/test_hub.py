@@ -1,8 +1,9 @@
 """A term on a real JupyterHub (issue 36): the course's hub settings loaded unchanged (tests/hub.py), real Unix
 accounts for two learners and the grader, nbgrader's exchange, the idle culler as the hub's service.
 
-The grader releases exercise 01 from a clone of the course, as deploy/README.md says; learner01 fetches it through her
-server's Assignments list, solves Part A, validates and submits; learner02 submits the untouched release; the grader
+The grader releases exercise 01 from a clone of the course, as deploy/README.md says; learner01 signs in on the hub's
+login page in Chromium and fetches it with the Assignments panel's button, then solves Part A, validates and submits
+(through the requests the panel makes); learner02 submits the untouched release; the grader
 collects, grades with ``python -m autograder grade`` (sandboxed, as the grader) and releases the feedback; each learner
 fetches her own and finds her own score. Learner02 cannot read or overwrite learner01's submission or feedback, from a
 shell of her own. An idle server is stopped by the culler.
@@ -131,8 +132,9 @@ def nbgrader_menu(window) -> list[str]:
 
 
 def test_through_the_hubs_own_pages_in_chromium(term, hub):
-    """In Chromium: learner01 signs in on the hub's login page, lands in JupyterLab, opens Nbgrader → Assignment List
-    and sees 01-chain-rule released, with no formgrader in her menu; the grader signs in and has the formgrader.
+    """In Chromium: learner01 signs in on the hub's login page, lands in JupyterLab, opens Nbgrader → Assignment List,
+    sees 01-chain-rule released and fetches it with the panel's button, with no formgrader in her menu; the grader
+    signs in and has the formgrader.
     Screenshots of each step in artifacts/browser/ (hub-*.png)."""
     from playwright.sync_api import sync_playwright
     from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, screenshot
@@ -151,6 +153,10 @@ def test_through_the_hubs_own_pages_in_chromium(term, hub):
             listing.get_by_text(ASSIGNMENT).first.wait_for(timeout=60_000)
             screenshot(learner, "hub-learner-assignment-list")
             assert "Released assignments" in listing.inner_text()
+            listing.get_by_role("button", name="Fetch").first.click()  # nbgrader's own panel fetches it for her
+            downloaded = listing.locator("#fetched_assignments_list")
+            downloaded.get_by_text(ASSIGNMENT).first.wait_for(timeout=60_000)
+            screenshot(learner, "hub-learner-fetched")
             grader = signed_in(browser, hub, GRADER)
             menu = nbgrader_menu(grader)
             assert "Formgrader" in menu, menu
@@ -159,9 +165,9 @@ def test_through_the_hubs_own_pages_in_chromium(term, hub):
             browser.close()
 
 
-def test_a_learner_fetches_solves_validates_and_submits(term, hub):
-    fetched = term.assignments(A, "fetch")
-    assert [a["status"] for a in fetched] == ["fetched"]
+def test_a_learner_solves_validates_and_submits(term, hub):
+    fetched = term.assignments(A)  # fetched in Chromium, above
+    assert [a["status"] for a in fetched] == ["fetched"], fetched
     path = term.notebook_path(A)
     model = term.call(A, "GET", f"api/contents/{path}?content=1&type=notebook")
     notebook = nbformat.from_dict(model["content"])
