@@ -349,8 +349,8 @@ def _check_calls(case: ReplicaCase, setup: _Setup, round_index: int, own: list[d
                 "parameters, flattened and concatenated in the bucket's order (the reverse of model.parameters()).",
                 f"  buckets:            {case.describe_buckets()}",
                 f"  your call, replica 0: {_show_flat(flats[0])}",
-                *(f"  bucket [{', '.join(bucket)}], replica 0: {_show_flat(parts[0])}" for bucket, parts in
-                  wanted.items() if parts[0].numel() == flats[0].numel()),
+                *(f"  bucket [{', '.join(bucket)}], replica 0: {_show_flat(parts[0])}{_first_difference(flats, parts)}"
+                  for bucket, parts in wanted.items() if parts[0].numel() == flats[0].numel()),
                 *(["  your numbers are that bucket's, in another order: each replica's tensor must hold its own "
                    "gradients, parameter after parameter in the bucket's order."]
                   if any(_same_numbers(flats, parts) for parts in wanted.values()) else [])]))
@@ -371,6 +371,18 @@ def _same_numbers(flats: list[torch.Tensor], parts: list[torch.Tensor]) -> bool:
     mine, theirs = torch.cat(flats).detach().double(), torch.cat(parts)
     return mine.shape == theirs.shape and torch.allclose(mine.sort().values, theirs.sort().values, rtol=1e-6,
                                                          atol=1e-8)
+
+
+def _first_difference(flats: list, parts: list) -> str:
+    """Where a call's tensors first differ from a bucket's (replica, position, both numbers): the first six numbers
+    shown may agree while a later one does not."""
+    for replica, (flat, part) in enumerate(zip(flats, parts)):
+        differ = ~torch.isclose(flat.double(), part.double(), rtol=1e-6, atol=1e-9)
+        if differ.any():
+            at = int(differ.nonzero()[0])
+            return (f"\n    first difference: replica {replica}, position {at}: yours {float(flat[at]):.6g}, the "
+                    f"bucket's {float(part[at]):.6g}")
+    return ""
 
 
 def _show_flat(flat: torch.Tensor) -> str:
