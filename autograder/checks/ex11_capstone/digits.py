@@ -201,8 +201,8 @@ def _expect_deterministic(run: WatchedGradients, base: WatchedGradients, what: s
             f"{what}: two runs with the same arguments "
             f"{'took different examples on step 0' if same_start else 'started from different parameters'} (the "
             "test seeds torch's and Python's global random number generators differently before each run): "
-            "train_digits must be deterministic on its own: draw everything from a torch.Generator it seeds itself "
-            "(torch.randn(..., generator=gen), torch.randperm(n, generator=gen)).")
+            "train_digits must be deterministic on its own. Which generator drew your starting parameters and your "
+            "batches, and who seeded it?")
 
 
 def _floats(value: Any, count: int) -> bool:

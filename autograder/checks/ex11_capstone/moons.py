@@ -188,7 +188,8 @@ def _run_train_moons(train_moons, Value, data_seed: int) -> float:
     except OverBudget:
         raise GradingFailure(f"{what} ran the model on more than {MOONS_BUDGET} points before it returned: the part "
                              f"gives training a budget of {MOONS_BUDGET} forward passes of one point (the reference "
-                             "takes 2500), so that a class's grading stays fast. Train on mini-batches.") from None
+                             "takes 2500), so that a class's grading stays fast. How many points does each of "
+                             "your steps run the model on, and how many steps does that leave you?") from None
     finally:
         trace, model.trace = model.trace, None
     passes = model.calls
