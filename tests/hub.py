@@ -52,6 +52,18 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def require_hub(reason: str) -> None:
+    """Skip a hub test with ``reason``; in CI fail instead, unless .ci/run said why the hub cannot run
+    (COURSE_NO_HUB)."""
+    import pytest
+
+    if os.environ.get("COURSE_NO_HUB"):
+        pytest.skip(f"{reason}; {os.environ['COURSE_NO_HUB']}")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; in CI the hub test must run, not skip")
+    pytest.skip(reason)
+
+
 def why_not(accounts: tuple[str, ...] = ()) -> str | None:
     """None when a hub can be started here (with the extra ``accounts``), else the reason."""
     if os.geteuid() != 0:
