@@ -31,14 +31,21 @@ SLIDER_NAMES_JS = """
 """
 
 
-def with_slider_names(box):
-    """``box`` (an HBox or VBox) with a hidden Output whose script names each of its sliders' handles after the
-    slider's description; returns the box."""
+def hidden_script(source: str):
+    """A hidden Output widget holding the JavaScript ``source``: JupyterLab runs it when the widget is drawn (an
+    Output's outputs are trusted), with ``element`` the output's node; elsewhere it does nothing. The stepper's live
+    region and :func:`with_slider_names` are made this way."""
     import ipywidgets as widgets
 
-    namer = widgets.Output(layout=widgets.Layout(display="none"))
-    namer.outputs = ({"output_type": "display_data", "metadata": {},
-                      "data": {"application/javascript": SLIDER_NAMES_JS, "text/plain": ""}},)
-    box.children += (namer,)
+    script = widgets.Output(layout=widgets.Layout(display="none"))
+    script.outputs = ({"output_type": "display_data", "metadata": {},
+                       "data": {"application/javascript": source, "text/plain": ""}},)
+    return script
+
+
+def with_slider_names(box):
+    """``box`` (an HBox or VBox) with a hidden script that names each of its sliders' handles after the slider's
+    description; returns the box."""
+    box.children += (hidden_script(SLIDER_NAMES_JS),)
     box.add_class("slider-names")
     return box

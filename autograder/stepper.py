@@ -41,6 +41,7 @@ import torch
 
 from . import graph as graphs
 from .checking import fmt
+from .sliders import hidden_script
 
 # Box styles of the picture, by state (keyword arguments for matplotlib's FancyBboxPatch).
 RUNNING = {"fc": "#fde047", "ec": "#a16207", "lw": 3.0}
@@ -618,11 +619,8 @@ class Stepper:
         self.picture = widgets.HTML(layout=widgets.Layout(max_width="100%"), _dom_classes=["stepper-picture"])
         self.status = widgets.HTML(_dom_classes=["stepper-live"])
         self.table = widgets.HTML()
-        announcer = widgets.Output(layout=widgets.Layout(display="none"))
-        announcer.outputs = ({"output_type": "display_data", "metadata": {},
-                              "data": {"application/javascript": LIVE_REGION_JS, "text/plain": ""}},)
         self.widget = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.picture, self.status,
-                                    self.table, announcer], _dom_classes=["stepper-widget"])
+                                    self.table, hidden_script(LIVE_REGION_JS)], _dom_classes=["stepper-widget"])
         self.go(0)
 
     def png(self) -> bytes:
