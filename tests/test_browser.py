@@ -957,13 +957,26 @@ def test_every_picture_a_lesson_shows_is_described(lesson):
     assert undescribed_outputs(notebook) == []
 
 
+def typed_solutions(assignment: str) -> dict[str, str]:
+    """What a learner would type in each answer cell: the reference code without nbgrader's solution markers."""
+    markers = ("### BEGIN SOLUTION", "### END SOLUTION")
+    return {cell: "\n".join(line for line in code.splitlines() if line.strip() not in markers)
+            for cell, code in solution_sources(assignment).items()}
+
+
+def typed_answer(page, cell_index: int, code: str) -> None:
+    """Type ``code`` into the notebook's cell at ``cell_index``, replacing what it held (as a learner would)."""
+    editor = page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(cell_index).locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(code)
+    page.keyboard.press("Escape")
+
+
 def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
     path = f"exercises/{EXERCISE}/{EXERCISE}.ipynb"
     release = nbformat.read(lab.root / path, as_version=4)
-    # What a learner would type: the reference code without nbgrader's solution markers.
-    markers = ("### BEGIN SOLUTION", "### END SOLUTION")
-    answers = {cell: "\n".join(line for line in code.splitlines() if line.strip() not in markers)
-               for cell, code in solution_sources(EXERCISE).items()}
+    answers = typed_solutions(EXERCISE)
     positions = {grade_id(c): i for i, c in enumerate(release.cells) if grade_id(c)}
     open_notebook(page, lab, path)
     cells = page.locator(f"{PANEL} .jp-Notebook .jp-Cell")
@@ -974,11 +987,7 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
 
     # Type the solutions, run everything again: no test cell fails any more, and each says what passed.
     for cell_id, code in answers.items():
-        editor = cells.nth(positions[cell_id]).locator(".cm-content")
-        editor.click()
-        page.keyboard.press("Control+a")
-        page.keyboard.insert_text(code)
-        page.keyboard.press("Escape")
+        typed_answer(page, positions[cell_id], code)
     run_all(page)
     assert shown_errors(page) == []
     assert every_code_cell_ran(page), code_cell_prompts(page)
@@ -1002,15 +1011,6 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
 
 # ------------------------------------------------------------------ check my work, the progress map, a new session
 
-def typed_answer(page, cell_index: int, code: str) -> None:
-    """Type ``code`` into the notebook's cell at ``cell_index``, replacing what it held (as a learner would)."""
-    editor = page.locator(f"{PANEL} .jp-Notebook .jp-Cell").nth(cell_index).locator(".cm-content")
-    editor.click()
-    page.keyboard.press("Control+a")
-    page.keyboard.insert_text(code)
-    page.keyboard.press("Escape")
-
-
 #: The exercise of the self-study walk (issue 35).
 SELF_STUDY = "01-chain-rule"
 
@@ -1032,10 +1032,10 @@ def test_check_my_work_the_progress_map_and_work_taken_to_a_new_session(browser,
     path = f"exercises/{SELF_STUDY}/{SELF_STUDY}.ipynb"
     release = nbformat.read(course.release_notebook(SELF_STUDY), as_version=4)
     positions = {grade_id(c): i for i, c in enumerate(release.cells) if grade_id(c)}
+    solutions = typed_solutions(SELF_STUDY)
     first_part = next(grade_id(c) for c in release.cells
-                      if c.metadata.get("nbgrader", {}).get("solution") and grade_id(c) in solution_sources(SELF_STUDY))
-    answer = "\n".join(line for line in solution_sources(SELF_STUDY)[first_part].splitlines()
-                        if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+                      if c.metadata.get("nbgrader", {}).get("solution") and grade_id(c) in solutions)
+    answer = solutions[first_part]
     first = start_lab(tmp_path_factory.mktemp("first-session"))
     session = next(first)
     window = new_window(browser)
