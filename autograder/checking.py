@@ -173,7 +173,7 @@ def _call_learner(fn: Callable, args: tuple, kwargs: dict, what: str) -> Any:
     except GradingFailure:
         raise
     except Exception as error:  # the learner's bug, reported as such
-        raise GradingFailure(f"{what} raised {type(error).__name__}: {error}") from None
+        raise GradingFailure(f"{what} raised {type(error).__name__}: {error}", raised=error) from None
 
 
 # ---------------------------------------------------------------------------------------------- checks and trials

@@ -77,15 +77,17 @@ class GradingFailure(LearnerFacing, AssertionError):
 
     ``suspects`` are misconceptions the numbers of this one case match (named only when two cases agree, see
     :func:`autograder.checking.check`); ``proven`` is a mistake the check observed directly (autograd ran where the
-    part forbids it, an input changed), named whatever the numbers.
+    part forbids it, an input changed), named whatever the numbers; ``raised`` is the exception the learner's code
+    raised, when that is what failed (:func:`autograder.checking.call_learner`), for checks that diagnose by its type.
     """
 
     def __init__(self, message: str, *, suspects: tuple[Misconception, ...] = (),
-                 proven: Misconception | None = None):
+                 proven: Misconception | None = None, raised: BaseException | None = None):
         super().__init__(message)
         self.message = message
         self.suspects = tuple(suspects)
         self.proven = proven
+        self.raised = raised
 
 
 @dataclass(frozen=True)
