@@ -62,7 +62,9 @@ from submissions import graded_cells, solution_sources
 
 from autograder import course
 
-pytestmark = [pytest.mark.xdist_group("term-walkthrough"),
+# The hub tests (tests/hub.py) install /etc/jupyter/nbgrader_config.py while their hub runs, as TLJH does; with it,
+# `nbgrader db student import` asks a JupyterHub for the course's groups. One worker runs both, one after the other.
+pytestmark = [pytest.mark.xdist_group("hub"),
               pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
 
 TOTAL = sum(graded_cells(ASSIGNMENT).values())
