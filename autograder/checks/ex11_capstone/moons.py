@@ -153,7 +153,7 @@ def trained_parameters(model: PartAModel, what: str) -> Tensor:
     for index, param in enumerate(model.parameters()):
         if type(param.data) not in (float, int):
             raise GradingFailure(f"{what}: after training, parameter {index}'s .data is a {type(param.data).__name__}"
-                                 f" ({param.data!r:.60}); expected a number (update with p.data -= lr * p.grad).")
+                                 f" ({param.data!r:.60}); expected a number. What did your update assign to .data?")
         values.append(float(param.data))
     return torch.tensor(values, dtype=torch.float64)
 
