@@ -97,3 +97,21 @@ def best_times(*runs, repeats: int = 5) -> list[float]:
             run()
             bucket.append(time.perf_counter() - start)
     return [1000 * min(bucket) for bucket in times]
+
+
+def claim_faster(statement: str, slow, fast, factor: float, *, measured: tuple[float, float] | None = None,
+                 rounds: int = 3, repeats: int = 5) -> None:
+    """Claim that ``slow()`` takes more than ``factor`` times as long as ``fast()``, timed by :func:`best_times`.
+
+    A busy machine can hide a true ratio for a moment (another process takes the core during the fast runs), so a
+    round that disagrees is timed again, up to ``rounds`` rounds in all (``measured``, the cell's own times in ms,
+    counts as the first); the claim fails only when every round disagrees, and then says what each measured."""
+    ratios = []
+    for number in range(rounds):
+        slow_ms, fast_ms = measured if number == 0 and measured else best_times(slow, fast, repeats=repeats)
+        ratios.append(slow_ms / fast_ms)
+        if slow_ms > factor * fast_ms:
+            _proven(statement)
+            return
+    raise ClaimFailed(f"The lesson claims: {statement}. Timed here in {rounds} rounds, the ratio was "
+                      + ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f" (claimed: more than {factor:g}x).")
