@@ -6,12 +6,14 @@ test, so that it can be named.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
+from .. import oracles
 from ..checking import (
     GradingFailure,
     Misconception,
@@ -33,8 +35,9 @@ from ..seeding import choice, generator, uniform
 
 TENSOR_FOR_NUMBER = Misconception(
     "returned a tensor where the part asks for a Python number",
-    "This part's text asks for plain Python numbers: compute with floats (and the math module), or turn a "
-    "one-element tensor into a float with .item() before returning it.")
+    "This part's text asks for plain Python numbers, and a tensor is not one, even with a single element: the "
+    "tests compare your result with the exact derivative, value and type.",
+    question="What type is each value you return: a Python float, or a tensor holding one?")
 
 
 def _python_number(value, *, what: str, name: str) -> float:
@@ -78,35 +81,70 @@ VIEW_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
 
-STEP_HINT = "Use (f(x + h) - f(x - h)) / (2h) for every element, with x converted to float64 first."
-
 FORWARD_DIFFERENCE = Misconception(
-    "forward difference", "Your numbers match (f(x + h) - f(x)) / h, whose error shrinks only like h. " + STEP_HINT)
-SIGN_ERROR = Misconception("sign error", "Your numbers are the negative of the derivative: subtract f(x - h) from "
-                           "f(x + h), not the other way round.")
+    "forward difference",
+    "Your numbers match the forward quotient (f(x + h) - f(x)) / h, element by element. Its error shrinks only like h "
+    "(about h·f''/2: at h = 1e-3 that is far above the tolerance), while the quotient the part defines straddles x, "
+    "and its f'' terms cancel.",
+    question="Which two points does your quotient compare, and do they lie on both sides of x?")
+SIGN_ERROR = Misconception("sign error", "Your numbers are exactly the negative of the derivative, element by "
+                           "element: the two evaluations in your numerator are in the opposite order to the text's.",
+    question="In the text's numerator, which evaluation of f is subtracted from which?")
 DIVIDED_BY_H = Misconception("divided by h instead of 2h", "Your numbers are twice the derivative: the two points "
-                             "x - h and x + h are 2h apart.")
-HALF_STEP = Misconception("half the step", "Your numbers are half the derivative: divide by 2h, not 4h.")
+                             "x - h and x + h are 2h apart.",
+    question="How far apart are the two points at which you evaluate f?")
+HALF_STEP = Misconception("half the step", "Your numbers are half the derivative: divide by 2h, not 4h.",
+    question="How far apart are the two points at which you evaluate f, and what did you divide by?")
 ROUND_OFF = Misconception(
     "round-off in float32",
-    "Your function is right for float64 inputs but not for float32 ones. In float32, x + 1e-6 is rounded to about "
-    "7 significant digits, so f(x + h) - f(x - h) is mostly rounding noise and dividing by a tiny 2h magnifies it. "
-    "Convert x to float64 before stepping (x.to(torch.float64)).")
+    "Your function is right for float64 inputs but not for float32 ones. In float32, x + 1e-6 keeps about 7 "
+    "significant digits, so f(x + h) - f(x - h) is mostly rounding noise, and dividing by a tiny 2h magnifies it: "
+    "the left arm of the lesson's V. Returning float64 is not enough if the steps were taken in float32: in which "
+    "dtype did yours happen?",
+    question="In which dtype were your x + h and x - h formed, and how many digits of a 1e-6 step survive there?")
 IGNORED_STEP = Misconception(
     "ignored the step h it was given",
     "With a large h the central difference is not the derivative: for sum(x**3) it is 3x² + h². Your numbers are "
-    "the derivative itself, so your function stepped by its own h. Use the h argument.")
+    "the derivative itself, so your function stepped by its own h. Use the h argument.",
+    question="Which step did your function take when the call passed h=0.5?")
 
 KEPT_VIEW = Misconception(
     "kept f's output while changing its input in place",
-    "f may return a view of its argument (f(t) = t[1] is t's own element, not a copy), so a result of f that you "
-    "keep as a tensor changes when you later write into the tensor you passed. Turn each result into a number at "
-    "once (float(f(...))), or step out of place (f(x + step) builds a new tensor each time).")
+    "f may return a view of its argument (f(t) = t[1] is an element of t itself, not a copy), so a value of f that "
+    "you keep as a tensor follows the tensor you passed: writing into that tensor afterwards changed the values you "
+    "had kept, and each quotient came out 0. Which of your tensors still change after f has read them?",
+    question="Is what f returned a new tensor or a piece of its argument, and did that argument change afterwards?")
 AUTOGRAD_IN_ESTIMATE = Misconception(
     "used autograd inside the finite-difference estimate",
     "A central difference is built from evaluations of f alone: it is the independent check that autograd's "
     "gradients are measured against, so backward(), torch.autograd.grad or torch.func must not run inside it, not "
-    "even to compare with. Evaluate f at x + h·e_i and x - h·e_i and divide.")
+    "even to compare with: a check that leans on what it checks checks nothing.",
+    question="Can an estimate that asks autograd tell you whether autograd is right?")
+
+ORACLE_REUSED = Misconception(
+    "called the course's own finite-difference oracle instead of writing one",
+    "The lesson imports central_difference from autograder.oracles to check its own numbers; this part asks you to "
+    "write that estimate yourself, from evaluations of f. A wrapper around the oracle returns its numbers, not "
+    "yours.",
+    question="Whose estimate does your function return: one it computed, or the one the lesson imported?")
+
+@contextlib.contextmanager
+def _watch_oracles(seen: list[str]) -> Iterator[None]:
+    """Record in ``seen`` every run of the course's finite-difference oracles inside the block: both call the
+    module's ``_difference``, looked up when they run, so a recording stand-in sees them however they were imported
+    (no profiler: grading forbids sys.setprofile)."""
+    original = oracles._difference
+
+    def recording(*args, **kwargs):
+        seen.append("central_difference" if tuple(args[3]) == (1.0, -1.0) else "forward_difference")
+        return original(*args, **kwargs)
+
+    oracles._difference = recording
+    try:
+        yield
+    finally:
+        oracles._difference = original
+
 
 # A step large enough that the central quotient differs from the derivative by far more than the tolerance.
 LARGE_STEPS = (0.5, 0.25)
@@ -118,7 +156,14 @@ def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
                 SIGN_ERROR.looks_like(-quotient), DIVIDED_BY_H.looks_like(2 * quotient),
                 HALF_STEP.looks_like(quotient / 2)]
     if x.dtype == torch.float32:  # the only float32-specific way to be wrong where float64 is right
-        symptoms.append(ROUND_OFF.given(True))
+        # Named only when the answer is off by no more than float32 steps can make it: rounding of f's values
+        # (eps·|f|/h) and of x + h itself (eps·|x|/h of the step, times the slope), with a wide margin.
+        x64 = x.detach().to(torch.float64)
+        eps = torch.finfo(torch.float32).eps
+        reach = 8 * eps * (abs(float(f(x64))) + float(x64.abs().max()) * float(quotient.abs().max()) + 1.0) / h
+        symptoms.append(ROUND_OFF.when(
+            lambda got: not torch.allclose(got, quotient, rtol=1e-5, atol=1e-6)
+            and float((got - quotient).abs().max()) <= reach))
     if h in LARGE_STEPS:
         symptoms.append(IGNORED_STEP.looks_like(derivative, rtol=1e-7))
     return symptoms
@@ -143,17 +188,21 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
            f"x = {values} ({str(x.dtype).replace('torch.', '')}, shape {tuple(x.shape)})"
     outputs: list = []
     # The caller's own x: the check sees an answer that changes it, even one that puts the values back.
+    oracle_calls: list[str] = []
     try:
-        received = call_learner(central_difference_fn, _watched(f, outputs), x, what=what, forbid=[Route.AUTOGRAD],
-                                **kwargs)
+        with _watch_oracles(oracle_calls):
+            received = call_learner(central_difference_fn, _watched(f, outputs), x, what=what,
+                                    forbid=[Route.AUTOGRAD], **kwargs)
     except GradingFailure as failure:
         if failure.proven is ROUTE_MISCONCEPTIONS[Route.AUTOGRAD]:  # named for what this part is: an estimate
             raise proven_failure(failure.message, AUTOGRAD_IN_ESTIMATE) from None
         raise
+    if oracle_calls:
+        raise proven_failure(f"{what} called autograder.oracles.{oracle_calls[0]}, the course's own estimate.",
+                             ORACLE_REUSED)
     if not isinstance(received, torch.Tensor):  # "a float64 tensor shaped like x": a 0-d x gets a 0-d tensor
         raise GradingFailure(f"{what} returned {type(received).__name__} ({received!r:.60}); the part asks for a "
-                             f"float64 tensor shaped like x, here shape {tuple(x.shape)} (torch.zeros_like on a "
-                             "float64 copy of x gives one, for a 0-d x too).")
+                             f"float64 tensor shaped like x, here shape {tuple(x.shape)}.")
     (derivative,) = autograd_gradient(f, x)
     step = 1e-6 if h is None else h
     symptoms = []
@@ -171,7 +220,7 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
                      symptoms=[*_difference_symptoms(f, x, step, derivative, derivative), *symptoms])
     if received.dtype != torch.float64:  # a tensor: expect_close accepted it
         raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
-                             "tensor (compute in float64 and return that, without converting back to x's dtype).")
+                             "tensor, the estimate at full float64 precision.")
 
 
 def _t32(values) -> torch.Tensor:
@@ -239,34 +288,43 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
 # ---------------------------------------------------------------------------------------------- Part B
 
 HARD_CODED = Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
-                           "input is different: compute the result from the arguments.")
+                           "input is different: compute the result from the arguments.",
+    question="Do your numbers come from the arguments, or from the visible test?")
 MISSING_INNER = Misconception(
     "missing the inner derivative",
     "A route multiplies EVERY local derivative along its edges, including the first one out of the input: a route "
-    "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).")
+    "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).",
+    question="Does each route's product include its first arrow, the one out of x (or y)?")
 DROPPED_BRANCH = Misconception(
     "dropped branch term",
     "The input reaches the output by several routes, and the gradient is the SUM of every route's product: one of "
-    "them is missing from yours. List the routes from the graph and add them all.")
+    "them is missing from yours. List the routes from the graph and add them all.",
+    question="How many routes lead from this input to z, and does your sum hold every one?")
 AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
-                                "dz/dx is the sum of the routes' products.")
+                                "dz/dx is the sum of the routes' products.",
+    question="When one nudge of x moves z along several routes at once, do the moves add or average?")
 SIN_SIGN = Misconception("derivative of sin taken as -cos", "d(sin u)/du = cos u, with a plus sign (it is the "
-                         "derivative of cos that carries the minus).")
+                         "derivative of cos that carries the minus).",
+    question="What is the slope of sin at 0: +1 or -1?")
 WRONG_POINT = Misconception(
     "local derivative evaluated at the wrong input",
-    "A local derivative is evaluated at the value that went INTO its operation: sin receives u = x·y, so its local "
-    "derivative is cos(u), not cos(x). Compute the forward values first, then use them.")
+    "A local derivative is evaluated at the value that went INTO its operation: sin receives u = x·y, not x, so its "
+    "local derivative is taken at u. Forward values first, then the local derivatives at those values.",
+    question="Which value goes into sin here, and at which value is its local derivative taken?")
 OWN_FACTOR = Misconception(
     "product rule: own factor instead of the other",
-    "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.")
+    "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.",
+    question="Nudge u by ε in the product u·v: by how much does the product move?")
 FINITE_DIFFERENCE_ESTIMATE = Misconception(
     "a finite-difference estimate where the part asks for the exact derivative",
     "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
-    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.")
+    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.",
+    question="How many digits does a float64 central difference get right, and how many does the part ask for?")
 STOPPED_EARLY = Misconception(
     "route stopped before the output",
-    "A route's product runs all the way from x to z: the route x → v → z is ∂v/∂x · ∂z/∂v = 1 · u, not just "
-    "∂v/∂x = 1.")
+    "A route's product runs all the way from x to z: every arrow along it contributes its local derivative, the "
+    "last one, into z, included. Your share for the route x → v → z stops after its first arrow.",
+    question="Does each route's product run all the way to z?")
 
 
 def _forward(x: float, y: float) -> tuple[float, float]:
@@ -327,7 +385,9 @@ DIVIDED_BY_ZERO = Misconception(
     "a local derivative obtained by dividing by a value that can be 0",
     "∂u/∂x = y and ∂u/∂y = x can be read straight off u = x·y; computing them as u / x or u / y (or ∂z/∂u as "
     "z / u) raises where that value is 0, and x = 0 or y = 0 is a point like any other. Write each local derivative "
-    "from its operation's rule, with no division.")
+    "from its operation's rule, with no division.",
+    question="Which of your local derivatives divides by a value that can be 0, and can it be read off its "
+             "operation instead?")
 
 
 def _estimate_symptom(exact: torch.Tensor) -> Symptom:
@@ -381,9 +441,9 @@ ROUTES = (("x", "u", "z"), ("x", "u", "v", "z"), ("x", "v", "z"))
 EDGES = {"x": ("u", "v"), "y": ("u",), "u": ("v", "z"), "v": ("z",), "z": ()}
 MISSED_ROUTE = Misconception(
     "missed a route",
-    "x reaches z along every path of edges from x to z: through u alone, through u and then v (sin inside v), and "
-    "through v alone (the bare x added into v). Read each equation for the variables it uses and follow every "
-    "arrow out of x to the end.",
+    "x reaches z along every path of arrows from x to z, and a path branches wherever a variable is used by more "
+    "than one equation (x is used twice, and so is another variable). Read each equation for the variables it uses "
+    "and follow every arrow out of x to the end.",
     "Which variables does each equation use? Follow every arrow that leaves x: where does each one lead?")
 
 
@@ -495,42 +555,50 @@ def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
 NO_GUARD = Misconception(
     "relative error without a guard for zero",
     "Where both values are 0, |a - n| / max(|a|, |n|) is 0/0 = nan (and nan compares False with everything, so it "
-    "hides the real worst element): divide by max(|a|, |n|, floor) instead.")
+    "hides the real worst element, or returns nan). The text's floor is the guard: a denominator that never drops "
+    "below it.",
+    question="What is your error at an element where both values are exactly 0, and what does max() do with it?")
 FLAT_INDEX = Misconception(
-    "flat index", "argmax on a flattened tensor gives a position in the flat view; turn it into one index per "
-    "dimension (torch.unravel_index), and return it as a tuple of ints.")
+    "flat index", "argmax on a flattened tensor gives a position in the flat view; the part asks for the element's "
+    "position in the tensor's own shape, one index per dimension.",
+    question="How many numbers does a position in a tensor of shape (2, 3) need?")
 WRONG_UNRAVEL = Misconception(
     "flat position unravelled with the wrong sizes",
     "In a tensor of shape (R, C) the flat position of element (i, j) is i·C + j: the row is the flat position // C "
     "(the size of the LAST dimension) and the column is the position % C. Dividing by R, or peeling the dimensions "
-    "off from the first one, only works for square matrices. torch.unravel_index(position, shape) does it for every "
-    "shape.")
+    "off from the first one, only works for square matrices.",
+    question="In a 2×3 tensor, which element sits at flat position 4?")
 NOT_PLAIN_PYTHON = Misconception(
     "a tensor or NumPy number returned where the part asks for a Python float and ints",
-    "Compute with any tensor operations you like, but convert what you return: float(...) of the worst error, and "
-    "the index as a tuple of Python ints, tuple(int(i) for i in index). A 0-d tensor or a numpy.int64 is not the "
-    "plain Python value the text asks for.")
+    "Compute with any tensor operations you like, but what you return is plain Python: a 0-d tensor or a "
+    "numpy.int64 prints like a number, yet it is not the Python float or int the text asks for (type() tells).",
+    question="What does type() say about each value you return?")
 ONE_SIDED = Misconception(
     "denominator from one side only",
-    "You divided by |analytic| or |numerical| alone. Use max(|analytic|, |numerical|, floor) so the error is "
-    "symmetric and a zero on either side is guarded.")
+    "You divided by |analytic| or |numerical| alone. The text's denominator takes the larger of the two magnitudes "
+    "(never below the floor), so that the error is symmetric and a zero on either side is guarded.",
+    question="What does your error become where only the other side is 0, and is it the same with the two sides "
+             "swapped?")
 ABSOLUTE = Misconception(
     "absolute instead of relative error",
-    "The worst element is the one with the largest RELATIVE error: divide |analytic - numerical| by "
-    "max(|analytic|, |numerical|, floor) before taking the maximum. A large gradient can carry a large absolute "
-    "difference that is still tiny relative to its size.")
+    "Your worst error is the largest |analytic - numerical| itself, but the part ranks elements by their RELATIVE "
+    "error: a large gradient can carry a large absolute difference that is still tiny relative to its size.",
+    question="Is a difference of 0.5 on a gradient of 100 worse than 0.002 on 0.01?")
 WORST_BY_ABSOLUTE = Misconception(
     "worst element chosen by absolute difference",
     "You picked the element with the largest |analytic - numerical| and reported its relative error, but the worst "
     "element is the one with the largest relative error: compute the relative error of every element, then take "
-    "the maximum of those.")
+    "the maximum of those.",
+    question="Which element did you rank first: the one with the largest difference, or the largest relative error?")
 IGNORED_FLOOR = Misconception(
     "ignored the floor argument",
-    "Your numbers match the default floor 1e-8, but the call passed another floor: use the floor you are given.")
+    "Your numbers match the default floor 1e-8, but the call passed another floor: use the floor you are given.",
+    question="Which floor did your function use when the call passed another one?")
 SIZES_NOT_DIFFERENCE = Misconception(
     "difference of the sizes instead of the size of the difference",
     "The numerator is |a - n|, the size of the difference. ||a| - |n|| is 0 when a = -n, so a gradient with the "
-    "wrong sign looks perfect: subtract first, then take the absolute value.")
+    "wrong sign looks perfect. The numerator is the size of the difference.",
+    question="What is your error for a = 2 and n = -2?")
 
 DEFAULT_FLOOR = 1e-8
 
@@ -682,8 +750,8 @@ def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, .
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in index):  # numpy.int64 is not an int
         kinds = ", ".join(sorted({f"{type(i).__module__}.{type(i).__name__}".removeprefix("builtins.")
                                   for i in index}))
-        message = (f"{what} returned the index {fmt(index)} made of {kinds}; expected Python ints (int(i) for each), "
-                   "as the part asks.")
+        message = (f"{what} returned the index {fmt(index)} made of {kinds}; expected Python ints, as the "
+                   "part asks.")
         if all(isinstance(i, (torch.Tensor, numbers.Integral)) for i in index):  # tensors or NumPy integers
             raise proven_failure(message, NOT_PLAIN_PYTHON)
         raise GradingFailure(message)
@@ -775,16 +843,18 @@ def check_worst_relative_error(worst_relative_error, grading_seed: int | None = 
 
 hint = HintBook({
     "A": PartHints(texts=(
-        "`x` may be 0-d, a vector or a matrix. How can one loop index reach every element of a tensor of any shape, "
-        "and on which tensor do you take your steps, so that the caller's `x` never changes, not even for a moment?",
+        "One loop has to reach every element of a 0-d tensor, a vector and a 3-D tensor alike: what numbering of the "
+        "elements works for every shape? And which tensors are yours to change while you step?",
         "Check values, for `f = lambda t: (t**3).sum()` at `x = torch.tensor([[1.0, -2.0], [0.5, 3.0]])`: with "
         "`h=0.5` the answer is [[3.25, 12.25], [1.0, 27.25]] ($3x^2 + h^2$), with `h=1e-3` about [[3.0, 12.0], "
         "[0.75, 27.0]]; both float64 and of shape (2, 2), and `x` is still float32 and unchanged afterwards. A "
         "smaller case: a 0-d `torch.tensor(2.0)` with `f = lambda t: t**3` and `h=0.5` gives a 0-d tensor, 12.25.",
-        "At the top, make one float64 copy of `x`, cut off from any graph, and a float64 result of zeros shaped like "
-        "it. Number the elements through a flat view: for each position, build a step that is zero everywhere but "
-        "`h` there, evaluate `f` at the copy plus the step and at the copy minus the step (new tensors: nothing "
-        "changes in place), and write the quotient into that position of the result. Return the result as it is."),
+        "A trace, f(t) = t[0]·t[1] at the float32 x = [2, 3] with h = 0.5. Element 0: f at [2.5, 3] is 7.5, at "
+        "[1.5, 3] it is 4.5, quotient (7.5 - 4.5) / 1 = 3. Element 1: f at [2, 3.5] is 7, at [2, 2.5] it is 5, "
+        "quotient 2. Result: float64 [3, 2], and the caller's x still reads float32 [2, 3]. Now h = 1e-6: stepped in "
+        "float32, 2 + 1e-6 is stored as 2.00000095, and element 0 comes out 2.861; stepped in float64, 2.99999999998. "
+        "Note that f here returns t[0]·t[1], a new tensor; f(t) = t[1] would return an element of t itself. In your "
+        "code, which tensors did f receive, and did any of them change after f had read it?"),
         checks=("check_central_difference",), cells=("central_difference",)),
     "B": PartHints(texts=(
         "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $u$, and which "
@@ -794,10 +864,13 @@ hint = HintBook({
         "2.8808$. A second point: at $(-1, 2)$ the routes' shares are about $-3.8186$, $1.6646$ and $-2.0$, and "
         "`gradient_of_z` "
         "gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and $dz/dy = 4$.",
-        "Forward values first, then one local derivative per arrow: a product passes each input the other factor, "
-        "a sum passes 1 to each input, and $\\sin$ passes $\\cos$ of what went into it. A route's share is the "
-        "product of the labels along it, from $x$ to $z$; $dz/dx$ adds the three routes, and $dz/dy$ adds $y$'s two, "
-        "found the same way. Return Python floats."),
+        "A trace of a smaller system with the same shape, $a = x\\,y$, $b = a + x$, $z = a\\,b$, at $(x, y) = (2, 3)$. "
+        "Forward: $a = 6$, $b = 8$, $z = 48$. Arrow labels: $x \\to a$ 3 (it is $y$), $y \\to a$ 2 ($x$), "
+        "$a \\to b$ 1, $x \\to b$ 1, $a \\to z$ 8 ($b$), $b \\to z$ 6 ($a$). Routes of $x$: $x \\to a \\to z$ "
+        "$3 \\cdot 8 = 24$, $x \\to a \\to b \\to z$ $3 \\cdot 1 \\cdot 6 = 18$, $x \\to b \\to z$ "
+        "$1 \\cdot 6 = 6$: $dz/dx = 48$, and $z = x^2y^2 + x^2y$ agrees ($2xy^2 + 2xy = 48$). Routes of $y$: "
+        "$2 \\cdot 8 + 2 \\cdot 1 \\cdot 6 = 28$. Your system differs in one arrow: which one, and at which "
+        "forward value is its label taken?"),
         checks=("check_routes", "check_gradient_of_z"), cells=("worked_derivatives",)),
     "C": PartHints(texts=(
         "Can you compute every $e_i$ at once with whole-tensor operations, without a loop? And once you have the "
@@ -807,9 +880,12 @@ hint = HintBook({
         "largest relative error need not be the largest absolute one: [100, 0.1] against [101, 0.2] gives (0.5, "
         "(1,)). [0, 1e-9] against [0, 0] gives (0.1, (1,)) at the default floor and (0.001, (1,)) with "
         "`floor=1e-6`; 0-d tensors 2.0 and 3.0 give (0.333..., ()).",
-        "The numerator is the elementwise absolute difference; the denominator is the elementwise larger of the two "
-        "magnitudes, raised to the floor wherever it is below it; one division gives every error. Take the flat "
-        "position of the largest, let PyTorch's unravel function turn it into coordinates for the tensors' shape, "
-        "and make the coordinates and the error plain Python numbers before you return them."),
+        "A trace, analytic [[0, 2, -1], [0.5, -4, 0]] against numerical [[0, 2.2, -1.1], [0.5, 4, 0]], default "
+        "floor. Differences: [[0, 0.2, 0.1], [0, 8, 0]]. Denominators: [[1e-8, 2.2, 1.1], [0.5, 4, 1e-8]] (the two "
+        "zero pairs get the floor, so they give 0, not 0/0). Errors: [[0, 0.0909, 0.0909], [0, 2, 0]]. The largest, 2, "
+        "is at flat position 4 of the 2×3 shape: row 4 // 3 = 1, column 4 % 3 = 1, so (1, 1), where a and n have "
+        "opposite signs (their sizes alone would call it perfect). Dividing 4 by the 2 rows instead would say (2, 0), "
+        "off the tensor. The answer is (2.0, (1, 1)) with a Python float and Python ints: which of your values "
+        "would print the same and still not be one?"),
         checks=("check_worst_relative_error",), cells=("worst_relative_error",)),
 })
