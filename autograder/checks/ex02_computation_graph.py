@@ -10,7 +10,13 @@ graded independently:
   upstream factor both show.
 * Part C runs the learner's ``backward()`` on graphs of the learner's ``Value`` nodes that carry the course's own
   local rules; the rules record when they run, which names the traversal mistake (double visits, wrong order, ...).
-* Part D runs the whole engine on expressions and random graphs that reuse nodes, with numbers on either side.
+* Part D runs the whole engine on expressions and random graphs that reuse nodes, with numbers on either side, then
+  grades a bug hunt: three helpers that each wrap a float read from .data in a new Value, of which only one
+  (third_moment) loses a route; the learner names it, reports the gap measured with engine vs central differences,
+  and fixes it.
+
+Part A also asks for ``maximum``, whose ties (the next case after lesson 02's "max routes") are decided by measuring:
+central differences and torch.maximum split a tie in halves.
 
 The engine is built from scratch, so learner code runs with autograd forbidden (``Route.AUTOGRAD``). Every case is a
 trial; each catalogued mistake shows in at least two cases of the public and of the hidden test (a mistake the check
@@ -60,7 +66,7 @@ METHODS = ("relu", "tanh", "exp", "log")
 class Step:
     """One operation. ``args`` holds node indices (int) or constants (float); ``exponent`` is the constant of ``**``."""
 
-    op: str  # a key of BINARY or IN_PLACE, "neg", one of METHODS, or "**"
+    op: str  # a key of BINARY or IN_PLACE, "neg", "max" (a.maximum(b)), one of METHODS, or "**"
     args: tuple
     exponent: int | float | None = None
 
@@ -86,6 +92,8 @@ class Program:
             return f"{target} = {args[0]}; {target} {step.op} {args[1]}"
         if step.op == "neg":
             return f"{target} = -{args[0]}"
+        if step.op == "max":
+            return f"{target} = {args[0]}.maximum({args[1]})"
         if step.op == "**":
             return f"{target} = {args[0]} ** {step.exponent:g}"
         return f"{target} = {args[0]}.{step.op}()"
@@ -110,6 +118,9 @@ def _apply(step: Step, args: list, *, in_place: bool) -> Any:
         return IN_PLACE[step.op](*args) if in_place else BINARY[step.op[0]](*args)
     if step.op == "neg":
         return -args[0]
+    if step.op == "max":  # torch.maximum on tensors, the learner's method on Values
+        return torch.maximum(args[0], torch.as_tensor(args[1], dtype=torch.float64)) \
+            if isinstance(args[0], torch.Tensor) else args[0].maximum(args[1])
     if step.op == "**":
         return args[0] ** step.exponent
     return getattr(args[0], step.op)()
@@ -183,7 +194,7 @@ def _run_values(Value: type, program: Program, values: Sequence[float]) -> list:
                 raise proven_failure(f"{failure.message}\nA number on the left of {step.op} makes Python call the "
                                      f"Value's reflected method.", REFLECTED_LOOP) from None
             if "has no attribute" in str(failure) and not all(isinstance(a, int) for a in step.args) \
-                    and not _uses_part_b(failure.message):
+                    and not _uses_part_b(failure.message) and "'maximum'" not in failure.message:
                 raise GradingFailure(f"{failure}\nA plain number has no .data or .grad: turn it into a node first "
                                      "(other = as_value(other)).") from None
             raise
@@ -356,6 +367,13 @@ POW_ABS = Misconception(
     "power rule through |x|",
     "d(x**k)/dx = k * x**(k - 1) with x itself, not |x|: for a negative x and an even k (2, -2, ...) |x|**(k - 1) "
     "has the wrong sign. Python computes x**(k - 1) for a negative x whenever k is an integer.")
+MAX_TIE = Misconception(
+    "a tie of maximum not split (all, both or none)",
+    "Where a.data == b.data, maximum(a, b) has a kink: nudged up, either input moves it; nudged down, neither does. "
+    "Central differences average the two sides, half the upstream gradient to each input, as torch.maximum does.",
+    "At a tie, what do central differences give each input of the maximum, and what does torch.maximum give?")
+MAX_LOSER = Misconception("maximum's gradient sent to the smaller input", "Max routes (lesson 02): the input that "
+                          "won, the larger one, gets the whole upstream gradient.")
 NOT_ALL = Misconception("not every node's _backward ran",
                   "backward() must call _backward() on every node the output was computed from, found by following "
                   "_prev recursively (a topological sort), not only on the output itself.")
@@ -409,10 +427,16 @@ def _gradient_mistakes(program: Program, values, node: int, upstream: float, pre
             specific.append(POW_ABS.looks_like(preset + upstream * step.exponent * abs(x) ** (step.exponent - 1)))
     elif step.op == "/" and not isinstance(step.args[0], int):
         specific.append(RDIV.looks_like(preset + upstream / step.args[0]))
-    if step.op not in METHODS and step.op != "**":  # a sign slip of - and / (for a power, |x| gives the same number)
+    # A tie of maximum: this input got the whole gradient (twice over for a.maximum(a)) or none of it; "none" is also
+    # what a missing rule gives, and at a tie the tie is named instead.
+    tie = step.op == "max" and arg_values[0] == arg_values[1]
+    if step.op == "max":
+        specific += [MAX_TIE.looks_like(preset + len(shares) * upstream), MAX_TIE.looks_like(preset)] if tie \
+            else [MAX_LOSER.looks_like(preset + upstream * (1.0 - total))]
+    if step.op not in METHODS and step.op not in ("**", "max"):  # a sign slip (for a power, |x| gives the same)
         specific.append(SIGN.looks_like(preset - upstream * total))
     return [*specific, *(OVERWRITE.looks_like(upstream * p) for p in shares), NO_UPSTREAM.looks_like(preset + total),
-            *(OVERWRITE_NO_UPSTREAM.looks_like(p) for p in shares), NO_RULE.looks_like(preset)]
+            *(OVERWRITE_NO_UPSTREAM.looks_like(p) for p in shares), *([] if tie else [NO_RULE.looks_like(preset)])]
 
 
 def _check_one_step(Value, case: Case) -> None:
@@ -470,6 +494,31 @@ ARITHMETIC = [("+", (0, 1)), ("+", (0, "c")), ("+", ("c", 0)), ("+", (0, 0)),
               ("/", ("C", 0)), ("-", ("C", 0))]
 
 
+# maximum's cases: (arguments, a, b); "t" stands for a number equal to a (a tie with a constant). One input wins
+# (a, b, or a number), then ties, which are the next case after lesson 02's "max routes": two inputs that are equal,
+# a number equal to a, and the same node twice. They come after the cases with a winner, so that a missing rule is
+# named by those first.
+MAXIMUM = [((0, 1), 3.0, -2.0), ((0, 1), -0.5, 1.25), ((0, 4.0), 3.0, None), ((0, -1.0), 3.0, None),
+           ((0, 1), 1.5, 1.5), ((0, 1), -0.75, -0.75), ((0, "t"), 1.5, None), ((0, 0), 3.0, None), ((0, 0), -2.0, None)]
+
+
+def _maximum_cases(grading_seed: int | None) -> list[Case]:
+    """MAXIMUM's cases as listed (visible; upstream 3 for a.maximum(a), where half of 2 is the 1 of a rule without
+    out.grad), or at drawn numbers that keep each case's order: who wins, or the tie (hidden)."""
+    gen = None if grading_seed is None else generator("02/maximum", grading_seed)
+    cases = []
+    for args, a, b in MAXIMUM:
+        n, other = 1 + (1 in args), b if 1 in args else a if args[1] in (0, "t") else args[1]
+        upstream, preset = (3.0 if args == (0, 0) else 2.0), (0.25, -0.5)
+        if gen is not None:
+            side, a = (other > a) - (other < a), _signed(gen, 0.5, 2.0)
+            other = round(a + side * float(uniform(gen, (), 0.5, 2.0)), 3)
+            upstream, preset = _signed(gen, 1.5, 3.0), (_signed(gen, 0.2, 1.0), _signed(gen, 0.2, 1.0))
+        step = (0, 1) if n == 2 else (0, 0) if args == (0, 0) else (0, other)
+        cases.append(Case(_one_step("max", *step), (a, other)[:n], upstream, preset[:n]))
+    return cases
+
+
 # Corners of Part A's domain, visible and at every seed: an operand equal to 0 (a Value, a = 0, on either side of *
 # and as the numerator of /, and the number 0 itself), where a local rule that divides by an operand raises. Each is
 # (operation, arguments, the value of a); "0" stands for the number 0.
@@ -518,7 +567,10 @@ def check_arithmetic(Value, grading_seed: int | None = None) -> None:
     """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules.
 
     Domain: Values holding any real float, numbers (int or float) on either side, a divisor never 0; the same node
-    twice (a + a, a * a); a node that already holds gradient (.grad preset) and an output gradient other than 1.
+    twice (a + a, a * a, a.maximum(a)); maximum with a Value or a number as other, a winner on either side or a tie
+    (MAXIMUM: the tie split half and half, as central differences and torch.maximum measure, MAX_TIE; the gradient
+    to the smaller input, MAX_LOSER); a node that already holds gradient (.grad preset) and an output gradient other
+    than 1.
     Pinned at every seed: each operation with both operand orders and in-place forms (ARITHMETIC), reflected - and /
     with a number of the opposite sign to a (so c - a != a - c), and an operand equal to 0 (ARITHMETIC_CORNERS).
     Contracts and their checks: "returns a new Value created as Value(result, (self, other), op)" -> a new Value
@@ -533,7 +585,7 @@ def check_arithmetic(Value, grading_seed: int | None = None) -> None:
     __tracebackhide__ = True
     Value = _value_class(Value)
     with _without_part_b(Value):
-        for case in _arithmetic_cases(grading_seed):
+        for case in _arithmetic_cases(grading_seed) + _maximum_cases(grading_seed):
             with trial():
                 try:
                     _check_one_step(Value, case)
@@ -550,12 +602,12 @@ def _function_program(op: str, exponent=None) -> Program:
 # Part B's visible cases: (operation, exponent, x).
 VISIBLE_FUNCTIONS = [("relu", None, 0.75), ("relu", None, -1.5), ("tanh", None, 0.5), ("tanh", None, -1.2),
                      ("exp", None, 0.5), ("log", None, 2.0), ("**", 3, -1.5), ("**", -1, 2.0), ("**", 0.5, 4.0)]
-#: Corners of Part B's domain, visible and (with other gradients) at every seed: relu a second time on the negative
-#: side (the text never uses x = 0), an integer power at x = 0 (where k * out / x raises), a negative base under
-#: an even power, 2 and -2 (where |x| ** (k - 1) has the wrong sign), and tanh saturated at x = 800 and -750 (where
-#: a rule through cosh or exp overflows).
-FUNCTION_CORNERS = [("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25), ("**", -2, -0.8),
-                    ("tanh", None, 800.0), ("tanh", None, -750.0)]
+#: Corners of Part B's domain, visible and (with other gradients) at every seed: relu a second time on each side (the
+#: text never uses x = 0; two live cases, so that a relu rule without out.grad is named), an integer power at x = 0
+#: (where k * out / x raises), a negative base under an even power, 2 and -2 (where |x| ** (k - 1) has the wrong
+#: sign), and tanh saturated at x = 800 and -750 (where a rule through cosh or exp overflows).
+FUNCTION_CORNERS = [("relu", None, 1.3), ("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25),
+                    ("**", -2, -0.8), ("tanh", None, 800.0), ("tanh", None, -750.0)]
 
 
 def _function_cases(grading_seed: int | None) -> list[Case]:
@@ -584,8 +636,9 @@ def check_functions(Value, grading_seed: int | None = None) -> None:
     ones included, exp where the result is finite (x below about 709; the tests stay at moderate x), log at x > 0, x
     ** k for a constant k != 0, int or float, wherever the power and its derivative are real (any x for a positive
     int k, 0 included; x != 0 for a negative int k; x > 0 for a fractional k; never 0 ** 0). Pinned at every seed:
-    relu once on the positive side and twice on the negative side (RELU is named only where its value differs from
-    "no gradient at all"), x ** 2 and x ** 3 at x = 0, a negative base under k = 2 and k = -2, tanh at x = 800 and
+    relu twice on each side of 0 (RELU is named only where its value differs from "no gradient at all"; a relu rule
+    without out.grad, NO_UPSTREAM, shows on the positive side only), x ** 2 and x ** 3 at x = 0, a negative base
+    under k = 2 and k = -2, tanh at x = 800 and
     -750 (FUNCTION_CORNERS: a formula through cosh or exp overflows there, TANH_OVERFLOW), an int and a float
     exponent, an int power of a negative base. Contracts and their checks: "a new Value (one input: (self,)) with
     its local rule" -> as Part A (NOT_RECORDED, RETURNED_SELF, OVERWRITE, NO_UPSTREAM); each function's derivative
@@ -884,28 +937,35 @@ def _which_part(Value) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Part D: the bug hunt (the notebook's three helpers; scaled_sum rebuilds 1 / rms as a new leaf)
+# Part D: the bug hunt (the notebook's three helpers, each of which builds a Value from a float read from .data;
+# third_moment's cut loses the route through the mean, variance's and log_softmax_first's cost nothing)
 
-HELPERS = ("log_softmax_first", "scaled_sum", "smooth_relu_mean")
-BUGGY = "scaled_sum"
+#: The helpers, the buggy one, and where the notebook asks for the gap (engine minus central differences) of it.
+HELPERS, BUGGY, GAP_AT = ("log_softmax_first", "variance", "third_moment"), "third_moment", (0.5, -1.0, 2.0)
 BLAMED_DATA = Misconception(
     "blamed a harmless read of .data",
-    "Reading .data is harmless where the number read cancels out of the value (softmax does not change when every "
-    "input is shifted by the same constant) or only picks a branch; it cuts the gradient where the value itself is "
-    "rebuilt from it. Measure each helper: your engine's gradient against central differences of the same helper.",
-    "Does that helper's value change if the number it reads from .data were a little different?")
+    "A Value built from a float read from .data is a constant to backward. That costs nothing where the value does not "
+    "depend on that number to first order (softmax ignores a shift shared by every input; the sum of squared "
+    "deviations is flat in the centre at the mean) and loses the route through it everywhere else. Only a "
+    "measurement settles which: your engine's gradient against central differences of the same helper.",
+    "At the numbers you measured, did the helper you named disagree with central differences at all?")
 CUT_GRAPH = Misconception(
     "the graph still cut at a value rebuilt from .data",
-    "A Value made from a plain number (Value(x.data), or any float taken from .data) is a new leaf: backward stops "
-    "there, and the gradient that should flow through it into the inputs is lost. Build the scale from the Values "
-    "themselves (1 / rms, or divide by rms).",
+    "A Value made from a plain number (Value(x.data), or any float from .data) is a new leaf: backward stops there, "
+    "and the route through it is lost. Compute every part of the value that depends on the inputs from the Values.",
     "Which of your result's nodes are leaves that are none of the inputs?")
+GAP_SIGN = Misconception("the gap measured the other way round (central differences minus engine)",
+                         "The gap is engine_gradient minus numeric_gradient: positive where the engine's is too large.")
 
 
-def _scaled_sum(values: torch.Tensor, cut: bool = False) -> torch.Tensor:
-    rms = (values * values).mean() ** 0.5
-    weights = torch.arange(1, len(values) + 1, dtype=torch.float64)
-    return (weights * values).sum() / (rms.detach() if cut else rms)
+def _third_moment(values: torch.Tensor, cut: bool = False) -> torch.Tensor:
+    return ((values - (values.mean().detach() if cut else values.mean())) ** 3).mean()
+
+
+#: Each helper of the notebook as float64 torch, with its read of .data as a detach (what the engine computes).
+AS_WRITTEN = {"log_softmax_first": lambda v: torch.log_softmax(v - v.max().detach(), 0)[0],
+              "variance": lambda v: ((v - v.mean().detach()) ** 2).mean(),
+              "third_moment": lambda v: _third_moment(v, cut=True)}
 
 
 def _hunt_points(grading_seed: int | None) -> list[list[float]]:
@@ -917,33 +977,52 @@ def _hunt_points(grading_seed: int | None) -> list[list[float]]:
 
 
 @check
-def check_bug_hunt(Value, buggy, fixed, grading_seed: int | None = None) -> None:
-    """Part D, the hunt: ``buggy`` names the helper whose gradients are wrong (scaled_sum: it rebuilds 1 / rms from
-    .data), and ``fixed(values)`` computes scaled_sum's value with the gradient of that value, on the learner's engine.
+def check_bug_hunt(Value, buggy, gap, fixed, grading_seed: int | None = None) -> None:
+    """Part D, the hunt: ``buggy`` names the helper whose gradients are wrong (third_moment: its mean, rebuilt from
+    .data, is a constant to backward, and the third moment is not flat in the mean); ``gap`` is the measurement that
+    shows it, engine gradient minus central differences of that helper at GAP_AT; ``fixed(values)`` computes
+    third_moment's value with the gradient of that value, on the learner's engine.
 
-    Domain: lists of 2 to 5 Values of magnitude 0.3 to 2 (never all 0, so rms > 0), signs mixed. Contracts and their
-    checks: "the name of the helper" -> one of HELPERS, BUGGY (a decoy named is BLAMED_DATA, proven); "the same value"
-    -> out.data against float64; "right gradients" -> every input's .grad against autograd and central differences
-    (CUT_GRAPH when they are the gradients of the value with rms held constant).
+    Domain: lists of 3 to 5 Values of magnitude 0.3 to 2, signs mixed (never all equal). Contracts and their checks:
+    "the name of the helper" -> one of HELPERS, BUGGY (a decoy named is BLAMED_DATA, proven, with the decoy's
+    gradient as written against central differences); "engine gradient minus numeric gradient" -> 3 numbers (a
+    list, a tuple or a tensor) against the float64 gap of the helper as written (GAP_SIGN: proven when
+    all three match); "the same value" -> out.data against float64; "right gradients" -> every input's .grad
+    against autograd and central differences (CUT_GRAPH when they are the gradients with the mean held constant).
     """
     __tracebackhide__ = True
     Value = _value_class(Value)
+    at = torch.tensor(GAP_AT, dtype=torch.float64)
     if buggy != BUGGY:
         if buggy in HELPERS:
-            raise proven_failure(f"buggy = {buggy!r}: your engine's gradients of {buggy} agree with central "
-                                 "differences of the same helper (measure it).", BLAMED_DATA)
+            written, fd = autograd_gradient(AS_WRITTEN[buggy], at)[0], central_difference(AS_WRITTEN[buggy], at)[0]
+            raise proven_failure(f"buggy = {buggy!r}: at {list(GAP_AT)}, {buggy} as written (.data read as a constant) "
+                                 f"has the gradient {fmt(written)}, and central differences of its value give "
+                                 f"{fmt(fd)}: they agree, so its read of .data costs nothing.", BLAMED_DATA)
         raise GradingFailure(f"buggy = {buggy!r:.60}; expected the name of one of the helpers, {', '.join(HELPERS)}.")
+    with trial():
+        written, truth = autograd_gradient(AS_WRITTEN[BUGGY], at)[0], autograd_gradient(_third_moment, at)[0]
+        plain = type(gap) in (list, tuple) and all(type(x) in (int, float) for x in gap)  # else a tensor, or fail
+        got = as_answer(torch.tensor(gap, dtype=torch.float64) if plain else gap, what=f"gap = {gap!r:.60}", shape=(3,))
+        try:
+            expect_close(got, written - truth, source="expected", what=f"gap, {BUGGY}'s engine gradient minus central "
+                         f"differences at {list(GAP_AT)}", extra=f"  engine gradient:    {fmt(written)}\n  central "
+                         f"differences: {fmt(central_difference(_third_moment, at)[0])}")
+        except GradingFailure as failure:  # three numbers that match the mistake exactly are proof enough
+            if torch.allclose(got, truth - written, rtol=1e-6, atol=1e-8):
+                raise proven_failure(failure.message, GAP_SIGN) from None
+            raise
     for numbers in _hunt_points(grading_seed):
         with trial():
             what = f"fixed(values) with values = [{', '.join(f'Value({n})' for n in numbers)}]"
             values = [Value(n) for n in numbers]
             out = call_learner(fixed, values, what=what, forbid=[Route.AUTOGRAD])
             vector = torch.tensor(numbers, dtype=torch.float64)
-            expect_close(_read(out, "data", what), _scaled_sum(vector), what=f"{what}: .data",
-                         source="scaled_sum's value")
+            expect_close(_read(out, "data", what), _third_moment(vector), what=f"{what}: .data",
+                         source="third_moment's value")
             _run_backward(out, what)
-            grads, fd = autograd_gradient(_scaled_sum, vector)[0], central_difference(_scaled_sum, vector)[0]
-            cut = autograd_gradient(lambda v: _scaled_sum(v, cut=True), vector)[0]
+            grads, cut = (autograd_gradient(lambda v, c=c: _third_moment(v, c), vector)[0] for c in (False, True))
+            fd = central_difference(_third_moment, vector)[0]
             got = torch.stack([_read(v, "grad", f"{what} .grad") for v in values])
             expect_close(got, grads, fd=fd, what=f"{what}: the inputs' .grad", symptoms=[CUT_GRAPH.looks_like(cut)])
 
@@ -1021,54 +1100,51 @@ def _random_program(gen: torch.Generator, *, in_place: bool, n_inputs: int = 3,
 # Hints
 
 hint = HintBook({
-    "A": PartHints(texts=(
-        "For $out = a \\cdot b$, what is $\\partial out / \\partial a$? And after `out = a * a` with `out.grad = "
-        "1.0`, how many contributions reach `a.grad`?",
-        "Check values, as the test computes them: `a = Value(3.0)`, then `out` built from it, with `out.grad = 2.0` "
-        "and `a.grad = 0.25` before the rules from `out` back to `a` run. Expected `a.grad`: 12.25 for `a * a`, "
-        "-1.75 for `4 - a` and for `-a`, 4.25 for `a + a`, 0.75 for `a / 4` and about -0.19444 for `2 / a` "
-        "($0.25 + 2 \\cdot (-2/9)$). For a single operation, `out._backward()` runs its rule.",
-        "For each operation: make a number a constant node first, create the new node from the two `.data` values "
-        "with both operands recorded, and give it a rule that adds local derivative × `out.grad` to each operand's "
-        "`.grad` (for $a / b$: $1/b$ and $-a/b^2$). The rest can reuse these: negation is a product with $-1$, a "
-        "difference a sum with a negation, and a reflected form turns the number into a node and puts it first."),
-        checks=("check_arithmetic",), cells=("Value",)),
-    "B": PartHints(texts=(
-        "Which value does each local derivative need: the node's input, or the output it has already computed? "
-        "Could a way of writing a derivative overflow at an input where the function's own value is an ordinary "
-        "float?",
-        "Check values, with the new node's gradient at 1.0 and the input's at 0 before the rule runs (one node, "
-        "one rule: `out._backward()`): tanh at 0.5 gives the input about 0.78645, tanh at 800 and at -750 exactly 0.0; "
-        "exp at 0.5 about 1.64872; log at 4 gives 0.25; `Value(4.0) ** 0.5` 0.25, `Value(2.0) ** -1` -0.25, "
-        "`Value(-2.0) ** 3` 12.0 and `Value(0.0) ** 3` 0.0; relu at -1 gives 0.0 and at 2 gives 1.0.",
-        "Compute the output once and let the rule read it: tanh's derivative is $1 - t^2$ with $t$ the output, "
-        "exp's is the output itself, log's is $1/x$ and $x^k$'s is $k\\,x^{k-1}$; relu passes the gradient on only "
-        "where the input was positive. As in Part A: one input recorded, and the local derivative times the new "
-        "node's gradient added to the input's."),
-        checks=("check_functions",), cells=("nonlinearities",)),
-    "C": PartHints(texts=(
-        "In lesson 02's $u = ab$, $v = u + b$, $L = uv$, $u$ reaches $L$ directly and through $v$: may $u$'s rule "
-        "run before $v$'s has added its share to `u.grad`? And how does a node reached by two routes run its rule "
-        "only once?",
+    "A": PartHints(checks=("check_arithmetic",), cells=("Value",), texts=(
+        "At a tie, `a.data == b.data`, how far does the maximum move when `a` is nudged up by h, and when it is "
+        "nudged down? What do central differences make of the two sides? And after `out = a * a`, how many "
+        "contributions reach `a.grad`?",
+        "Check values: `a = Value(3.0)`, `out` made from it, `out.grad = 2.0` and `a.grad = 0.25`, then the rules run "
+        "(`out._backward()` for one operation). `a.grad` after: 12.25 for `a * a`, -1.75 for `4 - a`, about -0.19444 "
+        "for `2 / a`, 0.25 for `a.maximum(4)`, 2.25 for `a.maximum(a)`; a tie of two `Value(1.5)` (`b.grad = -0.5`): "
+        "1.25 and 0.5.",
+        "A trace, `a = Value(3.0)`, `b = Value(-2.0)`, `u = a * b`, `v = 2 - u`, `out = v / a` (8/3), `out.grad = 1`. "
+        "out's rule: v 1/3, a -8/9 ($-v/a^2$). v's rule: u -1/3. u's rule: a 2/3 more, -2/9 in all (right: $-2/a^2$); "
+        "b -1. A tie at a = b = 1.5: nudged up by h the maximum moves by h, nudged down it stays, so a's central "
+        "difference is (h - 0) / 2h, and b's too. Which of a's two contributions would `=` lose, and what if `b` is "
+        "`a` itself?")),
+    "B": PartHints(checks=("check_functions",), cells=("nonlinearities",), texts=(
+        "Which value does each local derivative need: the node's input, or the output it has already computed? Could "
+        "a way of writing a derivative overflow at an input where the function's own value is an ordinary float?",
+        "Check values, the new node's gradient 1.0 and the input's 0 before `out._backward()`: tanh at 0.5 gives the "
+        "input about 0.78645, at 800 and -750 exactly 0.0; exp at 0.5 about 1.64872; log at 4 0.25; `Value(4.0) ** "
+        "0.5` 0.25, `Value(2.0) ** -1` -0.25, `Value(-2.0) ** 3` 12.0, `Value(0.0) ** 3` 0.0; relu at -1 0.0, at 2 "
+        "1.0. With the new node's gradient at 2.0, every one doubles.",
+        "A trace, `x = Value(0.5)`, `t = x.tanh()` (0.462117), `e = t.exp()` (1.587431), `out = e ** 2`, `out.grad = "
+        "1`. out's rule: e gets 2 × 1.587431 = 3.174863. e's rule: t gets exp's output × e's gradient, 5.039876. t's "
+        "rule: x gets (1 - 0.462117²) × 5.039876 = 3.963599, as autograd says. Each rule reads a number of the "
+        "forward pass and the gradient that reached its node; relu passes it on, or not, by its input's sign.")),
+    "C": PartHints(checks=("check_backward",), cells=("backward",), texts=(
+        "In lesson 02's $u = ab$, $v = u + b$, $L = uv$, $u$ reaches $L$ directly and through $v$: may $u$'s rule run "
+        "before $v$'s has added its share to `u.grad`? And how does a node reached by two routes run its rule only "
+        "once?",
         "Check values at $a = 2$, $b = 3$: $L = 54$, `u.grad` 15, `v.grad` 6, `a.grad` 45 and `b.grad` 36. If "
         "`a.grad` is 27 and `b.grad` 24, $u$'s rule ran before $v$'s and passed on 9 of its 15. A smaller case of a "
         "reused node: `x = Value(2.0)`, `y = x * x`, `z = y * x + y` gives $z = 12$, `y.grad` 3 and `x.grad` 16.",
         "A trace to turn into code, lesson 02's graph at $a = 2$, $b = 3$ ($u = 6$, $v = 9$, $L = 54$). A list in "
         "which every node comes after the nodes it was computed from: a, b, u, v, L (b, a, u, v, L works too). Read "
-        "backwards, with the gradients after each rule: L starts at 1; L's rule: u 9, v 6; v's rule: u 15, b 6; "
-        "u's rule: a 45, b 36; a and b have no rule to run. A depth-first walk from L meets u twice, once from L and "
-        "once from v: at which moment of a visit may a node join the list, and what must the second meeting do?"),
-        checks=("check_backward",), cells=("backward",)),
-    "D": PartHints(texts=(
-        "Which helper's gradients disagree with the central differences of its own value? And for each read of "
-        "`.data`: would the helper's value change if the number read were a little different?",
-        "Check values at the numbers [1.0, 1.0]: central differences give about (0.5, -0.5) for log_softmax_first, "
-        "(-0.5, 0.5) for scaled_sum and (0.3655, 0.3655) for smooth_relu_mean; compare each with engine_gradient. "
-        "The end-to-end test: at $(x, y) = (0.5, -1.5)$ the try-it expression gives out ≈ 3.4932342623, dx ≈ "
-        "1.7760542730 and dy ≈ -1.3244673993, as PyTorch does.",
-        "A Value made from a plain number has no inputs, so backward stops there. A number read from `.data` that "
-        "cancels out of the value (a shift every term shares) or only picks a branch costs nothing; one that is part "
-        "of the value takes the value's dependence on the inputs with it. In your fix, build every part of the value "
-        "from the Values themselves. If the end-to-end test fails first, the part it names fails on its own too."),
-        checks=("check_engine", "check_bug_hunt"), cells=("bug_hunt",)),
+        "backwards, with the gradients after each rule: L starts at 1; L's rule: u 9, v 6; v's rule: u 15, b 6; u's "
+        "rule: a 45, b 36; a and b have no rule to run. A depth-first walk from L meets u twice, once from L and once "
+        "from v: at which moment of a visit may a node join the list, and what must the second meeting do?")),
+    "D": PartHints(checks=("check_engine", "check_bug_hunt"), cells=("bug_hunt",), texts=(
+        "For which helper do `engine_gradient` and `numeric_gradient` disagree at the same numbers? And for each "
+        "helper, would its value change, to first order, if the number it reads from `.data` were a little different?",
+        "Measure a smaller case first: at [1.0, 3.0], central differences give about (0.8808, -0.8808) for "
+        "log_softmax_first, (-1.0, 1.0) for variance and (0.0, 0.0) for third_moment; compare each with "
+        "engine_gradient. End to end: at $(x, y) = (0.5, -1.5)$ the try-it expression gives out ≈ 3.4932342623, dx ≈ "
+        "1.7760542730, dy ≈ -1.3244673993, as PyTorch does.",
+        "A trace of a harmless cut, variance at [1.0, 3.0]: mean 2, deviations -1 and 1. With the mean a constant, "
+        "each input gets 2 × deviation / 2: (-1, 1). The route through the mean would add (1/2) × (-2 × sum of "
+        "deviations / 2) = 0 to each: nothing is lost. Do the same for the helper whose gap is not 0: what does its "
+        "mean's route carry, and is it your gap? In the fix, compute every part of the value from the Values.")),
 })
