@@ -89,7 +89,7 @@ def test_only_cells_whose_names_reach_a_changed_answer_are_skipped():
     assert cells_reaching_answers(assignment, reference) == set()
     silu = {**reference, "silu_backward": reference["silu_backward"].replace("return dy", "return 2 * dy")}
     assert cells_reaching_answers(assignment, silu) == {
-        "test_silu_backward", "test_silu_backward_hidden", "test_mlp_gradients", "test_mlp_gradients_hidden"}
+        "test_residual_backward", "test_residual_backward_hidden", "test_mlp_gradients", "test_mlp_gradients_hidden"}
     below = cells_below_first_answer(assignment, silu)
     assert {"test_train_digits", "test_batchnorm_forward"} <= below
     for runs_code in ("torch.set_default_dtype(torch.float32)\n", "g = globals()\n"):

@@ -3,7 +3,9 @@
 * :mod:`.logsumexp` (A) and :mod:`.moons` (B) run on the learner's exercise-02 ``Value`` engine: a new operation,
   one node of many inputs whose backward the learner derives, then training an MLP on two moons generated in code,
   to a clean boundary (:mod:`.value_mlp`: the helpers they share);
-* :mod:`.silu` (C.1: SiLU's backward) and :mod:`.residual` (C.2: a residual block's backward, SiLU in its branch),
+* :mod:`.norm` (C.1: the row-wise Euclidean norm's backward, at its kink and where its squares leave float64's
+  range) and :mod:`.residual` (C.2: a residual block's backward, SiLU in its branch, with the learner's SiLU backward
+  that Part E's given code calls, checked by :mod:`.silu`),
   :mod:`.batchnorm` (D: batch normalisation by hand, training-mode batch statistics against evaluation-mode running
   statistics), :mod:`.bughunt` (E: a given backward of the digits network Linear -> BatchNorm -> SiLU -> Linear that
   trains and has a planted bug, found with a gradcheck gate and fixed) and :mod:`.digits` (F: training the network
@@ -28,10 +30,11 @@ from .hints import hint
 from .logsumexp import check_logsumexp
 from .moons import MOONS_ACCURACY, MOONS_BUDGET, check_train_moons, try_train_moons
 from .network import DIGITS_KEYS, mlp_logits, mlp_loss
+from .norm import check_norm_backward
 from .residual import check_residual_backward
 from .silu import check_silu_backward
 
 __all__ = ["BN_EPS", "DIGITS_ACCURACY", "DIGITS_KEYS", "MOONS_ACCURACY", "MOONS_BUDGET", "accuracy", "batchnorm",
            "check_batchnorm_backward", "check_batchnorm_forward", "check_bug_hunt", "check_logsumexp",
-           "check_residual_backward", "check_silu_backward", "check_train_digits", "check_train_moons", "hint",
-           "mlp_logits", "mlp_loss", "try_train_moons"]
+           "check_norm_backward", "check_residual_backward", "check_silu_backward", "check_train_digits",
+           "check_train_moons", "hint", "mlp_logits", "mlp_loss", "try_train_moons"]

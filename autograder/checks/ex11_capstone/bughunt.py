@@ -1,8 +1,10 @@
 """Part E, a bug hunt: the notebook gives ``given_gradients``, a complete hand-written backward of the digits network
-Linear -> BatchNorm -> SiLU -> Linear that trains (its loss falls as a right one's does) and has one planted bug: its
-BatchNorm backward divides the route through the variance by N − 1 where the forward divided by N, so one gradient,
+Linear -> BatchNorm -> SiLU -> Linear that trains (its loss falls as a right one's does) and has one planted bug,
+hidden among plausible lines: its BatchNorm backward takes the route through the variance at
+(centred.var(0) + eps)^(-3/2), torch's default, unbiased variance (divided by N − 1), where the forward normalised with
+the biased one (divided by N). Nothing in the code says N − 1, so reading for it is not enough: one gradient,
 d loss / d W1, is off by a term that shrinks as the batch grows. The learner finds it with the course's tools (a
-gradcheck gate against autograd, per-layer gradient norms, batches of several sizes), names the parameter
+gradcheck gate against autograd, intermediate tensors made leaves, batches of several sizes), names the parameter
 (``WRONG_GRADIENT``) and writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central
 differences on batches from 2 to 64 examples.
 
@@ -53,10 +55,12 @@ TRY_IT_BATCH = 64
 
 
 def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
-                     mean_divisor: str = "n", ce_divided: bool = True) -> dict[str, Tensor]:
+                     mean_divisor: str = "n", ce_divided: bool = True, unbiased_dvar: bool = False
+                     ) -> dict[str, Tensor]:
     """The given backward's stages with the reference exercise-04 pieces. ``var_divisor`` and ``mean_divisor`` ("n" or
-    "n - 1") divide BatchNorm's routes back through the variance and the mean; the given code is var_divisor="n - 1";
-    ``ce_divided`` False: the cross-entropy's gradient without its 1/N (a pasted exercise-04 mistake)."""
+    "n - 1") divide BatchNorm's routes back through the variance and the mean; ``unbiased_dvar``: the route through
+    the variance taken at (unbiased variance + eps)^(-3/2), the given code's bug; ``ce_divided`` False: the
+    cross-entropy's gradient without its 1/N (a pasted exercise-04 mistake)."""
     n = X.shape[0]
     divisors = {"n": n, "n - 1": n - 1}
     z = X @ params["W1"]
@@ -75,7 +79,7 @@ def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, v
     da = dh * s * (1 + a * (1 - s))
     dgamma, dbeta = (da * xhat).sum(0), da.sum(0)
     dxhat = da * params["gamma"]
-    dvar = -0.5 * (dxhat * centred).sum(0) / std ** 3
+    dvar = -0.5 * (dxhat * centred).sum(0) * ((centred.var(0) + BN_EPS) ** -1.5 if unbiased_dvar else std ** -3)
     dmean = -(dxhat / std).sum(0)
     dz = dxhat / std + dvar * 2 * centred / divisors[var_divisor] + dmean / divisors[mean_divisor]
     return {"W1": X.T @ dz, "gamma": dgamma, "beta": dbeta, "W2": dW2, "b2": db2}
@@ -83,7 +87,7 @@ def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, v
 
 def given_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor) -> dict[str, Tensor]:
     """What the notebook's given backward computes (tests/test_ex11_parts.py runs the notebook's cell against it)."""
-    return staged_gradients(params, X, targets, var_divisor="n - 1")
+    return staged_gradients(params, X, targets, unbiased_dvar=True)
 
 
 def _bug_hunt_cases(grading_seed: int | None) -> list[tuple[dict[str, Tensor], Tensor, Tensor, str]]:

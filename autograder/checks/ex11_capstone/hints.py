@@ -45,32 +45,42 @@ hint = HintBook({
         "round, a low but jittery loss smaller final steps."),
         checks=("check_train_moons",), cells=("train_moons",)),
     "C": PartHints(texts=(
-        "$x\\,\\sigma(x)$ is a product of two functions of $x$: which two terms does the product rule give, and "
-        "what is $\\sigma'(x)$ written with $\\sigma(x)$ itself rather than with $e^{-x}$?",
-        "Check values of $\\operatorname{silu}'(x)$, from the reference: 0.5 at $x = 0$, 0.9277 at 1 and 1.0908 at "
-        "2 (above 1: SiLU overshoots), 0.0723 at -1 and -0.0908 at -2 (negative), 1 at 40 and about $-1.7 \\cdot "
-        "10^{-16}$ at -40. With 0-d tensors $x = 1$ and $dy = 3$ the answer is the 0-d tensor 2.7830. If you get "
-        "0.7311 at $x = 1$ (which is $\\sigma(1)$), the second term of the product rule is missing.",
-        "Compute the sigmoid of `x` once, with torch's own function (it stays finite at $\\pm 40$, where an "
-        "exponential written out by hand may overflow). Write both terms of the product rule with that one "
-        "sigmoid and $x$, elementwise; multiply their sum by `dy` into a new tensor, since `x` and `dy` belong to "
-        "the caller. Staying with tensor operations keeps a 0-d input 0-d."),
-        checks=("check_silu_backward",), cells=("silu_backward",)),
+        "Written with $x_i$ and the norm itself, what is $\\partial \\lVert x_i \\rVert / \\partial x_{ij}$, and what "
+        "does that formula give on a row of zeros, or on a row whose squares float64 cannot hold? What may you "
+        "divide a row by without changing the direction it points in?",
+        "Check values, from the reference: x = [[3, 4], [0, 0]] and dy = [2, 1] give [[1.2, 1.6], [0, 0]], and a "
+        "central difference measures the same 0 on the zero row. For the row [3e200, 4e200] the sum of squares is "
+        "inf, and so is torch's own vector norm, yet the answer (dy = [1]) is [[0.6, 0.8]]; the row [3e-200, "
+        "4e-200] has a sum of squares of exactly 0.0 and the same answer. x = [[1, 2, 2]] with dy = [3] gives "
+        "[[1, 2, 2]]. If your zero row holds nan, a 0 / 0 was computed somewhere, even in a branch you then discard.",
+        "The gradient of a row's norm is the row divided by its norm, a unit vector, times that row's dy (a column, "
+        "one number per row). The norm is homogeneous: divide each row by its largest absolute entry first (leave a "
+        "zero row alone, its largest entry is 0) and every scaled entry lies within [-1, 1], so no square over- or "
+        "underflows; the scale cancels in the direction. A nonzero scaled row has a norm of at least 1, and the "
+        "zero row needs a denominator that is not 0 and a result of 0: choose one that keeps both true, without "
+        "producing a nan anywhere."),
+        checks=("check_norm_backward",), cells=("norm_backward",)),
     "C2": PartHints(texts=(
-        "$x$ reaches $y$ by two routes, one through the branch and one around it: what does each add to $dx$, and "
-        "which tensors of the forward pass does the branch's backward need to keep?",
+        "$u\\,\\sigma(u)$ is a product of two functions of $u$: which two terms does the product rule give for "
+        "SiLU? And $x$ reaches $y$ by two routes, one through the branch and one around it: what does each add to "
+        "$dx$, and which tensors of the forward pass does the branch's backward need to keep?",
+        "SiLU's derivative, from the reference: 0.5 at 0, 0.9277 at 1 and 1.0908 at 2 (above 1: SiLU overshoots), "
+        "-0.0908 at -2 (negative), 1 at 40 and at 1000, 0 at -1000 (not nan); if you get 0.7311 at 1, the "
+        "product rule lost a term. "
         "A smaller case to test against, $D = H = 1$: $x$ = [[0.5]], W1 = [[2]], b1 = [0], W2 = [[-1]], "
         "b2 = [0.25] and dy = [[1]]. The pre-activation is 1, and the five gradients are dx = [[-0.8553]], "
         "dW1 = [[-0.4638]], db1 = [-0.9277], dW2 = [[0.7311]] and db2 = [1]. If you get dx = [[-1.8553]], one "
         "route is missing; dx = [[0.0689]] or db1 = [-0.4656] means a nonlinearity's rule other than SiLU's. With "
         "a second example, $x$ = [[0.5], [-1]] and dy = [[1], [2]], dx becomes [[-0.8553], [2.3631]] and db2 = [3]. "
         "With W2 and b2 at zero, dx equals dy and the first layer's two gradients are zero, whatever $x$ is.",
+        "For SiLU, compute the sigmoid of the input once with torch's own function (finite at ±40) and write both "
+        "terms of the product rule with it, times the arriving gradient, into a new tensor. "
         "Run the branch's forward and keep its pre-activation and SiLU's output. Then go back through the branch "
         "from the top: the second linear layer turns dy into the gradient reaching SiLU's output and gives W2's and "
         "b2's gradients; SiLU's backward, at its input, turns that into the gradient of the pre-activation; the "
         "first linear layer gives W1's and b1's gradients and the branch's share of dx. Last, the route around the "
         "branch: an identity passes what arrives from above unchanged, and the shares of the two routes add up."),
-        checks=("check_residual_backward",), cells=("residual_backward",)),
+        checks=("check_residual_backward",), cells=("silu_backward", "residual_backward")),
     "D": PartHints(texts=(
         "There are two branches on `training`. In each: which mean and variance normalise the batch, which "
         "variance (divided by $N$ or by $N - 1$) goes into the running one, and how do you change the caller's "
@@ -115,14 +125,18 @@ hint = HintBook({
         "0.5342, 0.5197, 2.4168 and 0.5830; on 64 digits 1.2582, 0.1860, 0.1486, 0.7956 and 0.1248. Set the given "
         "backward's norms beside these. A right hand-derived gradient agrees with autograd to about $10^{-12}$ "
         "relative, so an error of a percent is a bug, even where the norms agree to two digits: compare the "
-        "tensors, not only their norms.",
+        "tensors, not only their norms. Measured that way (the norm of the difference over the norm of autograd's "
+        "gradient), the given backward's wrong gradient is 25 % off on 2 digits, 4.9 % on 16 and 0.84 % on 64.",
         "Start from the loss and go down one stage at a time. Make an intermediate tensor of the forward pass (the "
         "logits, then the SiLU's output, its input, and the BatchNorm's input) a leaf that requires grad, run the "
         "rest of the loss from it, and compare autograd's gradient of that leaf with what the given backward "
         "computes for the same tensor: the first one that disagrees comes out of the buggy line, whose inputs all "
-        "agree. Measure that disagreement on batches of 2, 4, 16 and 64 examples; how it shrinks with the batch "
-        "tells you what the line does wrong. Re-derive that one stage from the forward's own formula, change only "
-        "it in your copy, and check all five keys against autograd at several batch sizes."),
+        "agree. Inside BatchNorm, do the same with its statistics: rebuild its output from a variance leaf (and a "
+        "mean leaf) and compare with the given backward's gradients of them. Evaluate every quantity that line "
+        "reads, and set each one beside the value the forward pass used. Measure that disagreement on batches of "
+        "2, 4, 16 and 64 examples; how it shrinks with the batch tells you what the line does wrong. Re-derive "
+        "that one stage from the forward's own formula, change only it in your copy, and check all five keys "
+        "against autograd at several batch sizes."),
         checks=("check_bug_hunt",), cells=("wrong_gradient", "mlp_gradients")),
     "F": PartHints(texts=(
         "Besides the step, your loop has three duties: which single number does global-norm clipping compare with "

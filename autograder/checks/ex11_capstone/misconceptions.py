@@ -68,6 +68,13 @@ SIGMOID_DERIVATIVE = Misconception(
 PRODUCT_RULE_HALF = Misconception(
     "product rule with one term",
     "d(x·σ(x))/dx has two terms, σ(x)·1 and x·σ'(x); you kept one.")
+EXP_OVERFLOW_SILU = Misconception(
+    "SiLU's derivative written with exp(−x), which overflows",
+    "σ'(x) = e^{−x}/(1 + e^{−x})² is right on paper, but e^{−x} is inf in float64 for x below about −709 (and e^{x} "
+    "above 709), and inf·0 or inf/inf is nan. Written with σ itself, σ(1 − σ), and σ from torch.sigmoid, which "
+    "stays finite everywhere, nothing overflows: SiLU's derivative tends to 0 on the far left and to 1 on the far "
+    "right.",
+    question="What is exp(1000) in float64, and can you write σ'(x) with σ(x) alone?")
 MISSING_UPSTREAM = Misconception(
     "local derivative not multiplied by dy", "Multiply the local derivative by dy, the gradient arriving from above.")
 
@@ -266,3 +273,36 @@ NORMS_AFTER_CLIPPING = Misconception(
     "gradient norms recorded after clipping",
     "history['grad_norms'] shows each layer's gradient norm as gradients returned it, before clipping: the plot is "
     "there to show what the clipping acts on.")
+
+# Part C.1: the norm's backward
+ZERO_ROW_NAN = Misconception(
+    "0 / 0 at a row of zeros: the norm's kink left undecided",
+    "x / ‖x‖ is 0 / 0 on a row of zeros, where the norm has a kink (like |x| at 0) and no derivative. A backward must "
+    "still return a number there: the symmetric choice 0, which is what a central difference measures at the kink "
+    "and what torch's norm returns. Decide it explicitly, without computing the 0 / 0 (a nan in an unused branch of "
+    "a where still poisons the gradient that flows through it).",
+    question="What does a central difference measure at a row of zeros, and which value does your formula produce "
+             "there?")
+KINK_VALUE = Misconception(
+    "a gradient other than 0 at the norm's kink",
+    "At a row of zeros the norm is ‖x‖ = ‖0 + h‖ = ‖0 − h‖ for every nudge h: the symmetric difference, and torch's "
+    "norm, give 0 there. Any other value is a one-sided choice that moves the row along an arbitrary direction.",
+    question="What is (‖0 + h·e_j‖ − ‖0 − h·e_j‖) / 2h?")
+SQUARES_OUT_OF_RANGE = Misconception(
+    "squares under- or overflow: the norm not scaled by the row's largest entry",
+    "(1e-200)² underflows to 0 and (1e200)² overflows to inf in float64 (torch.linalg.vector_norm too), yet "
+    "x / ‖x‖ is an ordinary unit vector. The norm is homogeneous, ‖x‖ = m·‖x / m‖ for any m > 0: with m the row's "
+    "largest absolute entry every scaled entry is at most 1, and the m cancels in x / ‖x‖ (Part A's shift, for a "
+    "product instead of a sum).",
+    question="What is (1e200)² in float64, and by what may you divide a row without changing x / ‖x‖?")
+SQUARED_NORM_RULE = Misconception(
+    "the derivative of ‖x‖² used for ‖x‖",
+    "2x is the derivative of the squared norm Σ x_j². The norm is its square root: by the chain rule "
+    "∂‖x‖/∂x_j = x_j / ‖x‖, a unit vector.",
+    question="‖x‖ is the square root of what, and what does the chain rule add for the square root?")
+DY_WRONG_AXIS = Misconception(
+    "dy broadcast along the features instead of the examples",
+    "dy holds one number per row (example); each row's gradient is its dy_i times its own direction. Broadcasting a "
+    "shape-(N,) tensor against (N, D) lines it up with the last axis, the features: for N ≠ D it raises, for N = D it "
+    "runs and mixes the examples. Make dy a column first.",
+    question="Which axis of x does a shape-(N,) dy line up with when the two are multiplied, and which should it?")

@@ -1,6 +1,7 @@
-"""Part C.2: ``residual_backward(x, W1, b1, W2, b2, dy)``, the backward of a residual block the lesson never takes
-apart, y = x + silu(x·W1 + b1)·W2 + b2, by hand: the input reaches the output by two routes, the skip and the branch,
-and the branch is built of the exercise's pieces (two linear layers and SiLU)."""
+"""Part C.2: ``silu_backward(x, dy)``, SiLU's backward derived by the learner (Part E's given backward calls it; its
+cases are :mod:`.silu`'s), then ``residual_backward(x, W1, b1, W2, b2, dy)``, the backward of a residual block the
+lesson never takes apart, y = x + silu(x·W1 + b1)·W2 + b2, by hand: the input reaches the output by two routes, the
+skip and the branch, and the branch is built of the exercise's pieces (two linear layers and SiLU)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .misconceptions import (
     SKIP_FORGOTTEN,
     TANH_RULE_PORTED,
 )
-from .silu import silu
+from .silu import _run_silu, _silu_cases, silu
 
 Tensor = torch.Tensor
 
@@ -105,8 +106,9 @@ def _run_residual(residual_backward, args: tuple[Tensor, ...], note: str) -> Non
 
 
 @check
-def check_residual_backward(residual_backward, grading_seed: int | None = None) -> None:
-    """Part C.2: residual_backward(x, W1, b1, W2, b2, dy) = the gradients (dx, dW1, db1, dW2, db2) of
+def check_residual_backward(residual_backward, silu_backward, grading_seed: int | None = None) -> None:
+    """Part C.2: silu_backward(x, dy) = dy · d(x·σ(x))/dx (the cases of :mod:`.silu`), then
+    residual_backward(x, W1, b1, W2, b2, dy) = the gradients (dx, dW1, db1, dW2, db2) of
     sum(dy · y) for y = x + silu(x·W1 + b1)·W2 + b2, by hand (no autograd), the inputs unchanged.
 
     Domain (the part's text): x and dy float64 (N, D), W1 (D, H), b1 (H,), W2 (H, D), b2 (D,), N, D, H >= 1, any
@@ -116,6 +118,9 @@ def check_residual_backward(residual_backward, grading_seed: int | None = None) 
     central differences in float64; no autograd; the inputs unchanged.
     """
     __tracebackhide__ = True
+    for x, dy in _silu_cases(grading_seed):
+        with trial():
+            _run_silu(silu_backward, x, dy)
     for args, note in _residual_cases(grading_seed):
         with trial():
             _run_residual(residual_backward, args, note)
