@@ -66,6 +66,19 @@ def test_run_snippet_prints_what_happens(capsys):
     assert not any(f"-> {verdict}" in out for verdict in ex06.VERDICTS)  # nor the verdict's word
 
 
+def test_run_snippet_holds_back_group_3s_gradient_snippets(capsys):
+    """Group 3's gradient snippets are the learner's prediction: run_snippet prints their code and what to measure,
+    never what running them gives."""
+    assert ex06.HELD_BACK == ("S17", "S18", "S19", "S22", "S24")
+    for snippet_id in ex06.HELD_BACK:
+        ex06.run_snippet(snippet_id.lower())
+        out = capsys.readouterr().out
+        assert "held back" in out and "_saved_result" in out and "->" not in out
+        assert "RuntimeError" not in out and "finite differences" not in out
+    ex06.run_snippet("S20")
+    assert "-> ran without an error:" in capsys.readouterr().out
+
+
 def test_no_snippet_is_one_of_the_lessons():
     lesson = nbformat.read(course.ROOT / "lessons" / "06-in-place.ipynb", as_version=4)
     cell = next(c.source for c in lesson.cells if c.cell_type == "code" and "SNIPPETS = [" in c.source)

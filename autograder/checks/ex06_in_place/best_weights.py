@@ -18,6 +18,7 @@ from ...checking import (
     Misconception,
     Route,
     Routes,
+    _named_arguments,
     call_learner,
     check,
     expect_close,
@@ -190,8 +191,10 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
     data = Snapshot({"x": problem.x, "y": problem.y, "x_held": problem.x_held, "y_held": problem.y_held})
     routes = Routes()
     try:
-        returned = call_learner(train_keep_best, model, train_loss, held_out_loss, problem.lr, problem.momentum,
-                                problem.steps, what=what, forbid=[Route.OPTIMIZER], routes=routes, may_change=["model"])
+        arguments = (model, train_loss, held_out_loss, problem.lr, problem.momentum, problem.steps)
+        first = list(_named_arguments(train_keep_best, arguments, {}))[:1]  # the model, by position: any name
+        returned = call_learner(train_keep_best, *arguments, what=what, forbid=[Route.OPTIMIZER], routes=routes,
+                                may_change=first)
     except GradingFailure as failure:
         if failure.proven is None and routes.backward_runs > len(train_calls):
             raise _proven(f"{failure.message}\n  train_loss() was called {len(train_calls)} time(s), backward ran "

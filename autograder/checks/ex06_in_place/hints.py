@@ -23,8 +23,8 @@ hint = HintBook({
         checks=("check_sgd_momentum_step", "check_train_keep_best"), cells=("sgd_momentum_step",)),
     "B": PartHints(texts=(
         "Your record of the best weights has to survive every in-place update that comes after it. Which ways of "
-        "taking it share memory with the parameters (`model.state_dict()` among them), and which weights does "
-        "held-out loss number 0 belong to?",
+        "taking a record share memory with the parameters, how would you find out (`data_ptr()`, or the record "
+        "after one more update), and which weights does held-out loss number 0 belong to?",
         "A smaller case: with steps = 3 and held-out losses $[0.9, 0.5, 0.4, 0.6]$, `best_step` is 2 and the model "
         "ends holding the weights after 2 updates, not 3; were all four losses equal, `best_step` would be 0. A "
         "view of a parameter taken with detach() before training must show the final values afterwards: that is "
@@ -42,9 +42,11 @@ hint = HintBook({
         "share a `data_ptr()`, and `y._version` counts the in-place writes into `y`. A tensor whose version moved "
         "after a node saved it is what backward refuses. `checks.run_snippet(\"S13\", x=[0.5, -1.0, 0.0])` runs a "
         "snippet on inputs of your choice.",
-        "Which tensors are saved decides most of them: exp, tanh and sigmoid save their output; a power and a "
-        "product save their inputs; an in-place exp_() saves its own new result; adding or multiplying by a constant "
-        "saves nothing. detach() and .data both share memory with the original, but only detach() shares the "
-        "version counter; clone() shares neither."),
+        "Which tensors are saved decides most of them, and you can measure it instead of guessing by analogy: right "
+        "after the line that makes a node, compare the data_ptr() of its grad_fn._saved_result or "
+        "grad_fn._saved_self with the tensors you hold and note their _version; after the in-place line, read the "
+        "_version again. A saved tensor whose version moved is what backward refuses, whatever the values did. "
+        "detach() and .data both share memory with the original, but only detach() shares the version counter; "
+        "clone() shares neither."),
         checks=("check_snippets",), cells=("classify_snippets",)),
 })

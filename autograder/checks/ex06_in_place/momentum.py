@@ -12,7 +12,17 @@ from dataclasses import dataclass
 import torch
 from torch.optim.sgd import sgd
 
-from ...checking import GradingFailure, Misconception, Route, call_learner, check, expect_close, fmt, trial
+from ...checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    _named_arguments,
+    call_learner,
+    check,
+    expect_close,
+    fmt,
+    trial,
+)
 from ...checking import proven_failure as _proven
 from ...contracts import aliases
 from ...oracles import autograd_gradient, central_difference
@@ -279,7 +289,8 @@ def _check_step(sgd_momentum_step, case: MomentumCase, params: list, buffers: li
     listed = list(params)
     try:
         call_learner(sgd_momentum_step, listed, buffers, case.lr, what=what, forbid=[Route.OPTIMIZER, Route.AUTOGRAD],
-                     may_change=["params", "momentum_buffers"], **case.options)
+                     may_change=_first_two(sgd_momentum_step, listed, buffers, case.lr, **case.options),
+                     **case.options)
     except GradingFailure as failure:
         raise (failure if failure.proven or step else _diagnose_raise(sgd_momentum_step, case, failure)) from None
     for name, held, original in zip(case.names, listed, params):
@@ -323,6 +334,12 @@ def _check_step(sgd_momentum_step, case: MomentumCase, params: list, buffers: li
             raise _proven(f"{what}: {name} shows the new values, but a view of {name} taken before the step still "
                           f"holds {fmt(view)}: the update went to new memory, not into the parameter's own.",
                           NEW_STORAGE)
+
+
+def _first_two(fn: Callable, *args, **kwargs) -> list[str]:
+    """The names the learner's own signature gives the first two arguments (params and the buffers), whatever they
+    are called there: the step may change exactly these, so a renamed parameter must not turn into a changed input."""
+    return list(_named_arguments(fn, args, kwargs))[:2]
 
 
 def _run_momentum(sgd_momentum_step, case: MomentumCase) -> None:

@@ -85,16 +85,19 @@ SNIPPETS = _bank(
     ("rebinding", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
                                    "        w = w - lr * w.grad\n    w.requires_grad_(True)"),
     ("clone", "gradient", FINE, "y = torch.sigmoid(x)\ny = y.clone()\ny.mul_(2)\nloss = y.sum()"),
-    ("saved", "gradient", RAISES, "y = x.tanh()\ny[1:] = 0.0\nloss = y.sum()"),
-    ("harmless", "gradient", FINE, "y = x + 1\ny.mul_(3)\nloss = (y * x).sum()"),
-    ("detach_write", "gradient", RAISES, "y = x.exp()\nz = y.detach()\nz += 1\nloss = (y * 2).sum()"),
+    # Group 3: where the lesson's rules, applied by the look of the code, mispredict (a write that changes no value,
+    # an op that keeps its input where its neighbours keep their output, a ratio to its own detached copy). Its
+    # gradient snippets are held back from run_snippet (HELD_BACK): the learner measures what the nodes kept.
+    ("saved", "gradient", RAISES, "y = torch.sigmoid(x)\ny.relu_()\nloss = y.sum()"),
+    ("harmless", "gradient", FINE, "y = x.sin()\ny.mul_(2)\nloss = y.sum()"),
+    ("detach_write", "gradient", RAISES, "y = x.exp()\ny.detach().clamp_(min=0.0)\nloss = y.sum()"),
     ("no_grad_update", "update", FINE, "for _ in range(steps):\n    w.grad = None\n    loss_of(w).backward()\n"
                                        "    with torch.no_grad():\n        w.copy_(w - lr * w.grad)"),
     ("no_reset", "update", WRONG, "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
                                   "    with torch.no_grad():\n        w -= lr * w.grad"),
-    ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y * y.detach()).sum()"),
+    ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y / y.detach()).sum()"),
     ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
-    ("leaf", "gradient", RAISES, "x.mul_(1.0)\nloss = x.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\nz = y.exp()\ny.zero_()\nloss = z.sum()"),
 )
 
 #: Every group: its mechanism, and what a wrong answer on a snippet of the group misjudged (named after the situation
@@ -107,20 +110,23 @@ GROUPS = {
         "What does PyTorch do with an in-place write into a tensor created with requires_grad=True, and when?")),
     "saved": ("version counter", Misconception(
         "an overwrite of a tensor backward saved, misjudged", "Backward nodes keep what their derivative needs: exp, "
-        "tanh and sigmoid their output, a power or a product its inputs. An in-place edit of such a tensor (also "
-        "through an index, y[1:] = 0) bumps its version counter, and backward() raises 'modified by an inplace "
+        "tanh, sigmoid, relu and sqrt their output, a power, a product or sin their inputs (grad_fn._saved_result "
+        "and grad_fn._saved_self show which). An in-place edit of such a tensor (also through an index, y[1:] = 0) "
+        "bumps its version counter, even when it changes no value, and backward() raises 'modified by an inplace "
         "operation'.", "Which tensors did the backward nodes here keep, and what wrote into one of them afterwards?")),
     "detach_write": ("version counter", Misconception(
         "a write through detach(), misjudged", "detach() shares memory and the version counter with the original: "
-        "writing into it changes the saved tensor, the counter sees it, and backward raises. Use clone() for a copy "
-        "you may modify.", "What does a detached tensor share with the tensor it came from, besides its values?")),
+        "writing into it changes the saved tensor, the counter sees it (it counts writes, not changed values), and "
+        "backward raises. Use clone() for a copy you may modify.",
+        "What does a detached tensor share with the tensor it came from, besides its values?")),
     "data_intermediate": (".data", Misconception(
         "a write through .data into a saved tensor, misjudged", "Writes through .data skip the version counter: no "
         "error, but backward multiplies by the overwritten values. The gradient is wrong and only a finite-difference "
         "check shows it.", "Which checks does a write through .data pass, and which values does backward then use?")),
     "detach_cut": ("detach", Misconception(
         "a detach() inside the loss, misjudged", "A tensor made by detach() is a constant to backward: whatever is "
-        "computed from it contributes nothing to x.grad, so the gradient is wrong without an error.",
+        "computed from it contributes nothing to x.grad, so the gradient is wrong without an error. y / y.detach() "
+        "is 1 whatever x is, yet autograd gives it the gradient of y / c.",
         "Which factors of the loss does backward treat as constants here?")),
     "rebinding": ("rebinding", Misconception(
         "w = w - ... in an update, misjudged", "It builds a new tensor and binds the name w to it: the parameter that "
@@ -134,7 +140,8 @@ GROUPS = {
     "harmless": ("fine", Misconception(
         "an in-place op on a tensor nothing saved, misjudged", "An in-place edit only matters when it overwrites a "
         "leaf or a tensor that a backward node saved. Adding or multiplying by a constant saves nothing, so editing "
-        "y = x * 2 or x + 1 in place is fine; and an in-place op such as exp_() saves its own new result, which "
+        "y = x * 2 in place is fine; sin keeps its input, so editing its output is fine; exp keeps its output, so "
+        "editing its input afterwards is fine; and an in-place op such as exp_() saves its own new result, which "
         "nothing edits afterwards.", "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
     "clone": ("fine", Misconception(
         "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original and "
@@ -338,14 +345,26 @@ def check_snippets(classify_snippets, group: int, grading_seed: int | None = Non
             _judge(snippet, inputs, answers[snippet.id], what)
 
 
+#: Group 3's gradient snippets: run_snippet does not run them. Their verdicts are the learner's prediction, checked
+#: by measuring what each backward node kept (grad_fn._saved_result / _saved_self, _version, data_ptr).
+HELD_BACK = tuple(s.id for s in SNIPPETS[2 * GROUP_SIZE:] if s.kind == "gradient")
+
+
 def run_snippet(snippet_id: str, *, steps: int = 2, x=None) -> None:
     """Run one snippet of the bank as the tests do and print what happened: the error it raises, or the result beside
     the right one (finite differences of the same code, or plain gradient descent). The verdict and the mechanism are
     the learner's to conclude. ``steps`` (update snippets) and ``x`` (gradient snippets) default to the corner
-    inputs."""
+    inputs. The snippets of :data:`HELD_BACK` are not run: only their code is printed."""
     snippet = next((s for s in SNIPPETS if s.id == str(snippet_id).upper()), None)
     if snippet is None:
         raise ValueError(f"no snippet {snippet_id!r}: the bank has S01 to S{len(SNIPPETS):02d}.")
+    if snippet.id in HELD_BACK:
+        print(f"{snippet.id} is held back: run_snippet does not run the gradient snippets of group 3 "
+              f"({', '.join(HELD_BACK)}). Predict it from what each backward node keeps, and measure that in a "
+              "scratch cell of your own on the line that makes the node: grad_fn._saved_result, "
+              "grad_fn._saved_self, _version and data_ptr().")
+        print("\n".join("    " + line for line in snippet.source.splitlines()))
+        return
     inputs = CORNER_INPUTS
     if x is not None:
         inputs = dataclasses.replace(inputs, x=torch.as_tensor(x, dtype=torch.float64).detach().clone())
