@@ -40,6 +40,8 @@ PROXY = shutil.which("configurable-http-proxy") or "/usr/bin/configurable-http-p
 RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 #: The culler's idle time in the test (the course's hubs: TLJH's 3600 s default, Z2JH's cull.timeout).
 CULL_SECONDS = 40
+#: How often, in the test, a server and the proxy report activity to the hub (seconds).
+ACTIVITY_SECONDS = 5
 
 
 class HubUnavailable(Exception):
@@ -188,6 +190,10 @@ c.Authenticator.allow_all = True
 c.Spawner.cmd = ["{venv / 'jupyterhub-singleuser'}"]
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
+# Activity reaches the hub every few seconds (both default to 300 s): with the culler's short idle time, a server in
+# use (a JupyterLab window polling it) is never taken for an idle one, while one nobody uses still is.
+c.JupyterHub.last_activity_interval = {ACTIVITY_SECONDS}
+c.Spawner.environment = {{**c.Spawner.environment, "JUPYTERHUB_ACTIVITY_INTERVAL": "{ACTIVITY_SECONDS}"}}
 c.JupyterHub.services = [
     {{"name": "test-admin", "api_token": "{admin_token}"}},
     {{"name": "idle-culler", "command": ["{sys.executable}", "-m", "jupyterhub_idle_culler",
