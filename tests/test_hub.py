@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from hub import CULL_SECONDS, EXCHANGE, GRADER, HubUnavailable, as_user, require_hub, start_hub
+from hub import COURSE_DIR, CULL_SECONDS, EXCHANGE, GRADER, HubUnavailable, as_user, require_hub, start_hub
 from submissions import solution_sources
 
 COURSE = "autograd-course"
@@ -83,6 +83,27 @@ class Term:
         return f"{COURSE}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 
 
+def grader_commands() -> tuple[str, str]:
+    """deploy/README.md's commands for the grader account, as one shell line each: those before the learners' turn
+    (clone, release) and those after it (collect, grade, release the feedback, export), with the clone made from the
+    hub's copy of the course and a grading seed of this test's."""
+    readme = (COURSE_DIR / "deploy" / "README.md").read_text()
+    section = readme.split("## The grader account", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    before, after = block.split("# ... learners", 1)
+    after = after.split("\n", 1)[1]
+
+    def commands(text: str) -> str:
+        lines = [line.split("  #", 1)[0].strip() for line in text.splitlines()]
+        return " && ".join(line for line in lines if line and not line.startswith("#"))
+
+    swaps = {"https://github.com/your-org/autograd-course": str(COURSE_DIR), "<this term's secret>": "914"}
+    before, after = commands(before), commands(after)
+    for text, replacement in swaps.items():
+        before, after = before.replace(text, replacement), after.replace(text, replacement)
+    return before, after
+
+
 @pytest.fixture(scope="module")
 def term(hub):
     term = Term(hub)
@@ -90,12 +111,9 @@ def term(hub):
         if not any(u["name"] == user for u in hub.api("GET", "users")):
             hub.api("POST", f"users/{user}")
     hub.start_server(GRADER)
-    # The grader's account, as deploy/README.md's "The grader account" says; the repository is cloned from the copy
-    # the hub serves instead of GitHub (root's, so git asks the grader to trust it first).
-    term.terminal(GRADER, f"git config --global --add safe.directory /srv/{COURSE}/.git && git clone --quiet "
-                          f"/srv/{COURSE} ~/{COURSE} && cd ~/{COURSE} && ln -s {EXCHANGE} .exchange && nbgrader "
-                          f"generate_assignment {ASSIGNMENT} --force && nbgrader db student add {A} && nbgrader db "
-                          f"student add {B} && nbgrader release_assignment {ASSIGNMENT}")
+    before, term.after = grader_commands()
+    # git trusts a clone of another user's repository (root's copy, here instead of GitHub) only when told to
+    term.terminal(GRADER, f"git config --global --add safe.directory /srv/{COURSE}/.git && {before}")
     return term
 
 
@@ -229,8 +247,7 @@ def test_another_learner_submits_the_untouched_release(term):
 
 
 def test_the_grader_collects_grades_and_releases_feedback(term):
-    done = term.terminal(GRADER, f"cd ~/{COURSE} && nbgrader collect {ASSIGNMENT} && python -m autograder grade "
-                                 f"{ASSIGNMENT} --jobs 1 --quiet && nbgrader release_feedback {ASSIGNMENT}")
+    done = term.terminal(GRADER, f"cd ~/{COURSE} && {term.after}")
     term.graded = done.stdout
     assert "2 graded, 0 could not be graded" in done.stdout, done.stdout
 
