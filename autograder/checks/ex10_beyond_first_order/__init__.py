@@ -1,9 +1,9 @@
 """Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product by double backward for
-a function of several tensors (:mod:`.hvp`); Hutchinson's estimate of the Hessian's diagonal, one H·z per probe, and
-the number of probes a given accuracy needs (:mod:`.hutchinson`); the WGAN-GP gradient penalty at interpolates
-(:mod:`.penalty`); the DP-SGD step with torch.func for a model with frozen parameters and running statistics
-(:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows (:mod:`.checkpoint`);
-:mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
+a function of several tensors (:mod:`.hvp`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one
+batched pass, and the number of probes a given accuracy needs (:mod:`.hutchinson`); the WGAN-GP gradient penalty at
+interpolates (:mod:`.penalty`); the DP-SGD step with torch.func for a model with frozen parameters and running
+statistics (:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows
+(:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), the
@@ -38,18 +38,24 @@ hint = HintBook({
         "is anything to differentiate at all."),
         checks=("check_hvp",), cells=("hvp",)),
     "B": PartHints(texts=(
-        r"For B.2: each entry of $z \odot Hz$ is $H_{ii}$ plus a sum of terms $H_{ij} z_i z_j$. What is the variance "
-        r"of that sum, given that the products $z_i z_j$ for different $j$ are independent fair signs? And what does "
-        "averaging $k$ independent estimates do to a variance?",
-        r"Check values for B.2: for a Hessian $\begin{pmatrix}2 & 1\\ 1 & 2\end{pmatrix}$ a target of 0.2 needs 7 "
-        "probes; for f(x) = log(1 + sum(x**2)) at x = (1, 2, 3) a target of 0.5 needs 7, 0.2 needs 44 and 0.1 needs "
-        "173; any f with a diagonal Hessian needs 1. Your formula must also agree with the try-it cell's measurement: "
-        r"the error of $k$ probes is that of one probe divided by $\sqrt{k}$. For B.1, the four sign vectors of its "
-        "try-it cell must give diag(H) = (4, 12) exactly.",
-        "In words, for B.2: write the expected squared error of one probe's estimate as a sum over entries of H "
-        "(which entries enter it, and which never do?); the mean of k independent probes divides it by k; compare it "
-        "with the bound, squared on both sides, and take the smallest whole k that keeps the bound. For B.1: one "
-        "H·z per probe with your hvp, each multiplied by its own z, then the mean over the rows."),
+        "For B.1: from one probe to the next, what changes in the computation of Hz and what stays exactly the "
+        "same, and how many backward walks through the part that stays the same does that really call for? For "
+        r"B.2: of the terms of $z_i (Hz)_i$, which change from one draw of the signs to the next, and which are the "
+        "same in every draw?",
+        r"A smaller case for B.1: in its try-it cell, $H = \begin{pmatrix}4 & 2\\ 2 & 12\end{pmatrix}$ at x = (1, 2). "
+        "The probes (1, 1) and (1, −1) stacked as two rows have the products Hz = (6, 14) and (2, −10), the "
+        "estimates (6, 14) and (2, 10), and the mean (4, 12); your function must get there with the engine run "
+        "twice in all (once for a linear f). Check values for B.2: for a Hessian "
+        r"$\begin{pmatrix}2 & 1\\ 1 & 2\end{pmatrix}$ a target of 0.2 needs 7 probes; for f(x) = log(1 + sum(x**2)) "
+        "at x = (1, 2, 3) a target of 0.5 needs 7, 0.2 needs 44 and 0.1 needs 173; any f with a diagonal Hessian "
+        "needs 1. Your formula must also agree with the try-it cell's measurement.",
+        "In words, for B.1: one first gradient that records its work; then a single call of torch.autograd.grad "
+        "that receives all the probes at once, stacked as a batch of output gradients (row k for probe k), with the "
+        "switch its documentation describes for a batch along the first dimension; each row of what comes back "
+        "times its own probe, then the mean over the rows. For B.2: write the expected squared error of one probe's "
+        "estimate as a sum over entries of H (which entries enter it, and which never do?); the mean of k "
+        "independent probes divides it by k; compare it with the bound, squared on both sides, and take the "
+        "smallest whole k that keeps the bound."),
         checks=("check_hessian_diagonal", "check_probes_needed"), cells=("hessian_diagonal", "probes_needed")),
     "C": PartHints(texts=(
         "Autograd differentiates only with respect to a tensor that requires grad, and real and fake do not: which "
@@ -76,8 +82,9 @@ hint = HintBook({
         "mode alone."),
         checks=("check_clipped_mean_gradient",), cells=("clipped_mean_gradient",)),
     "E": PartHints(texts=(
-        "What does a block save when it runs plainly, and what does it save inside a checkpoint of its own? Which "
-        "block gives back the most bytes for its one rerun?",
+        "Every checkpoint costs the same, one rerun of its block, whatever the block: what differs from one block "
+        "to the next that should decide which ones you take, and how can your function find it out before it runs "
+        "the forward pass it returns?",
         "Check values: the try-it cell's plain forward saves 36,864 bytes, and a checkpoint of one block saves "
         "1,024 (its (16, 8) float64 input). There a budget of 30,000 needs 2 checkpoints and 20,000 needs 3, and the "
         "widest block (hidden 40, ReLU) is not among the best choices. If your output differs from the plain "

@@ -1,4 +1,5 @@
-"""Part B.1: Hutchinson's estimate of the Hessian's diagonal, ``hessian_diagonal`` (one H·z per probe)."""
+"""Part B.1: Hutchinson's estimate of the Hessian's diagonal, ``hessian_diagonal`` (all the probes' H·z in one batched
+backward pass); Part B.2: ``probes_needed``, how many probes a given accuracy costs."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .misconceptions import (
     NOISE_WITH_DIAGONAL,
     NOT_AVERAGED,
     PAIRS_ONCE,
+    PASS_PER_PROBE,
     PER_ENTRY_ERROR,
     PROBES_BELOW_ONE,
     ROUNDED_TO_NEAREST,
@@ -84,11 +86,8 @@ def _run_diagonal(hessian_diagonal, name: str, x: Tensor, probes: Tensor) -> Non
     if f.elsewhere:
         raise _proven(f"{what} evaluated f at {f.elsewhere} point(s) other than x.", FINITE_DIFFERENCES)
     if runs >= n + 1 and n + 1 > 2 * count:  # more than two per probe: only the full Hessian's n + 1 reach it
-        raise _proven(f"{what} ran {runs} backward passes for x of {n} elements and {probes_text}; two per probe "
-                      "are enough.", FULL_HESSIAN)
-    if runs > 2 * count:
-        raise GradingFailure(f"{what} ran {runs} backward passes for {probes_text}; one H·z per probe needs at "
-                             "most two.")
+        raise _proven(f"{what} ran {runs} backward passes for x of {n} elements and {probes_text}; two in all are "
+                      "enough.", FULL_HESSIAN)
     hessian = full_hessian(FUNCTIONS[name], x)
     products = probes @ hessian  # row k: (H z_k)ᵀ, H symmetric
     estimates = probes * products
@@ -105,6 +104,11 @@ def _run_diagonal(hessian_diagonal, name: str, x: Tensor, probes: Tensor) -> Non
                            DIVIDED_BY_DIMENSION.looks_like(estimates.sum(dim=0) / n),
                            FULL_HESSIAN.looks_like(hessian.diagonal()),
                            FORGOT_PROBE.looks_like(products.mean(dim=0))])
+    if runs > 2:  # the values are right: the route is not
+        per_probe = runs in (count + 1, 2 * count)  # one shared first gradient, or Part A's hvp, per probe
+        message = (f"{what} returned the right estimate but ran {runs} backward passes for {probes_text}; the part "
+                   "asks for at most two whatever the number of probes (one first gradient, one pass for them all).")
+        raise _proven(message, PASS_PER_PROBE) if per_probe else GradingFailure(message)
 
 
 @check
@@ -114,8 +118,9 @@ def check_hessian_diagonal(hessian_diagonal, grading_seed: int | None = None) ->
 
     Domain: ``f`` a smooth scalar function of a 1-D float64 ``x`` of n >= 1 elements, possibly linear (H = 0);
     ``probes`` a (k, n) float64 tensor of ±1, k >= 1. Corners at every seed: all 2^n sign vectors (the estimate
-    equals diag(H) exactly), k = 1, a diagonal Hessian, n = 1, k = 2 for n = 8, a linear f (zeros). Contract: H·z by
-    double backward (at most two passes per probe; the full Hessian named when its n + 1 passes show); f evaluated
+    equals diag(H) exactly), k = 1, a diagonal Hessian, n = 1, k = 2 for n = 8, a linear f (zeros). Contract: the
+    products H·z by double backward, all k in one batched pass (at most two backward passes in all, whatever k: the
+    full Hessian named when its n + 1 passes show, a pass per probe when k + 1 or 2k show); f evaluated
     at x only; no torch.func; x and probes unchanged; a float64 tensor of x's shape without a graph; zeros for a
     linear f.
     """

@@ -100,6 +100,13 @@ FORGOT_PROBE = Misconception(
     "at random and the diagonal term is not singled out. Multiply each H·z elementwise by its own z.",
     question='Entry i of the estimate is z_i times (Hz)_i: where is the factor z_i in yours?'
 )
+PASS_PER_PROBE = Misconception(
+    "one backward pass per probe where one batched pass serves them all",
+    "Every probe is differentiated through the same first gradient, only the vector changes: the engine can take all "
+    "k vectors at once, one per row of a batch of output gradients, and walk that graph a single time (vmap runs "
+    "under the hood). k walks of one graph cost k times the engine's overhead and k Python round trips.",
+    question="How many times did your function walk the same graph backward, and does the engine need one walk per "
+    "vector?")
 NOISE_WITH_DIAGONAL = Misconception(
     "counted the diagonal in the estimator's noise",
     "Of z_i (Hz)_i = H_ii z_i² + Σ_{j≠i} H_ij z_i z_j, the first term is H_ii in every draw (z_i² = 1): only the "
@@ -187,6 +194,12 @@ NORM_OVER_BATCH_AXIS = Misconception(
     "its own row (dim=1), not down a column across examples.",
     question="Along which axis does your norm run: over an example's features, or down the batch?"
 )
+NORM_OVER_LAST_AXIS = Misconception(
+    "one norm per image row (over the last axis only) instead of over the whole example",
+    "A norm over the last axis, the right one for (B, D) vectors, gives for a (B, C, H, W) batch one number per "
+    "channel and row of pixels, B·C·H of them, and the mean then runs over those: each example's gradient is one "
+    "vector of C·H·W entries, and its norm runs over all of them.",
+    question="For an image, how many norms does your penalty average: one per example, or one per row of pixels?")
 NORM_OVER_ONE_AXIS = Misconception(
     "one norm per example over a single axis of an image instead of all of them",
     "An example's gradient is a whole (C, H, W) tensor: its norm runs over every one of its entries (flatten all "

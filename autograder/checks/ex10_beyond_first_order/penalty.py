@@ -17,6 +17,7 @@ from .misconceptions import (
     NAN_AT_ZERO_NORM,
     NO_GRAPH,
     NORM_OVER_BATCH_AXIS,
+    NORM_OVER_LAST_AXIS,
     NORM_OVER_ONE_AXIS,
     ONE_NORM_FOR_BATCH,
     PARAMS_DETACHED,
@@ -61,7 +62,8 @@ def _wgan_penalty(critic: nn.Module, params: dict, real: Tensor, fake: Tensor, a
 
     mix: alpha along the examples (right) or the last axis; at: between (right), swapped, real; norm: rows (right:
     each example's gradient over all its axes), columns (down the batch), batch (one for all), axis1 (over the
-    second axis only, per example and position); form: wgan (right), r1, squares; reduce: mean (right) or sum;
+    second axis only, per example and position), last (over the last axis only, per example, channel and row);
+    form: wgan (right), r1, squares; reduce: mean (right) or sum;
     weight_inside: (weight·(‖g‖−1))²."""
     a = alpha.reshape(-1, *[1] * (real.dim() - 1)) if mix == "rows" else alpha
     points = {"between": a * real + (1 - a) * fake, "swapped": a * fake + (1 - a) * real, "real": real}[at]
@@ -72,7 +74,8 @@ def _wgan_penalty(critic: nn.Module, params: dict, real: Tensor, fake: Tensor, a
     norms = {"rows": lambda: torch.linalg.vector_norm(g.flatten(1), dim=1),
              "columns": lambda: torch.linalg.vector_norm(g.flatten(1), dim=0),
              "batch": lambda: torch.linalg.vector_norm(g).reshape(1),
-             "axis1": lambda: torch.linalg.vector_norm(g, dim=1)}[norm]()
+             "axis1": lambda: torch.linalg.vector_norm(g, dim=1),
+             "last": lambda: torch.linalg.vector_norm(g, dim=-1)}[norm]()
     if weight_inside:
         return ((weight * (norms - 1)) ** 2).mean()
     terms = {"wgan": (norms - 1) ** 2, "r1": norms**2, "squares": (norms**2 - 1) ** 2}[form]
@@ -184,6 +187,7 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
         value_symptoms.append(ALPHA_ON_FEATURES.looks_like(penalty(mix="features")))
     if real.dim() > 2:
         value_symptoms.append(NORM_OVER_ONE_AXIS.looks_like(penalty(norm="axis1")))
+        value_symptoms.append(NORM_OVER_LAST_AXIS.looks_like(penalty(norm="last")))
     expect_close(answer.detach(), penalty(), what=f"{what}: the value", source="expected", rtol=1e-5, atol=1e-9,
                  symptoms=value_symptoms)
     grads = torch.autograd.grad(answer, params, allow_unused=True)
