@@ -23,8 +23,9 @@ hint = HintBook({
         "gradient?",
         "Smaller cases to test against: with `a` of shape `(2, 3)`, `b` of shape `(3,)`, `c` of shape `(2, 1)` and "
         "`grad` all ones, `grad_b` holds `c[0, 0] + c[1, 0]` three times over (shape `(3,)`) and `grad_c` holds the "
-        "sum of `b` twice (shape `(2, 1)`). Then compare with autograd on random shapes of your own: the try-it cell's "
-        "`gradcheck` says yes or no for any shapes you give it, `(0, 3)` and `()` included.",
+        "sum of `b` twice (shape `(2, 1)`). Then run the try-it cell on shapes of your own, `(0, 3)` and `()` "
+        "included: every shape your function returns must be its operand's own (gradcheck cannot see that, as its "
+        "lazy `a + b` shows), and gradcheck must say True.",
         "For each operand: multiply the upstream gradient by that operand's local derivative at the output's shape; "
         "then sum away the dimensions broadcasting added in front, and sum with keepdim every dimension where the "
         "operand has size 1 and the output has not. Write that summing once, as a helper, and use it three times."),
@@ -42,13 +43,15 @@ hint = HintBook({
         "to the column's size."),
         checks=("check_mixed_features",), cells=("mixed_features",)),
     "C": PartHints(texts=(
-        "The same sentences raise when padded to 12 positions and run when padded to 8. Which sizes of `x` does "
-        "that change, which other size of `x` do they then equal, and what in `given_score` could care?",
-        "Print the shape of every intermediate tensor of the given `score` for `L = 8` and `d = 8`, then again for "
-        "`L = 5`, `d = 8`. A smaller case: one sentence, `L = d = 2`, mask `[[1., 0.]]`, x `[[[1., 2.], [30., "
-        "40.]]]`: the pooled vector must be `[1., 2.]` (the one real token), whatever the padding holds.",
-        "Give every per-position quantity the shape that lines it up with the positions axis of x, keep the "
-        "per-sentence counts as a column, and check with the smaller case and the try-it cell that the padding's "
-        "content no longer changes a score."),
+        "`given_score` says it returns one score per sentence. What shape does it return for the 64 sentences, and "
+        "what does the training loss make of that shape against targets `y` of shape `(64,)`?",
+        "A smaller case: two sentences, `L = d = 2`, x `[[[1., 2.], [30., 40.]], [[5., 6.], [7., 8.]]]`, mask "
+        "`[[1., 0.], [1., 1.]]`. The pooled vectors must be `[[1., 2.], [6., 7.]]`, shape `(2, 2)`: the first "
+        "sentence's one real token, the mean of the second one's two. Print what the given pooling line gives for "
+        "this case, and its shape.",
+        "Each sentence's mask must weigh that sentence's own positions only. Either multiply elementwise, after "
+        "giving the mask a size-1 axis where x has its features, or make the matrix product a batched one, one "
+        "`(1, L)` row per sentence; divide by the counts kept as a column. The try-it cell's two changes (more "
+        "padding, fewer batch-mates) must then move no score by more than round-off."),
         checks=("check_score",), cells=("score",)),
 })

@@ -105,6 +105,12 @@ PROBE_REFUSED = Misconception(
     "that fn refuses says nothing either way: catch its exception and probe another way (new values for the other "
     "rows keep the size).",
     "What should your function do when fn raises on one of your probes?")
+POSITION_MOVED = Misconception(
+    "the example moved to another row",
+    "A per-example function may still depend on WHERE an example sits in the batch (a positional encoding, a weight "
+    "per row): that is its position, not its batch-mates. A probe that puts example i at another row changes its "
+    "position as well as its company; keep it at its own row and change only the other rows.",
+    "In your probes, does example i sit at the same row as in x?")
 ROUNDOFF_COUNTED = Misconception(
     "round-off counted as mixing",
     "A function can combine the batch in a way that cancels exactly in mathematics (a softmax shifted by the "
@@ -114,16 +120,24 @@ ROUNDOFF_COUNTED = Misconception(
 
 # ---------------------------------------------------------------------------------------------- Part C: pooling
 
+MASK_ACROSS_BATCH = Misconception(
+    "every sentence pooled with every sentence's mask",
+    "torch.matmul reads a 2-D first operand as ONE matrix and broadcasts it over x's batch dimension: mask (n, L) @ "
+    "x (n, L, d) has shape (n, n, d), and its entry [a, b] is sentence a's tokens weighted by sentence b's mask. "
+    "Each sentence's mask must meet its own tokens only, and the (n, n) table of scores that follows is the "
+    "lesson's (n, 1)-against-(n,) table: the training loss broadcast it against the (n,) targets without a word.",
+    "What shape does mask @ x have, and whose mask meets sentence a's tokens in its entry [a, b]?")
 MASK_ON_FEATURES = Misconception(
     "the mask lined up with the features",
-    "mask.unsqueeze(1) has shape (n, 1, L): against x (n, L, d) it is read as one number per FEATURE, which runs "
-    "only because L == d and zeroes the wrong entries. The mask must say one number per position: (n, L, 1), "
-    "mask.unsqueeze(-1) or mask[..., None].",
+    "mask.unsqueeze(1) has shape (n, 1, L): in an elementwise product with x (n, L, d) it is read as one number per "
+    "FEATURE, which runs only when L == d and zeroes the wrong entries. The mask must say one number per position "
+    "of its own sentence, with a size-1 axis where x has its features.",
     "Against x of shape (n, L, d), which axis of x does a mask of shape (n, 1, L) line up with?")
 PADDING_IN_MEAN = Misconception(
     "padding counted in the mean",
     "The pooled vector is the mean over a sentence's real tokens: divide the masked sum by the number of real "
-    "tokens, mask.sum(dim=1, keepdim=True), not by L (x.mean(dim=1) divides by every position, padding included).",
+    "tokens, kept as one number per sentence, not by L (a mean over the positions axis divides by every position, "
+    "padding included).",
     "What does the pooled mean divide by: real tokens, or all L positions?")
 COUNT_PER_FEATURE = Misconception(
     "token counts lined up with the features",

@@ -3,7 +3,8 @@
 Every case is a function of a known family whose mixed columns are known by construction: per-example functions,
 functions that combine the batch in a way that cancels (so that only round-off moves), statistics over the batch
 (mean, standard deviation, maximum, softmax over the batch), a dependence on the batch's size alone, on an earlier
-row (the first example, a running sum), and the lesson's square-batch bug, which runs only on square batches. The
+row (the first example, a running sum), the lesson's square-batch bug, which runs only on square batches, and a
+per-example function that depends on an example's row (a positional encoding: no mixing). The
 check watches the batches the learner's code hands to ``fn`` (:class:`Recorder`): what they were (x itself, its rows
 shuffled, x repeated, its first rows, other rows) is the evidence a failure shows, and it proves the mistakes a
 probe cannot see past.
@@ -21,6 +22,7 @@ from ..cases import case_stream, randint
 from .misconceptions import (
     FIRST_ROWS_KEPT,
     NAN_UNSEEN,
+    POSITION_MOVED,
     PROBE_REFUSED,
     ROUNDOFF_COUNTED,
     SIZE_BLIND,
@@ -115,6 +117,9 @@ def _cases(grading_seed: int | None) -> list[BatchFunction]:
          "square", frozenset({ITSELF}), None),
         ("x * x.std(dim=1) (runs on square batches only)", lambda x: x * x.std(dim=1), "square",
          frozenset({ITSELF}), None),
+        ("x + sin(i * f) for the example in row i, f of shape (d,) (a positional encoding: per row, per example)",
+         lambda x: x + torch.sin(torch.arange(len(x), dtype=x.dtype)[:, None] * frequencies), (), frozenset(),
+         POSITION_MOVED),
     ]
     cases = []
     for words, fn, mixed, blind, mistake in families:
@@ -124,6 +129,7 @@ def _cases(grading_seed: int | None) -> list[BatchFunction]:
         mixed = tuple(range(square)) if mixed == "square" else mixed
         roundoff = mistake == "roundoff"
         cases.append(BatchFunction(words, fn, x, tuple(mixed), blind, None if roundoff else mistake, roundoff))
+    frequencies = torch.rand(d, generator=gen, dtype=torch.float64) + 0.5   # drawn last: the other data stay put
     return cases
 
 
@@ -174,6 +180,17 @@ def probe_kind(batch: Tensor, x: Tensor) -> str:
     return OTHER
 
 
+def _moved(batch: Tensor, x: Tensor) -> bool:
+    """Whether ``batch`` holds a row of ``x`` somewhere, but not at that row's own index."""
+    if batch.dim() != 2 or batch.shape[1] != x.shape[1] or batch.dtype != x.dtype:
+        return False
+    for k, row in enumerate(x):
+        found = (batch == row).all(dim=1)
+        if bool(found.any()) and not (k < len(batch) and bool(found[k])):
+            return True
+    return False
+
+
 def _run(mixed_fn, case: BatchFunction, number: int) -> None:
     __tracebackhide__ = True
     x = case.x
@@ -206,6 +223,9 @@ def _run(mixed_fn, case: BatchFunction, number: int) -> None:
     if missed and case.mistake is not None and set(kinds) <= case.blind:
         raise proven_failure(message, case.mistake)
     extra = set(answer) - set(expected)
+    if extra and case.mistake is POSITION_MOVED and any(_moved(batch, x) for batch in recorder.batches):
+        raise proven_failure(f"{message}\n  In at least one of them an example of x sat at another row than in x.",
+                             POSITION_MOVED)
     raise GradingFailure(message, suspects=(ROUNDOFF_COUNTED,) if extra and case.roundoff else ())
 
 
@@ -220,7 +240,8 @@ def check_mixed_features(mixed_fn, grading_seed: int | None = None) -> None:
     most other batches holding the example; fn may raise on batches of another size. Corners at every seed: every
     family (:func:`_cases`), per-example, round-off only, mean, standard deviation (nan on one example), maximum,
     softmax over the batch, the batch's size alone, the first example, a running sum, the lesson's square-batch
-    bug, each once, with fixed (public) or drawn (hidden) sizes, columns and data.
+    bug, a positional encoding (per example, but per row too), each once, with fixed (public) or drawn (hidden)
+    sizes, columns and data.
 
     Contracts checked: x unchanged, the answer a list of Python ints in increasing order; the batches handed to fn
     are recorded (:class:`Recorder`) and name the probe that cannot see a family's mixing."""

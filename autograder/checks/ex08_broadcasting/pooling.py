@@ -1,5 +1,7 @@
-"""Part C: score(x, mask, w, b, scale), a sentence scorer whose given version pools with the mask lined up with the
-features (it runs only because its sentences are padded to as many positions as there are features), fixed.
+"""Part C: score(x, mask, w, b, scale), a sentence scorer whose given version pools with ``mask @ x``: torch.matmul
+broadcasts the (n, L) mask as one matrix over the batch, so every sentence is pooled with every sentence's mask and
+the scores come out as an (n, n) table, which the training loss broadcasts against the (n,) targets silently, at every
+size; fixed.
 
 The oracles are the intended score written out with explicit shapes (:func:`intended_score`), its autograd gradients
 and central differences for w, b and scale, in float64.
@@ -16,6 +18,7 @@ from .misconceptions import (
     CENTRED_PER_FEATURE,
     COUNT_PER_FEATURE,
     DETACHED,
+    MASK_ACROSS_BATCH,
     MASK_ON_FEATURES,
     PADDING_IN_MEAN,
 )
@@ -50,7 +53,14 @@ def sentence_data(length: int = 8) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def buggy_score(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> Tensor:
-    """The notebook's given score: mask.unsqueeze(1) lines the mask up with the features (runs when L == d)."""
+    """The notebook's given score: mask @ x is (n, n, d) (the mask broadcast as one matrix over the batch), so the
+    scores are an (n, n) table; it runs at every size."""
+    pooled = (mask @ x) / mask.sum(dim=1, keepdim=True)
+    return ((pooled - pooled.mean(dim=-1, keepdim=True)) * scale) @ w + b
+
+
+def mask_on_features(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> Tensor:
+    """An elementwise mask.unsqueeze(1): the mask lined up with the features (runs when L == d)."""
     pooled = (x * mask.unsqueeze(1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)
     return ((pooled - pooled.mean(dim=1, keepdim=True)) * scale) @ w + b
 
@@ -66,8 +76,11 @@ def _variants(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> l
     symptoms = [PADDING_IN_MEAN.looks_like(finish((x * mask.unsqueeze(-1)).mean(dim=1))),
                 PADDING_IN_MEAN.looks_like(finish(x.mean(dim=1))),
                 CENTRED_PER_FEATURE.looks_like(finish((x * mask.unsqueeze(-1)).sum(dim=1) / counts, 0))]
+    if n > 1:   # the (n, n, d) product summed or averaged over its second axis: every mask of the batch in each
+        symptoms += [MASK_ACROSS_BATCH.looks_like(finish((mask @ x).sum(dim=1) / counts)),
+                     MASK_ACROSS_BATCH.looks_like(finish((mask @ x).mean(dim=1) / counts))]
     if length == d:
-        symptoms.append(MASK_ON_FEATURES.looks_like(buggy_score(x, mask, w, b, scale)))
+        symptoms.append(MASK_ON_FEATURES.looks_like(mask_on_features(x, mask, w, b, scale)))
     if n == d:
         symptoms.append(COUNT_PER_FEATURE.looks_like(finish((x * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1))))
     return symptoms
@@ -95,8 +108,8 @@ def _case(gen, n: int, length: int, d: int, **mask_options) -> tuple[Tensor, ...
 
 
 def _cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
-    """The corners, the same at every seed: L == d with padding (the given code runs and is wrong); L != d; no
-    padding at all (the given code is right there); one sentence of one token; n == d (a count of shape (n,) runs);
+    """The corners, the same at every seed: L == d with padding (an elementwise mask on the features runs and is
+    wrong); L != d; no padding at all; one sentence of one token; n == d (a count of shape (n,) runs);
     padding at the start. Then two cases of fixed (public) or drawn (hidden) sizes."""
     gen = case_stream("08/score/corners", None)
     cases = [_case(gen, 3, 4, 4), _case(gen, 2, 3, 5), _case(gen, 3, 4, 4, full=True), _case(gen, 1, 1, 2),
@@ -123,7 +136,11 @@ def _run(score_fn, x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor)
         raise GradingFailure(failure.message, suspects=tuple(suspects)) from None
     got = as_answer(value, what=what)
     if tuple(got.shape) != (n,):
-        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected ({n},), one score per sentence.")
+        table = buggy_score(x, mask, w, b, scale)
+        suspects = ((MASK_ACROSS_BATCH,) if got.shape == table.shape
+                    and torch.allclose(got.detach().to(table.dtype), table) else ())
+        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected ({n},), one score per sentence.",
+                             suspects=suspects)
     expect_close(got, intended_score(x, mask, w, b, scale), what=what, source="expected", rtol=1e-10, atol=1e-12,
                  symptoms=_variants(x, mask, w, b, scale), extra=f"  mask: {mask.tolist()}")
     if not (isinstance(value, Tensor) and value.requires_grad):
