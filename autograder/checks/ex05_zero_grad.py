@@ -34,6 +34,7 @@ from ..checking import (
     trial,
 )
 from ..checking import proven_failure as _proven
+from ..contracts import CHANGED_INPUT
 from ..hints import HintBook, PartHints
 from .cases import case_stream, randint, random_mlp
 from .shared import read_losses
@@ -75,26 +76,31 @@ STEP_EVERY_MICRO_BATCH = Misconception(
     "Accumulating means one update per group of micro-batches: call step() only when a group is complete (or the "
     "epoch ends).",
     "How many updates should a group of micro-batches make?")
-OFF_BY_ONE = Misconception(
-    "stepped after the first micro-batch of each group (off by one)",
-    "With enumerate starting at 0, `i % k == 0` is true at the FIRST micro-batch of a group. Step after the last "
-    "micro-batch of a group instead.",
-    "After which micro-batch of a group does your step run?")
 ZERO_GRAD_BEFORE_STEP = Misconception(
     "zero_grad between backward and step",
     "The parameters never moved: a reset just before step() throws the accumulated gradient away before the update "
     "can use it. Reset right after step() instead.",
     "What does .grad hold at the moment step() reads it?")
-NO_RESET_AFTER_STEP = Misconception(
-    "no reset after the update",
-    "Without a reset after each step(), the next group's gradients are added to the last group's: every update "
-    "after the first uses the sum of all gradients so far. Reset after every step().",
-    "What is left in .grad from the previous group when the next group starts?")
 CHANGED_MICRO_BATCHES = Misconception(
-    "changed the list of micro-batches",
-    "The caller may reuse micro_batches (the next epoch runs over the same list): read it, never pop from it, append "
-    "to it or reorder it.",
-    "Which of your lines writes into the caller's list?")
+    "changed the micro-batches' tensors",
+    "The loader may hand out the same tensors again next epoch: read the inputs and targets, never write into them.",
+    "Which of your lines writes into a tensor the loader gave you?")
+LOOKED_AHEAD = Misconception(
+    "looked ahead in the stream",
+    "The loader hands out the next micro-batch only once the last one's forward and backward have run (only one "
+    "fits in memory), so a group's token count is known only after its last micro-batch. Backpropagate what does "
+    "not need that count, and apply the count to the accumulated .grad once it is known, before step().",
+    "When you ask the loader for micro-batch j + 1, has micro-batch j's backward run yet?")
+RUNNING_SHARES = Misconception(
+    "micro-batches weighted by the tokens seen so far in their group",
+    "c_j / (c_1 + ... + c_j) is micro-batch j's share of the tokens seen so far, not of its group's: the earlier "
+    "micro-batches weigh too much. The group's count is known only at its end: divide there.",
+    "When micro-batch j is weighted, which tokens of its group are not counted yet?")
+NOT_DIVIDED = Misconception(
+    "token sums accumulated but never divided by the group's count",
+    "Backpropagating each micro-batch's token sum (its mean times c_j) accumulates the gradient of the group's "
+    "token sum: it still has to be divided by the group's count C before step().",
+    "What is the gradient of a sum of C token losses, compared with that of their mean?")
 NOT_IN_PLACE = Misconception(
     "parameters replaced instead of updated in place",
     "p.data = p.data - lr * p.grad (or model.weight = nn.Parameter(...)) gives the model new tensors: an optimizer "
@@ -121,11 +127,6 @@ PADDING_COUNTED = Misconception(
     "Padded positions (target PAD) are no part of any mean: count only the targets that are not PAD when you weight "
     "a micro-batch.",
     "Which positions does token_loss leave out of its mean, and did your count leave them out too?")
-EPOCH_TOKENS = Misconception(
-    "weights shared out over the whole epoch instead of the group",
-    "An update's loss is the mean over ITS group's counted tokens: divide by the group's count, not by the count of "
-    "the whole list of micro-batches.",
-    "Which tokens make up the loss of one update?")
 NOT_SCALED = Misconception(
     "micro-batch losses not scaled",
     "Each micro-batch loss is a mean over its own tokens and .grad adds them up: unscaled, the group's gradient is "
@@ -244,6 +245,7 @@ def _scales(case: EpochCase, weighting: str) -> list[float]:
     """The factor each micro-batch's token_loss is multiplied by before backward(): the right one ("tokens": its
     counted tokens over its group's) or a mistaken one."""
     counts, sequences = case.counts, [len(targets) for _, targets in case.micro_batches]
+    so_far = {j: sum(counts[i] for i in group if i <= j) for group in case.groups for j in group}
     positions = [targets.numel() for _, targets in case.micro_batches]
     scales = [0.0] * len(counts)
     for group in case.groups:
@@ -252,35 +254,37 @@ def _scales(case: EpochCase, weighting: str) -> list[float]:
                          "equal": 1 / len(group), "k": 1 / case.k,
                          "sequences": sequences[j] / sum(sequences[i] for i in group),
                          "positions": positions[j] / sum(positions[i] for i in group),
-                         "epoch": counts[j] / sum(counts), "none": 1.0}[weighting]
+                         "none": 1.0, "sum": float(counts[j]),
+                         "running": counts[j] / max(so_far[j], 1)}[weighting]
     return scales
 
 
 def reference_epoch(case: EpochCase, *, weighting: str = "tokens", steps: str = "after group",
-                    reset: str = "per update", reset_first: bool = True) -> Tensor:
+                    reset: str = "per update", reset_first: bool = True, stale_divided: bool = False) -> Tensor:
     """The parameters after the loop, flattened: the right loop by default, or one of the mistakes the check
-    recognises. ``steps``: "after group", "every micro-batch", "off by one" (at a group's first micro-batch),
-    "full groups" (the last, incomplete group never steps); ``reset``: "per update", "once" (never after a step),
-    "per micro-batch", "before step" (between backward and step); ``reset_first=False``: stale gradients kept."""
+    recognises. ``steps``: "after group", "every micro-batch", "full groups" (the last, incomplete group never
+    steps); ``reset``: "per update", "per micro-batch", "before step" (between backward and step);
+    ``reset_first=False``: stale gradients kept (``stale_divided``: and divided by the first group's count, with the
+    gradient of its token sum)."""
     model = _with_stale(case.model, case.stale)
+    if stale_divided and case.stale is not None:
+        for param in model.parameters():
+            param.grad /= sum(case.counts[j] for j in case.groups[0])
     optimizer = torch.optim.SGD(model.parameters(), lr=case.lr)
     if reset_first:
         optimizer.zero_grad()
     scales, last = _scales(case, weighting), {group[-1] for group in case.groups}
     full = {group[-1] for group in case.groups if len(group) == case.k}
-    firsts = {group[0] for group in case.groups}
     for j, (inputs, targets) in enumerate(case.micro_batches):
         if reset == "per micro-batch":
             optimizer.zero_grad()
         if case.counts[j]:  # a padding-only micro-batch adds a zero gradient
             (token_loss(model(inputs), targets) * scales[j]).backward()
-        if j in {"after group": last, "every micro-batch": range(len(scales)), "off by one": firsts,
-                 "full groups": full}[steps]:
+        if j in {"after group": last, "every micro-batch": range(len(scales)), "full groups": full}[steps]:
             if reset == "before step":
                 optimizer.zero_grad()
             optimizer.step()
-            if reset in ("per update", "per micro-batch", "before step"):
-                optimizer.zero_grad()
+            optimizer.zero_grad()
     return _flat(model)
 
 
@@ -308,17 +312,36 @@ def _group_losses(case: EpochCase) -> tuple[Tensor, Tensor, Tensor]:
 
 
 @contextlib.contextmanager
-def _recording_forwards(model: nn.Module):
+def _recording_forwards(model: nn.Module, backs: list[int] | None = None):
     """The inputs of every forward pass through ``model`` while the block runs, seen at its first layer (so that
-    ``model.forward(x)``, which skips the model's own hooks, is seen too)."""
+    ``model.forward(x)``, which skips the model's own hooks, is seen too); ``backs`` gets a 1 each time a gradient
+    reaches the output of its last layer (a backward run through that forward)."""
     seen: list[Tensor] = []
-    first = next(module for module in model.modules() if not list(module.children()))
-    handle = first.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone())
-                                              if args and isinstance(args[0], Tensor) else None)
+    leaves = [module for module in model.modules() if not list(module.children())]
+    handles = [leaves[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone())
+                                                   if args and isinstance(args[0], Tensor) else None),
+               leaves[-1].register_forward_hook(lambda module, args, out: None if backs is None or not out.requires_grad
+                                                else out.register_hook(lambda g: backs.append(1)) and None)]
     try:
         yield seen
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
+
+
+class LookedAhead(RuntimeError):
+    """Raised by :func:`_stream` when learner code asks for a micro-batch before the last one's backward ran."""
+
+
+def _stream(case: EpochCase, seen: list[Tensor], backs: list[int]):
+    """The micro-batches as a data loader gives them (a generator: no len(), no indexing, one pass): the next one only
+    once every micro-batch handed out so far that holds a counted token went through a forward and a backward."""
+    for given, pair in enumerate(case.micro_batches):
+        counted = sum(1 for count in case.counts[:given] if count)
+        if counted > min(len(seen), len(backs)):
+            raise LookedAhead(f"micro-batch {given + 1} asked for after {len(seen)} forward(s), {len(backs)} "
+                              f"backward(s): the {counted} with counted tokens handed out so far need one of each.")
+        yield pair
 
 
 def _forwards_in_order(seen: list[Tensor], case: EpochCase) -> bool:
@@ -342,14 +365,19 @@ def _run_epoch(train_fn, case: EpochCase) -> None:
     __tracebackhide__ = True
     model = _with_stale(case.model, case.stale)
     what = f"train(model, micro_batches, lr={case.lr:g}, accumulate_every={case.k}) for {case.description}"
-    routes, batches, before = Routes(), list(case.micro_batches), _storage(model)
-    with _recording_forwards(model) as seen:
-        losses = call_learner(train_fn, model, batches, case.lr, case.k, what=what, routes=routes,
-                              may_change=["model"])
-    if len(batches) != len(case.micro_batches) or any(a is not b for a, b in zip(batches, case.micro_batches)):
-        raise _proven(f"{what} changed the list micro_batches: it held {len(case.micro_batches)} pairs, it now "
-                      f"holds {len(batches)}" + ("." if len(batches) != len(case.micro_batches) else
-                                                  ", not the same ones in the same order."), CHANGED_MICRO_BATCHES)
+    routes, before, backs = Routes(), _storage(model), []
+    originals = [(inputs.clone(), targets.clone()) for inputs, targets in case.micro_batches]
+    with _recording_forwards(model, backs) as seen:
+        try:
+            losses = call_learner(train_fn, model, _stream(case, seen, backs), case.lr, case.k, what=what,
+                                  routes=routes, may_change=["model"])
+        except GradingFailure as failure:
+            if isinstance(failure.raised, LookedAhead):
+                raise _proven(f"{what}: {failure.raised}", LOOKED_AHEAD) from None
+            raise
+    if any(not (torch.equal(x, x0) and torch.equal(y, y0))
+           for (x, y), (x0, y0) in zip(case.micro_batches, originals)):
+        raise _proven(f"{what} changed the values of the micro-batches' tensors.", CHANGED_MICRO_BATCHES)
     moved = [name for (name, _), was, now in zip(model.named_parameters(), before, _storage(model)) if was != now]
     if moved or len(before) != len(list(model.parameters())):
         raise _proven(f"{what} replaced the parameter tensor(s) {', '.join(moved) or 'of the model'} instead of "
@@ -387,18 +415,18 @@ def _run_epoch(train_fn, case: EpochCase) -> None:
 def _epoch_variants(case: EpochCase) -> list[tuple[Misconception, Tensor]]:
     """(mistake, the parameters its loop ends with) for every mistake the check recognises in Part A."""
     return [(ZERO_GRAD_BEFORE_STEP, _flat(case.model)),
-            (NO_RESET_AFTER_STEP, reference_epoch(case, reset="once")),
             (STALE, reference_epoch(case, reset_first=False)),
+            (STALE, reference_epoch(case, reset_first=False, stale_divided=True)),
             (RESET_PER_MICRO_BATCH, reference_epoch(case, reset="per micro-batch")),
             (STEP_EVERY_MICRO_BATCH, reference_epoch(case, steps="every micro-batch")),
-            (OFF_BY_ONE, reference_epoch(case, steps="off by one")),
             (LAST_GROUP_DROPPED, reference_epoch(case, steps="full groups")),
             (EQUAL_WEIGHTS, reference_epoch(case, weighting="k")),
             (EQUAL_WEIGHTS, reference_epoch(case, weighting="equal")),
             (SEQUENCE_WEIGHTS, reference_epoch(case, weighting="sequences")),
             (PADDING_COUNTED, reference_epoch(case, weighting="positions")),
-            (EPOCH_TOKENS, reference_epoch(case, weighting="epoch")),
-            (NOT_SCALED, reference_epoch(case, weighting="none"))]
+            (NOT_SCALED, reference_epoch(case, weighting="none")),
+            (NOT_DIVIDED, reference_epoch(case, weighting="sum")),
+            (RUNNING_SHARES, reference_epoch(case, weighting="running"))]
 
 
 def _expect_losses(losses, case: EpochCase, what: str, tokens: str) -> None:
@@ -424,15 +452,17 @@ def check_train(train_fn, grading_seed: int | None = None) -> None:
     update's token-mean loss as a Python float.
 
     Domain: model a float64 module acting on the last dimension, whose parameters' .grad is None or stale;
-    micro_batches a list of (inputs (b, L, features), targets (b, L) with PAD past each sequence's end) pairs, b >= 1
+    micro_batches a stream (:func:`_stream`: no len, no indexing, the next micro-batch only after the last one's
+    forward and backward) of (inputs (b, L, features), targets (b, L) with PAD past each sequence's end) pairs, b >= 1
     and L >= 1 free per micro-batch, a micro-batch may hold padding only, every group holds a counted token;
-    k = accumulate_every >= 1, not necessarily a divisor of the list's length; lr > 0. Corners at every seed
+    k = accumulate_every >= 1, not necessarily a divisor of the stream's length; lr > 0. Corners at every seed
     (:func:`_epoch_corners`): k = 1; full groups of unequal token counts; a last group of one micro-batch, a
     padding-only micro-batch and .grad None; a padding-only micro-batch in the last group; one group smaller than k
     (sequences of one token); then two cases with an incomplete last group (public: fixed; hidden: drawn).
 
-    Contracts checked: the list and its tensors unchanged, the parameters updated in place, backward runs and
-    forwards as above, losses as Python floats (a nan from a padding-only micro-batch is named)."""
+    Contracts checked: the stream read in order without looking ahead, its tensors unchanged, the parameters
+    updated in place, backward runs and forwards as above, losses as Python floats (a nan from a padding-only
+    micro-batch is named)."""
     __tracebackhide__ = True
     for case in _epoch_cases(grading_seed):
         with trial():
@@ -791,6 +821,13 @@ GENERATOR_TWICE = Misconception(
     "the generator must not be reached).",
     "How many times does your code call the generator?")
 
+CRITIC_GRAD_LEAK = Misconception(
+    "the generator loss's backward wrote into the critic's .grad",
+    "L_G's graph runs through the critic, so its backward() adds L_G's gradient to the critic's .grad, on top of "
+    "what the critic's step used. Backpropagate L_G into the generator's parameters only (backward's inputs=, or "
+    "torch.autograd.grad), or switch the critic's requires_grad off for that backward and back on afterwards.",
+    "Which parameters' .grad does the generator loss's backward() write into?")
+
 
 GRAPH_FREED = Misconception(
     "the generator's graph freed by the critic loss's backward",
@@ -883,6 +920,23 @@ def reference_duel(case: DuelCase, *, critic_reset: str = "before", generator_re
     return _flat(generator), _flat(critic), losses
 
 
+def _grads(model: nn.Module) -> Tensor:
+    return torch.cat([torch.zeros_like(p).reshape(-1) if p.grad is None else p.grad.reshape(-1)
+                      for p in model.parameters()])
+
+
+def reference_grads(case: DuelCase) -> tuple[Tensor, Tensor, Tensor]:
+    """(the generator's .grad, the critic's .grad) the right step leaves: the gradients its two steps used; then the
+    critic's .grad the standard recipe leaves (L_C's gradient plus L_G's, at the updated critic)."""
+    generator, critic = _with_stale(case.generator, None), _with_stale(case.critic, None)
+    fake = generator(case.noise)
+    (critic(fake.detach()).mean() - critic(case.real).mean()).backward()
+    used = _grads(critic).clone()
+    torch.optim.SGD(critic.parameters(), lr=case.lr_c).step()
+    (-critic(fake).mean()).backward()
+    return _grads(generator), used, _grads(critic)
+
+
 def _run_duel(step_fn, case: DuelCase) -> None:
     __tracebackhide__ = True
     generator, critic = _with_stale(case.generator, case.stale_g), _with_stale(case.critic, case.stale_c)
@@ -922,6 +976,16 @@ def _run_duel(step_fn, case: DuelCase) -> None:
         raise GradingFailure(f"{what} returned {losses!r:.120}; expected a pair of Python floats, (L_C, L_G).")
     expect_close(torch.tensor(losses, dtype=torch.float64), expected_losses, source="reference step",
                  what=f"{what}: the returned (L_C, L_G)")
+    frozen = [name for name, p in critic.named_parameters() if not p.requires_grad]
+    if frozen:
+        raise _proven(f"{what} left the critic's {', '.join(frozen)} with requires_grad False (switched off, never "
+                      "back on: the next critic update would have nothing to differentiate).", CHANGED_INPUT)
+    grad_g, grad_c, leaked = reference_grads(case)
+    for name, model, expected, symptoms in (("generator", generator, grad_g, []),
+                                            ("critic", critic, grad_c, [CRITIC_GRAD_LEAK.looks_like(leaked)])):
+        expect_close(_grads(model), expected, source="reference step", symptoms=symptoms,
+                     what=f"{what}: the {name}'s .grad afterwards (the gradient its step used)",
+                     extra=f"  parameters, flattened in this order: {_layout(model)}")
 
 
 @check
@@ -936,7 +1000,8 @@ def check_adversarial_step(step_fn, grading_seed: int | None = None) -> None:
     with stale gradients; then one (public: fixed) or two (hidden: drawn) cases with stale gradients.
 
     Contracts checked: real and noise unchanged, the parameters updated in place, one generator forward, the
-    losses as a pair of Python floats."""
+    losses as a pair of Python floats; afterwards each model's .grad holds the gradient its own step used (the
+    critic's free of L_G's) and the critic's parameters still require grad."""
     __tracebackhide__ = True
     for case in _duel_cases(grading_seed):
         with trial():
@@ -947,17 +1012,19 @@ def check_adversarial_step(step_fn, grading_seed: int | None = None) -> None:
 
 hint = HintBook({
     "A": PartHints(texts=(
-        "`token_loss` is a mean over counted tokens. If you padded a whole group into one batch, how many counted "
-        "tokens would its mean divide by, and how many of them does each micro-batch bring?",
+        "The lesson weighted micro-batch j by $c_j / C$, its counted tokens over the group's. When micro-batch j's "
+        "backward must run, has the loader shown you the rest of the group, so that you know $C$? And the gradient "
+        "is linear in the loss: what could you backpropagate that needs no $C$, and fix once $C$ is known?",
         "A smaller case to test against, with `k = 2`: a group of two micro-batches holding 1 and 3 counted tokens, "
-        "whose token losses are 2.0 and 1.0. The group's loss is $(1 \\cdot 2.0 + 3 \\cdot 1.0)/4 = 1.25$, not the "
-        "1.5 that halving each gives. Then four micro-batches with `k = 3`: how many updates, and over which "
-        "micro-batches? `pad_together` builds the single batch of a group, to compare your gradient with one "
-        "backward on it.",
-        "Split the list into groups first. For each group, count its counted tokens before the first backward; "
-        "run each micro-batch that has counted tokens forward and backward with its loss weighted by its share of "
-        "the group's tokens, and add the same weighted losses, as floats, to the group's loss; then one step and a "
-        "reset. Reset once before everything, too."),
+        "whose token losses are 2.0 and 1.0. The group's loss is $(1 \\cdot 2.0 + 3 \\cdot 1.0)/4 = 1.25$. Weighting "
+        "each by the tokens seen so far gives $1 \\cdot 2.0 + \\tfrac34 \\cdot 1.0 = 2.75$, and halving each gives "
+        "1.5. With `k = 3`, a stream of four micro-batches makes two updates; you learn the second group is "
+        "short only when the loader runs out. `pad_together` builds a group's single batch, to compare with.",
+        "Reset once before everything. For each micro-batch from the loader, count its counted tokens; if it has "
+        "any, backpropagate its token loss times that count (the sum over its tokens, not their mean) and add the "
+        "same sum, as a float, to the group's running loss and the count to the group's count. When the group is "
+        "complete, or the loader has run out with micro-batches still pending, divide every parameter's gradient "
+        "and the running loss by the group's count, step, and reset."),
         checks=("check_train",), cells=("train",)),
     "B": PartHints(texts=(
         "The log holds weights, not `.grad`. What did `step()` apply in iteration $t$, in terms of `weights[t]`, "
@@ -973,14 +1040,17 @@ hint = HintBook({
         checks=("check_read_weight_log",), cells=("read_weight_log",)),
     "C": PartHints(texts=(
         "`backward()` writes into the `.grad` of every leaf its graph reaches. Which parameters does the critic "
-        "loss's graph reach, and which does the generator loss's graph reach?",
+        "loss's graph reach, which does the generator loss's graph reach, and which of those writes does the part "
+        "forbid?",
         "Measure it on the corner with linear models: after the critic loss's `backward()`, print the generator's "
-        "`weight.grad`; after the generator loss's `backward()`, print the critic's. A smaller case to test "
-        "against: call `adversarial_step` twice on two fresh copies of the models, once with `.grad` None and once "
-        "with `.grad` filled with ones; the parameters after the step must be the same.",
+        "`weight.grad`; after the generator loss's `backward()`, print the critic's, next to what it held just "
+        "after the critic's step. The two must be equal when your function returns. Also call "
+        "`adversarial_step` on two fresh copies of the models, once with `.grad` None and once with `.grad` "
+        "filled with ones: the parameters after the step must be the same.",
         "Compute the fake samples once. For the critic: reset its gradients, backpropagate a loss that sees the "
-        "fake samples cut off from the generator, step. For the generator: reset its gradients right before its "
-        "own backward, take the loss through the (updated) critic on the fake samples that still reach the "
-        "generator, step. Return both losses as floats."),
+        "fake samples cut off from the generator, step. For the generator: reset its gradients, take the loss "
+        "through the (updated) critic on the fake samples that still reach the generator, and backpropagate it "
+        "into the generator's parameters only (backward can be told which leaves to fill), step. Return both "
+        "losses as floats."),
         checks=("check_adversarial_step",), cells=("adversarial_step",)),
 })
