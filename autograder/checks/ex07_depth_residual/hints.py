@@ -23,15 +23,20 @@ hint = HintBook({
         "running totals, read from the input end, are the profile."),
         checks=("check_log10_gradient_profile",), cells=("gradient_profile",)),
     "B": PartHints(texts=(
-        "Try your function on `model.parameters()` twice in a row, and on a list. Does a second loop over the same "
-        "argument see anything?",
-        "Check values: gradients $(3, 4)$ and $(12)$ with `max_norm` 1 have total norm 13 and become $(3, 4)/13$ "
-        "and $(12)/13$, and 13 is returned; with `max_norm` 20 nothing changes. With every gradient zero the total "
-        "is 0, nothing changes and 0 is returned, without a division by zero.",
-        "Turn the parameters into a list first and keep those whose gradient exists. Compute one total from all of "
-        "their entries, then one factor from it, and multiply each existing gradient tensor by that factor where it "
-        "lies in memory. Return the total you measured before scaling."),
-        checks=("check_clip_grad_norm",), cells=("clip_grad_norm",)),
+        "Suppose one example of the batch has a gradient a hundred times longer than the others'. Clipping the "
+        "batch's mean gradient shortens the whole step: does it change how much that one example steers its "
+        "direction? And whose gradient must be measured so that no single example can contribute more than "
+        "max_norm?",
+        "Check values, the notebook's hand example: one weight w = 1, inputs 1 and 10, targets 0, loss (w x − y)² "
+        "per example. The examples' gradients are 2 and 200, so the norms returned are (2, 200); with max_norm 5 "
+        "they clip to 2 and 5, and .grad is their mean, 3.5. Clipping the mean gradient 101 would give 5; clipping "
+        "each example's share of the mean (1 and 100) would give 6.",
+        "For each example on its own, get the gradient of that example's loss with respect to every parameter, "
+        "without letting the examples add up in .grad (ask autograd for the gradients, keeping the graph for the "
+        "next example). Its norm is taken over all the parameters together; scale all of its tensors by the one "
+        "factor min(1, max_norm / (norm + 1e-6)) and add them to totals of your own. After the last example, "
+        "divide the totals by the batch size and put them in .grad; return the norms you measured, in a tensor."),
+        checks=("check_per_example_clip",), cells=("clip_grad_norm",)),
     "C": PartHints(texts=(
         "A layer that runs twice produces two outputs. How many gradients does backward deliver for it, how many "
         "times does your hook run, and what does your code do with the second one?",

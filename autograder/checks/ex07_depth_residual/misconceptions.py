@@ -66,62 +66,45 @@ FLOAT32_PROFILE = Misconception(
     "float64 you are given (no .float(), no dtype=torch.float32).",
     question="In which precision did your arithmetic run?")
 
-# ---------------------------------------------------------------------------------- Part B: clipping
+# ---------------------------------------------------------------------------------- Part B: per-example clipping
 
+BATCH_CLIPPED = Misconception(
+    "the batch's mean gradient clipped once (the lesson's clipping)",
+    "Clipping the mean gradient caps the step, but one example with a huge gradient still dominates its direction. "
+    "Per-example clipping bounds what EACH example can contribute: clip every example's own gradient (its norm over "
+    "all parameters), then average the clipped gradients.",
+    question="If one example's gradient is a hundred times larger than the others', whose contribution does "
+             "clipping the mean gradient shrink?")
 PER_TENSOR = Misconception(
-    "per-tensor instead of global clipping",
-    "Clip by the GLOBAL norm: one norm over all parameters' gradients together, sqrt(sum of every squared element), "
-    "and the same factor for every tensor. Clipping each tensor by its own norm changes the direction of the step.",
-    question="Is there one norm for all the gradients together, or one per tensor?")
-NO_SQUARE_ROOT = Misconception(
-    "norm without the square root", "The L2 norm is sqrt(sum of squares); you used the sum of squares itself.",
-    question="What separates the sum of squares from a length?")
+    "each example clipped tensor by tensor",
+    "An example's gradient is one long vector over ALL parameters: one norm per example, sqrt of the sum of every "
+    "squared element of every parameter's gradient, and one factor for all of its tensors.",
+    question="How many norms does one example's gradient have: one, or one per parameter tensor?")
+SHARE_CLIPPED = Misconception(
+    "each example's share of the mean clipped (its gradient already divided by the batch size)",
+    "The gradient of mean(losses) with respect to example i is its own gradient divided by B: clipping that share "
+    "compares ‖g_i‖/B with max_norm, so almost nothing is clipped. Clip each example's own gradient, the gradient of "
+    "losses[i], and divide by B after clipping.",
+    question="Whose norm does max_norm bound: the example's gradient, or the example's gradient divided by B?")
+SUMMED = Misconception(
+    "the clipped gradients summed instead of averaged",
+    "The part asks for the mean over the batch of the clipped gradients: divide their sum by the number of examples.",
+    question="What do you divide the sum of the clipped gradients by?")
+RUNNING_SUM = Misconception(
+    "the running sum in .grad clipped after each example",
+    "backward adds into .grad: after the second example's backward, .grad holds the sum of both gradients, and "
+    "clipping it clips the sum, not the new example. Take each example's gradient on its own (autograd.grad, or "
+    "clear .grad before each backward and keep your own total).",
+    question="After the second example's backward, what does .grad hold: that example's gradient, or more?")
 CLIPPED_BELOW = Misconception(
-    "clipping even below max_norm",
-    "Scale only when the total norm exceeds max_norm: the factor is min(1, max_norm / (total_norm + 1e-6)); below "
-    "the threshold the gradients must stay exactly as they were.",
-    question="What should happen to gradients whose total norm is already below max_norm?")
-NOT_MODIFIED = Misconception(
-    "gradients not modified",
-    "You did not change the parameters' .grad: multiply each p.grad in place (p.grad.mul_(coef)); scaling a copy "
-    "(g = p.grad * coef) leaves p.grad unchanged.",
-    question="Which tensors did your scaling write into?")
-GENERATOR_TWICE = Misconception(
-    "a generator of parameters iterated twice",
-    "Your function left the gradients alone when `parameters` was a generator (like model.parameters()): a generator "
-    "can be iterated only once, so a second loop over it sees nothing. Make a list first: params = list(parameters).",
-    question="How many times can a generator such as model.parameters() be looped over?")
-CLAMPED = Misconception(
-    "clipped values instead of the norm",
-    "clip_grad_norm_ rescales the whole gradient vector; clamping each element to [-max_norm, max_norm] is "
-    "clip_grad_value_.",
-    question="Does clipping by norm change the direction of the gradient?")
-NONE_NOT_SKIPPED = Misconception(
-    "a .grad of None not skipped",
-    "A parameter that took no part in the loss has .grad None: leave it out of the norm and leave it alone "
-    "(`if p.grad is not None`).",
-    question="What does .grad hold for a parameter that took no part in the loss?")
-NONE_FILLED = Misconception(
-    "a gradient given to a parameter that had none",
-    "A parameter whose .grad is None took no part in the loss: clip_grad_norm_ skips it and leaves .grad None "
-    "(an optimizer then skips it too, while a zero gradient would still feed momentum and weight decay).",
-    question="What does an optimizer do with a .grad of None, and with a .grad of zeros?")
-REPLACED_GRAD = Misconception(
-    "replaced .grad instead of scaling it in place",
-    "Scale the existing gradient tensors in place (p.grad.mul_(coef)), as clip_grad_norm_ does; assigning a new "
-    "tensor to p.grad breaks every reference to the old one (an optimizer's or DDP's gradient buckets).",
-    question="Who else may hold a reference to the .grad tensor you replaced?")
-ZERO_NORM = Misconception(
-    "a division by a zero total norm",
-    "When every gradient is zero the total norm is 0, and max_norm / total divides by zero. That is what the 1e-6 in "
-    "max_norm / (total + 1e-6) is for (or scale only `if total > max_norm`): then nothing changes and the norm "
-    "returned is 0.",
-    question="What is the total norm when every gradient is zero, and what does your factor do with it?")
+    "every example scaled to max_norm, also those below it",
+    "Clipping only scales down: the factor is min(1, max_norm / (norm + 1e-6)), so an example whose norm is "
+    "already below max_norm keeps its gradient as it is.",
+    question="What should happen to an example whose gradient's norm is already below max_norm?")
 NORM_AFTER = Misconception(
-    "returned the norm after clipping",
-    "Return the total norm measured BEFORE clipping, as clip_grad_norm_ does (it is what you log to spot exploding "
-    "gradients).",
-    question="Which norm does clip_grad_norm_ report: before or after it scales?")
+    "returned the norms after clipping",
+    "Return each example's norm measured BEFORE clipping (what you log to see which examples are clipped).",
+    question="Which norms does the part ask for: before or after clipping?")
 
 # ---------------------------------------------------------------------------------- Part C: hooks
 
