@@ -272,3 +272,41 @@ def test_a_launch_that_cannot_be_trusted_is_refused(hub, platform, what, how, st
     assert answer.status_code == status, (what, answer.status_code, answer.text[:500])
     assert not answer.cookies.get("jupyterhub-hub-login"), what
     assert [u["name"] for u in hub.api("GET", "users") if u["name"] not in (LEARNER, INSTRUCTOR, GRADER)] == [], what
+
+
+def test_each_launch_opens_jupyterlab_in_chromium_with_her_own_tools(hub, platform, landed):
+    """The whole launch in Chromium, as from Canvas or Moodle: a page of the LMS posts the login initiation, the
+    hub's redirect, the LMS's self-posting form with the signed token, the hub's sign-in and spawn, JupyterLab. The
+    learner's Nbgrader menu has the Assignment List and no Formgrader, the instructor's the Formgrader.
+    Screenshots: artifacts/browser/lti-*.png."""
+    from playwright.sync_api import sync_playwright
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, screenshot
+    from test_hub import nbgrader_menu
+
+    require_chromium()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            for name, roles in ((LEARNER, LEARNER_ROLES), (INSTRUCTOR, INSTRUCTOR_ROLES)):
+                hint = f"hint-chromium-{name}"
+                platform.launches[hint] = {"login": name, "roles": roles, "target": f"{hub.url}/hub/"}
+                fields = {"iss": platform.url, "login_hint": hint, "target_link_uri": f"{hub.url}/hub/",
+                          "client_id": CLIENT_ID, "lti_message_hint": f"message-{hint}",
+                          "lti_deployment_id": DEPLOYMENT}
+                inputs = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">'
+                                 for k, v in fields.items())
+                window = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+                window.set_content(f'<form id="lms" method="post" action="{hub.url}/hub/lti13/oauth_login">{inputs}'
+                                   '<button>Autograd course on the hub</button></form>')
+                window.click("text=Autograd course on the hub")  # the link in the LMS
+                window.wait_for_url(f"{hub.url}/user/{name}/lab**", timeout=120_000)
+                window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
+                menu = nbgrader_menu(window)
+                screenshot(window, f"lti-{name}-landed")
+                if name == LEARNER:
+                    assert "Assignment List" in menu and "Formgrader" not in menu, menu
+                else:
+                    assert "Formgrader" in menu, menu
+                window.context.close()
+        finally:
+            browser.close()
