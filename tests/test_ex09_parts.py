@@ -1,5 +1,6 @@
 """Exercise 09, parts B and C: the cases of each check tell its mistakes apart at every seed, and the course's own
-references (the byte prediction, the intended loss, the clipped scores) agree with what they are checked against.
+references (the byte prediction, the intended loss, the server that compiles once) agree with what they are checked
+against.
 
 A mistake is named only when two cases agree on it, so each part's fixed cases are built (and drawn again) until every
 mistake the catalogue names shows, with a value of its own, in at least two of them, at every grading seed.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo
 from torch import nn
 
 from autograder.checks.ex09_wider_system import breaks as part_c2
@@ -132,45 +134,71 @@ def test_the_intended_loss_is_the_buggy_value_and_its_oracles_agree(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_every_clipping_mistake_shows_in_two_cases(seed):
+def test_every_serving_mistake_shows_in_two_requests(seed):
+    """Every stream has two requests on which a float32 limit changes the clipped scores and padding to 16 rows
+    changes the fraction, and the stream's shape is the text's: three requests of one size first (only the limit
+    changes), then a single row, a full batch and two more sizes."""
     cases = []
-    for model, inputs, limit in part_c2._cases(seed):
-        with torch.no_grad():
-            scores = model(inputs).squeeze(1)
-        assert ((scores.abs() - limit).abs() > part_c2.KINK_GAP).all()
-        expected = scores.clamp(-limit, limit)
-        cases.append(([misconceptions.FLOAT32_REBUILT.looks_like(expected.float(), rtol=1e-12, atol=1e-15),
-                       misconceptions.FIXED_LIMIT.looks_like(scores.clamp(-3.0, 3.0), rtol=1e-12, atol=1e-15),
-                       misconceptions.ONE_SIDED.looks_like(scores.clamp(max=limit), rtol=1e-12, atol=1e-15)],
-                      expected, 1e-12, 1e-15))
+    for model, stream in part_c2._cases(seed):
+        sizes = [inputs.shape[0] for inputs, _ in stream]
+        assert sizes[0] == sizes[1] == sizes[2] and 5 <= sizes[0] < part_c2.MAX_BATCH
+        assert min(sizes[3:]) == 1 and max(sizes) == part_c2.MAX_BATCH
+        assert len({limit for _, limit in stream}) == len(stream) == 7
+        for inputs, limit in stream:
+            with torch.no_grad():
+                scores = model(inputs).squeeze(1)
+                rounded = torch.tensor(limit, dtype=torch.float32).item()
+                padded = torch.cat([scores, model(inputs.new_zeros(16 - len(scores), inputs.shape[1])).squeeze(1)])
+            cases.append(([misconceptions.LIMIT_FLOAT32.looks_like(scores.clamp(-rounded, rounded), rtol=1e-13,
+                                                                   atol=1e-15)], scores.clamp(-limit, limit), 1e-12,
+                          1e-15))
+            if len(scores) < part_c2.MAX_BATCH:
+                fraction = (scores.abs() > limit).double().mean()
+                cases.append(([misconceptions.PADDING_COUNTED.looks_like((scores.abs() > limit).double().sum() / 16,
+                                                                         rtol=1e-6, atol=1e-12),
+                               misconceptions.PADDING_COUNTED.looks_like((padded.abs() > limit).double().mean(),
+                                                                         rtol=1e-6, atol=1e-12)],
+                              fraction, 1e-6, 1e-12))
     counts = _armed_counts(cases)
-    for mistake in (misconceptions.FLOAT32_REBUILT, misconceptions.FIXED_LIMIT, misconceptions.ONE_SIDED):
+    for mistake in (misconceptions.LIMIT_FLOAT32, misconceptions.PADDING_COUNTED):
         assert counts.get(mistake.name, 0) >= 2, (seed, mistake.name, counts)
 
 
-def test_the_serving_code_breaks_and_the_reference_compiles():
-    """The notebook's clipped_scores gives the clipped values in float32 and is refused by fullgraph=True; the clamp
-    version compiles as one graph."""
-    import torch._dynamo
-
-    model, inputs, limit = next(part_c2._cases(None))
+def test_the_lesson_way_recompiles_and_the_reference_compiles_once():
+    """The given function compiled as in the lesson gets a graph at the limit-only request, at the new batch size and
+    at the single row; the reference's server compiles one graph, holding the model's Linear layers."""
+    model, stream = next(part_c2._cases(None))
 
     def clipped_scores(model, inputs, limit):
         scores = model(inputs).squeeze(1)
-        clipped = torch.tensor([max(-limit, min(limit, score)) for score in scores.tolist()])
-        fraction = sum(abs(score) > limit for score in scores.tolist()) / len(clipped)
-        if fraction > 0.5:
-            print(f"warning: {fraction:.0%} of the scores needed clipping")
-        return clipped, fraction
+        return scores.clamp(-limit, limit), (scores.abs() > limit).to(scores.dtype).mean()
 
-    refusal = part_c2._compiled(clipped_scores)(model, inputs, limit)
-    assert isinstance(refusal, torch._dynamo.exc.Unsupported)
-    clipped, _ = clipped_scores(model, inputs, limit)
-    assert clipped.dtype == torch.float32
+    def serve_all(make_server):
+        torch._dynamo.reset()
+        counter = part_c2._Counter()
+        serve = make_server(model, counter)
+        with torch.no_grad():
+            for request, (inputs, limit) in enumerate(stream):
+                counter.request = request
+                serve(inputs, limit)
+        torch._dynamo.reset()
+        return counter
 
-    def one_graph(model, inputs, limit):
-        scores = model(inputs).squeeze(1)
-        return scores.clamp(-limit, limit), (scores.abs() > limit).double().mean()
+    def lesson(model, backend):
+        compiled = torch.compile(clipped_scores, backend=backend, fullgraph=True)
+        return lambda inputs, limit: compiled(model, inputs, limit)
 
-    clipped, fraction = part_c2._compiled(one_graph)(model, inputs, limit)
-    assert clipped.requires_grad and fraction.dim() == 0
+    def reference(model, backend):
+        compiled = torch.compile(clipped_scores, backend=backend, fullgraph=True, dynamic=True)
+
+        def serve(inputs, limit):
+            n = inputs.shape[0]
+            clipped, fraction = compiled(model, torch.cat([inputs, inputs]) if n == 1 else inputs, limit)
+            return clipped[:n], fraction
+
+        return serve
+
+    arrivals = [request for request, _ in serve_all(lesson).graphs]
+    assert arrivals[:2] == [0, 1] and stream[arrivals[-1]][0].shape[0] in (1, part_c2.MAX_BATCH) and len(arrivals) >= 3
+    graphs = serve_all(reference).graphs
+    assert [request for request, _ in graphs] == [0] and part_c2._linears(graphs[0][1]) == 2

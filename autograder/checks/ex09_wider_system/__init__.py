@@ -1,7 +1,7 @@
 """Checks for exercise 09, one module per part: diagnosis rules stated as data, graded on training traces
 (:mod:`.rules`, on the traces of :mod:`.traces`), an evaluation that leaves no trace (:mod:`.evaluation`), the bytes a
-graph keeps predicted before they are measured (:mod:`.memory`), the cuts in a loss (:mod:`.cuts`) and the graph
-breaks in a compiled function (:mod:`.breaks`); :mod:`.misconceptions` holds every mistake they name, and :data:`hint`
+graph keeps predicted before they are measured (:mod:`.memory`), the cuts in a loss (:mod:`.cuts`) and a compiled
+server that compiles once (:mod:`.breaks`); :mod:`.misconceptions` holds every mistake they name, and :data:`hint`
 the parts' hints.
 
 The traces are real: :func:`.traces.training_trace` trains a tiny seeded regression network with the named bug (or
@@ -13,14 +13,14 @@ runs stay within them, so rules that separate the visible runs separate the hidd
 """
 
 from ...hints import HintBook, PartHints
-from .breaks import check_clipped_scores_one_graph
+from .breaks import check_compiled_server
 from .cuts import check_distillation_loss
 from .evaluation import check_held_out_loss
 from .memory import Residual, check_predicted_bytes, measured_bytes, saved_by
 from .rules import WOBBLE, Rule, apply_rules, check_rules
 from .traces import LABELS, example_traces, training_trace
 
-__all__ = ["LABELS", "WOBBLE", "Residual", "Rule", "apply_rules", "check_clipped_scores_one_graph",
+__all__ = ["LABELS", "WOBBLE", "Residual", "Rule", "apply_rules", "check_compiled_server",
            "check_distillation_loss", "check_held_out_loss", "check_predicted_bytes", "check_rules", "example_traces",
            "hint", "measured_bytes", "saved_by", "training_trace"]
 
@@ -42,15 +42,18 @@ hint = HintBook({
         checks=("check_rules",), cells=("diagnosis_rules",)),
     "B1": PartHints(
         texts=(
-            "Which lines of your function still run when `model(inputs)` raises, and which switch does each of them "
-            "put back?",
-            "A smaller case: a model in training mode, and a batch one feature too wide. Call your function on it "
-            "inside a `try` that catches the RuntimeError; afterwards the model's `training` flag must be True and "
-            "`torch.is_grad_enabled()` what it was before. Then make the same call inside the caller's own "
-            "`torch.no_grad()`.",
-            "Remember the model's mode, switch it to evaluation mode, and run the forward pass with recording off, "
-            "in a block that puts the mode back whatever happens inside it. Bring the predictions and the targets to "
-            "one shape, and return the mean squared error as a number."),
+            "Which switches does a forward pass of this model read (autograd's recording, each module's own training "
+            "flag), which state does it write even with recording off, and which of your lines put each back when "
+            "`model(inputs)` raises?",
+            "Smaller cases. In the notebook's probe, one pass in training mode under no_grad moves all three of the "
+            "batch norm's buffers (num_batches_tracked from 0 to 1). And a model in training mode whose batch norm "
+            "was switched to evaluation mode on its own lists its modules' flags as [True, True, False, True, True, "
+            "True]: after your call, with a batch it can take and with one a feature too wide, the list must be the "
+            "same.",
+            "Note every module's own flag, not only the top module's; switch the whole model to evaluation mode; run "
+            "the forward pass with recording off, inside a block whose cleanup puts each module's flag back whatever "
+            "happens in it; then bring the predictions and the targets to one shape and return the mean squared "
+            "error as a number."),
         checks=("check_held_out_loss",), cells=("held_out_loss",)),
     "B2": PartHints(
         texts=(
@@ -78,13 +81,15 @@ hint = HintBook({
         checks=("check_distillation_loss",), cells=("distillation_loss",)),
     "C2": PartHints(
         texts=(
-            "Which lines need Python to see the scores' numbers, and which tensor operation gives the same result "
-            "without looking at them?",
-            "A smaller case: compile, with fullgraph=True, a function that only returns the model's scores; then "
-            "add the clipping, then the fraction, running the compiled call after each step. The first refusal "
-            "names its line, and `torch._logging.set_logs(graph_breaks=True)` shows every break of the original.",
-            "Clip the scores with a tensor operation, which keeps their dtype and their graph; count the scores "
-            "beyond the limit with a comparison turned into numbers and averaged, and return that tensor; leave the "
-            "warning to the caller, who can print it from the fraction."),
-        checks=("check_clipped_scores_one_graph",), cells=("clipped_scores_one_graph",)),
+            "At each request where your server compiled again, what had changed from the requests before it (the "
+            "limit, the batch size, or a batch of a single row), and which of Dynamo's guards did that change fail?",
+            "Check values on the notebook's stream (batch sizes 5, 5, 9, 1, 16): the lesson's way compiles 4 graphs, "
+            "at requests 0, 1, 2 and 3; the same function compiled as dynamic compiles 2, at requests 0 and 3 (the "
+            "single row). A smaller case to measure on its own: a stream of two requests, 4 rows and then 1.",
+            "Give the limit to the graph in a form Dynamo does not guard by its value, let the batch size be a symbol "
+            "from the first compilation on, and hand the graph a single request in a shape that symbol covers (it "
+            "stands for 2 or more rows, with ordinary strides); then return only what belongs to the request, with "
+            "a fraction that the extra rows do not change. Measure the notebook's stream again: one graph, at "
+            "request 0."),
+        checks=("check_compiled_server",), cells=("compiled_server",)),
 })

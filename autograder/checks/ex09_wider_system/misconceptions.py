@@ -137,19 +137,32 @@ GRAD_MODE_FORCED = Misconception(
     question="What was the caller's grad mode before the call, and what is it after?")
 EVAL_MODE_LEFT = Misconception(
     "left the model in eval mode",
-    "held_out_loss runs in the middle of training: model.eval() without putting the flag back leaves dropout and "
-    "batch norm in evaluation mode for every later training step. Remember model.training before the call and put "
-    "it back (model.train(was_training)) when the evaluation is over.",
+    "held_out_loss runs in the middle of training: switching to evaluation mode without putting the flags back "
+    "leaves dropout and batch norm in evaluation mode for every later training step. Note each module's training "
+    "flag before the call and put each back when the evaluation is over.",
     question="In which mode does the caller's next training step find the model?")
 TRAIN_MODE_FORCED = Misconception(
     "put the model in training mode whatever its mode was",
-    "model.train() at the end switches a model that came in evaluation mode to training mode. Remember the flag "
-    "before you change it and put that value back: model.train(was_training).",
+    "Switching to training mode at the end turns a model that came in evaluation mode into a training one. Note "
+    "the flags before you change them and put those values back.",
     question="In which mode did this model come in?")
+MODES_FLATTENED = Misconception(
+    "the modes put back as one flag",
+    "model.train(flag) sets that flag on every submodule. A model can come in with its modules in different modes "
+    "(a batch norm frozen in evaluation mode while the rest trains, as in fine-tuning): putting back the top "
+    "module's flag alone unfreezes it, and its running statistics start moving at the next training step.",
+    question="Did every module of this model come in with the same training flag?")
+STATS_UPDATED = Misconception(
+    "running statistics updated by the evaluation",
+    "A batch norm layer in training mode updates its running_mean, running_var and num_batches_tracked on every "
+    "forward pass, whether or not autograd records: torch.no_grad() stops the graph, not the buffers. The held-out "
+    "batch leaks into the statistics the model later evaluates with.",
+    question="Which buffers of the model did your evaluation change, and does no_grad govern them?")
 DROPOUT_ON = Misconception(
     "evaluated in training mode",
-    "In training mode dropout zeroes a random part of the activations at every call, so the held-out loss is noisy "
-    "and too high. Evaluate with the model in evaluation mode (model.eval()), and put its mode back afterwards.",
+    "In training mode dropout zeroes a random part of the activations at every call, and batch norm normalises with "
+    "the batch's own statistics (it refuses a batch of one): the held-out loss is noisy and not the model's. "
+    "Evaluate with the model in evaluation mode, and put its modes back afterwards.",
     question="Which layers of this model behave differently in training and in evaluation mode?")
 NOT_RESTORED_ON_ERROR = Misconception(
     "restored the state only when the model returned",
@@ -278,35 +291,55 @@ TEMPERATURE_CONSTANT = Misconception(
     "The temperature is learnable: it must enter the loss as the tensor it is, not through .item() or float(), or it "
     "gets no gradient.",
     question="Does the temperature receive a gradient from your loss?")
-# ------------------------------------------------------------------------------------------ Part C2: the breaks
+# ------------------------------------------------------------------------------------------ Part C2: compiled once
 
 GRAPH_BREAK = Misconception(
     "a graph break left in the compiled function",
-    "fullgraph=True refuses every graph break: .tolist(), .item(), Python's max/min/sum/abs over a tensor's numbers, "
-    "a print, or a Python if on a tensor's value all need Python to see the numbers. Write each as a tensor "
-    "operation (clamp, comparisons, mean) and leave printing to the caller.",
-    question="Which line needs a tensor's numbers in Python, or calls what Dynamo cannot trace?")
-GRAPH_CUT = Misconception(
-    "the scores rebuilt from Python numbers",
-    "torch.tensor(...) of Python numbers makes a new leaf: the clipped scores no longer depend on the model, and no "
-    "gradient reaches its parameters. Clip the tensor itself (clamp).",
-    question="Do the clipped scores still carry the model's graph?")
-FLOAT32_REBUILT = Misconception(
-    "the scores rebuilt in float32",
-    "torch.tensor(list of floats) makes a float32 tensor, whatever the model's dtype: the clipped scores lose "
-    "precision. Clip the tensor itself, which keeps its dtype.",
-    question="Which dtype do your clipped scores have, and which did the model's scores have?")
+    "A graph break splits the function into several graphs, each compiled on its own (and fullgraph=True refuses "
+    "it): a print, .item() or .tolist() feeding Python, or a call Dynamo cannot trace. Keep such lines out of the "
+    "compiled function, in the plain Python around it.",
+    question="Which line of your compiled function does Dynamo hand back to Python?")
+NEVER_COMPILED = Misconception(
+    "the given backend never called",
+    "The test counts compilations through the backend it passes in: a function compiled with another backend, or "
+    "not compiled at all, never reaches it.",
+    question="Which backend does your torch.compile call use?")
+MODEL_OUTSIDE = Misconception(
+    "the model run outside the compiled function",
+    "A compiled function that receives the model's scores captures only the clipping: the model's layers, the "
+    "bulk of the work, run eagerly on every request. The graph must hold the forward pass.",
+    question="Which Linear layers does the graph the backend receives contain?")
+LIMIT_SPECIALISED = Misconception(
+    "the limit compiled in as a constant",
+    "Dynamo first treats a Python number argument as a constant of the graph, guarded by its value: the next "
+    "request with another limit fails the guard and compiles again. A tensor argument is guarded by its dtype and "
+    "shape only, and a function compiled as dynamic treats numbers as symbols from the start.",
+    question="Which arguments does Dynamo guard by their value, and which by their shape and dtype only?")
+BATCH_SPECIALISED = Misconception(
+    "the batch size compiled in",
+    "Dynamo compiles for the shapes it sees first and guards on them: a request with a new batch size fails the "
+    "guard and compiles again (the second time with the size as a symbol). Compile for a symbolic batch size from "
+    "the start, or give every request the same shape.",
+    question="What did your server's first compilation assume about the batch size?")
+ONE_SPECIALISED = Misconception(
+    "a batch of one compiled separately",
+    "Even a dynamic size is specialised when it is 0 or 1: Dynamo assumes a symbolic size is at least 2 (so that "
+    "broadcasting stays decidable), and a request of one row fails that guard. An axis made by expand has stride "
+    "0, which another guard sees. The single request needs the shape and strides the graph was compiled for.",
+    question="Which batch sizes does a symbolic size stand for, and what did your server hand the graph for a "
+             "single request?")
+LIMIT_FLOAT32 = Misconception(
+    "the limit turned into a float32 tensor",
+    "torch.tensor of a Python float is float32 unless told otherwise: the limit is rounded to the nearest float32, "
+    "and clipped float64 scores differ from the answer around the 8th digit.",
+    question="Which dtype has the limit your graph compares with, and which do the scores have?")
+PADDING_COUNTED = Misconception(
+    "the padding rows counted in the fraction",
+    "Rows added to give every request the same shape are not requests: the fraction is over the request's own "
+    "rows, and padding rows must neither count as clipped nor enlarge the denominator.",
+    question="Over how many rows is your fraction averaged, and how many did the request have?")
 FRACTION_NOT_TENSOR = Misconception(
     "the fraction returned as a Python number",
-    "A Python number out of a compiled function needs .item() (a graph break) or is a constant; the part asks for "
-    "a 0-d tensor, which the caller turns into a number when it prints.",
+    "The part asks for the fraction as a 0-d tensor, as the given function returns it; the caller turns it into a "
+    "number when it prints.",
     question="What type does the part ask the fraction to be?")
-FIXED_LIMIT = Misconception(
-    "the lesson's limit of 3 kept",
-    "The limit is an argument: clip at [-limit, limit], whatever it is.",
-    question="Where does your function read the limit it clips at?")
-ONE_SIDED = Misconception(
-    "clipped or counted on one side only",
-    "A score below -limit needs clipping as much as one above limit: clip both sides, and count the scores whose "
-    "absolute value is above the limit.",
-    question="What happens to a score below -limit?")
