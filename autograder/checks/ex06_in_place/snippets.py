@@ -307,13 +307,19 @@ def _read_answers(answer, what: str) -> dict[str, tuple[str, str]]:
 
 def _judge(snippet: Snippet, inputs: SnippetInputs, answer: tuple[str, str], what: str) -> None:
     """The learner's verdict must be what running the snippet gives, and the mechanism the one that decides it. The
-    message shows the snippet, the answer and the evidence of running it, never the right verdict or mechanism."""
+    message shows the snippet, the answer and the evidence of running it, never the right verdict or mechanism; for
+    a snippet held back from run_snippet (:data:`HELD_BACK`) it names the snippet only, since measuring it is the
+    learner's part."""
     __tracebackhide__ = True
     truth, evidence = measure(snippet, inputs)
     verdict, mechanism = answer
     if verdict == truth and mechanism == snippet.mechanism:
         return
-    if verdict != truth:
+    if snippet.id in HELD_BACK:  # the measurement is the part: which snippet is off, not what running it shows
+        said = ("running it disagrees with your pair (verdict, mechanism) for this snippet. Run it yourself in a "
+                "scratch cell: what does each backward node keep (grad_fn._saved_result, _saved_self), and which "
+                "tensors' _version or data_ptr() move before backward()?")
+    elif verdict != truth:
         said = f"you said {verdict!r}; running it: {evidence}."
     else:
         said = (f"your verdict {verdict!r} is what running it gives ({evidence}), but {mechanism!r} is not what "
