@@ -11,6 +11,8 @@ derived the gradient from one that asked autograd for it. :class:`Routes` watche
   ``torch.autograd.grad`` or an engine object all still count);
 * ``forward_ad``: forward-mode autograd (``torch.func.jvp``/``jacfwd``, dual numbers), seen by a :class:`CallWatch`
   as calls to ``torch._make_dual``;
+* ``backward_kernels``: calls of PyTorch's own backward kernels (``torch.ops.aten.silu_backward`` and every other
+  ``aten.*_backward`` op), which autograd runs for a node and learner code may call directly: the same watch sees them;
 * ``optimizer_steps``: steps of any ``torch.optim`` optimizer, seen by PyTorch's global optimizer step hook;
 * ``clipping``: calls of ``torch.nn.utils``' gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``,
   ``get_total_norm``, ``clip_grads_with_norm_``), seen by wrapping them in their modules for the call.
@@ -46,12 +48,13 @@ _make_dual = torch._make_dual
 _backward = torch.autograd.backward
 _register_hook = torch.Tensor.register_hook
 _mul = torch.mul
+_ATEN_OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
 
 
 class Route(enum.Enum):
     """A machine a part may forbid; the value is how a failure message names it."""
 
-    AUTOGRAD = "autograd (backward(), torch.autograd.grad, torch.func or dual numbers)"
+    AUTOGRAD = "autograd (backward(), torch.autograd.grad, torch.func, dual numbers or its aten.*_backward kernels)"
     OPTIMIZER = "a torch.optim optimizer's step()"
     CLIPPING = "torch.nn.utils' gradient clipping"
 
@@ -61,7 +64,8 @@ MISCONCEPTIONS = {
     Route.AUTOGRAD: Misconception(
         "used autograd where the part asks for a hand derivation",
         "This part is about computing the gradient yourself, so PyTorch's autograd must not run inside your function "
-        "(no backward(), torch.autograd.grad, torch.func or torch.enable_grad() tricks): derive the formula and "
+        "(no backward(), torch.autograd.grad, torch.func, torch.ops.aten.*_backward kernels or torch.enable_grad() "
+        "tricks): derive the formula and "
         "compute it with plain tensor operations.",
         question="Did autograd run inside your function, where the part asks you to derive the gradient yourself?"),
     Route.OPTIMIZER: Misconception(
@@ -94,16 +98,20 @@ class CallWatch(TorchFunctionMode):
     """Notes calls of the given torch functions (by identity) or of any function with one of the given names, and lets
     every call through unchanged. ``seen``: the names of the calls noticed, in order."""
 
-    def __init__(self, functions: Iterable[Callable] = (), names: Iterable[str] = ()):
+    def __init__(self, functions: Iterable[Callable] = (), names: Iterable[str] = (), backward_kernels: bool = False):
         super().__init__()
         self.functions = tuple(functions)
         self.names = frozenset(names)
+        self.backward_kernels = backward_kernels  # also note PyTorch's aten.*_backward ops (seen in ``kernels``)
         self.seen: list[str] = []
+        self.kernels: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         if name in self.names or any(func is watched for watched in self.functions):
             self.seen.append(name)
+        elif self.backward_kernels and isinstance(func, _ATEN_OPS) and name.split(".")[0].endswith("_backward"):
+            self.kernels.append(name)
         return func(*args, **(kwargs or {}))
 
     @property
@@ -136,13 +144,14 @@ _CLIPPING += [(torch.nn.utils, name) for name in
 class Routes:
     """What one call of learner code used. ``start()`` before the call, ``stop()`` after it (never nested).
 
-    ``dual_numbers``: watch for forward-mode autograd. It is the one watch with a cost that grows with the call (a
-    ``TorchFunctionMode`` sees every torch call: a training run took twice as long under it), so a call that does not
-    rule autograd out and reads no ``forward_ad`` switches it off."""
+    ``dual_numbers``: watch for forward-mode autograd and backward kernels. It is the one watch with a cost that grows
+    with the call (a ``TorchFunctionMode`` sees every torch call: a training run took twice as long under it), so a
+    call that does not rule autograd out and reads no ``forward_ad`` switches it off."""
 
     dual_numbers: bool = True
     backward_runs: int = 0
     forward_ad: int = 0
+    backward_kernels: int = 0
     optimizer_steps: int = 0
     clipping: int = 0
     _undo: list = field(default_factory=list, repr=False)
@@ -158,7 +167,7 @@ class Routes:
                 self._undo.append(lambda module=module, name=name, original=original: setattr(module, name, original))
                 self._count_inside(original)
         self._depth = _len_function_stack()
-        self._dual = CallWatch([_make_dual]) if self.dual_numbers else None
+        self._dual = CallWatch([_make_dual], backward_kernels=True) if self.dual_numbers else None
         if self._dual is not None:
             self._dual.__enter__()
 
@@ -171,6 +180,7 @@ class Routes:
         self.backward_runs = _engine_counter() - self._counter - 1
         if self._dual is not None:
             self.forward_ad += len(self._dual.seen)
+            self.backward_kernels += len(self._dual.kernels)
 
     def _optimizer_step(self, optimizer, args, kwargs):
         self.optimizer_steps += 1
@@ -193,5 +203,6 @@ class Routes:
         return counted
 
     def used(self, route: Route) -> bool:
-        return {Route.AUTOGRAD: self.backward_runs + self.forward_ad, Route.OPTIMIZER: self.optimizer_steps,
+        return {Route.AUTOGRAD: self.backward_runs + self.forward_ad + self.backward_kernels,
+                Route.OPTIMIZER: self.optimizer_steps,
                 Route.CLIPPING: self.clipping}[route] > 0

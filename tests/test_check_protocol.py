@@ -160,12 +160,20 @@ def _forward_mode(x):
     return torch.func.jacfwd(lambda t: (t**2).sum())(x)
 
 
+def _backward_kernel(x):  # PyTorch's own backward of x * sigmoid(x), called without autograd
+    return torch.ops.aten.silu_backward(torch.ones_like(x), x)
+
+
+def _backward_kernel_overload(x):
+    return torch.ops.aten.tanh_backward.default(torch.ones_like(x), torch.tanh(x))
+
+
 def _by_hand(x):
     return 2 * x
 
 
 @pytest.mark.parametrize("answer", [_autograd_backward, _autograd_grad_saved_reference, _enable_grad_inside_no_grad,
-                                    _func_grad, _forward_mode])
+                                    _func_grad, _forward_mode, _backward_kernel, _backward_kernel_overload])
 def test_autograd_is_seen_whichever_way_it_is_called(answer):
     with pytest.raises(GradingFailure, match="used autograd where the part asks for a hand derivation"):
         call_learner(answer, torch.tensor([1.0, 2.0]), what="grad(x)", forbid=[Route.AUTOGRAD])
@@ -175,7 +183,8 @@ def test_a_hand_derivation_passes_and_counts_nothing():
     routes = Routes()
     assert torch.equal(call_learner(_by_hand, torch.tensor([1.0, 2.0]), what="g", forbid=[Route.AUTOGRAD],
                                     routes=routes), torch.tensor([2.0, 4.0]))
-    assert (routes.backward_runs, routes.forward_ad, routes.optimizer_steps, routes.clipping) == (0, 0, 0, 0)
+    assert (routes.backward_runs, routes.forward_ad, routes.backward_kernels, routes.optimizer_steps,
+            routes.clipping) == (0, 0, 0, 0, 0)
 
 
 def test_backward_runs_are_counted():
