@@ -1,9 +1,9 @@
 """Checks for exercise 04, the backward passes of the layers a transformer is built from, one module per part: layer
-normalisation by hand (:mod:`.layernorm`), cross-entropy with label smoothing and ignore_index
-(:mod:`.cross_entropy`), attention with the causal mask over batches and heads (:mod:`.attention`), a Function that
-saves only what its backward uses (:mod:`.function`), and the hunt for a Function's wrong gradient with gradcheck
-(:mod:`.hunt`); :mod:`.common` holds what Parts A–C share (a case, its oracles and how an answer is compared) and
-:mod:`.misconceptions` every mistake they name.
+normalisation by hand (:mod:`.layernorm`), cross-entropy with class weights, label smoothing and ignore_index
+(:mod:`.cross_entropy`), attention's backward block by block from O and the log-sum-exp (:mod:`.attention`), a
+Function that saves only what its backward uses (:mod:`.function`), and the hunt for a Function's wrong gradient
+with gradcheck (:mod:`.hunt`); :mod:`.common` holds what Parts A–C share (a case, its oracles and how an answer is
+compared) and :mod:`.misconceptions` every mistake they name.
 
 Every check's docstring states the domain its part allows (shapes, dtypes, values) and every corner of that domain is a
 case that runs first, at every seed; the seed varies only the rest. Every gradient is compared with autograd and
@@ -38,24 +38,31 @@ hint = HintBook({
         "a mean along the last dimension; dγ and dβ sum over every leading dimension."),
         checks=("check_layernorm_backward",), cells=("layernorm_backward",)),
     "B": PartHints(texts=(
-        "What target distribution q does F.cross_entropy compare the softmax with when label_smoothing = ε, and "
-        "what does its mean divide by when some targets equal ignore_index?",
-        "Ask PyTorch on a small case outside your function: logits of shape (3, 4), targets [1, −100, 2], "
-        "label_smoothing = 0.2; autograd's gradient has a zero row, and each other row sums to zero. Compare it "
-        "with the (P − Y)/N you know.",
-        "Build q row by row (the one-hot target mixed with the uniform distribution, with the weights PyTorch's "
-        "documentation gives), take the softmax minus q, zero the rows whose target is ignore_index, and divide "
-        "by the number of rows kept. A label equal to ignore_index need not be a class, so replace it before "
-        "you make a one-hot."),
+        "Write one kept row's loss with every option on: which weight multiplies −log p of the target, which "
+        "multiplies −log p_c inside the smoothing sum, and what does the mean divide by once the classes are "
+        "weighted?",
+        "Ask PyTorch on a case small enough to do by hand: logits all zero of shape (2, 3), targets [0, 1], weight "
+        "[4, 1, 1]. Without smoothing autograd gives rows [−0.5333, 0.2667, 0.2667] and [0.0667, −0.1333, 0.0667] "
+        "(a denominator of 5, not 2); with label_smoothing = 0.3, [−0.4133, 0.2067, 0.2067] and [0.0067, −0.0733, "
+        "0.0667]: the second row is no longer a multiple of p − q.",
+        "Treat the two terms separately. The target's term (1 − ε)·w_y·(−log p_y) differentiates to the lesson's "
+        "p − y scaled by w_y; the smoothing term (ε/C)·Σ_c w_c·(−log p_c) adds, over the classes, w_c times "
+        "(p − e_c). Add the two, zero the ignored rows, and divide every row by the sum of w_y over the kept rows "
+        "(with no weight, every w_c is 1 and this is the row count). A label equal to ignore_index need not be a "
+        "class, so replace it before you index or make a one-hot."),
         checks=("check_softmax_cross_entropy_backward",), cells=("softmax_cross_entropy_backward",)),
     "C": PartHints(texts=(
-        "With causal=True, what are the masked entries of P, and what does the softmax backward give for dS "
-        "there?",
-        "A smaller case: n = 2 queries, m = 3 keys, causal. Query 0 sees key 0 only, so its row of P is [1, 0, 0] "
-        "and its row of dS is zero; key 2 is seen by nobody, so its rows of dK and dV are zero.",
-        "Recompute the forward pass with the masked scores set to −∞ before the softmax (PyTorch's mask: query i "
-        "sees keys j ≤ i). From there the backward runs as without the mask, step by step: the masked entries "
-        "drop out by themselves. For leading dimensions, transpose the last two dimensions only."),
+        "The forward kept lse_i = log Σ_j exp(S_ij) over the keys query i sees: what is exp(S_ij − lse_i), and "
+        "which scores does it need besides S_ij itself?",
+        "Check values on the try-it cell's causal batch (seed 0), head 0, query 2: lse = 1.9772 and D = 1.6275, "
+        "whether you sum P∘dP over all its keys or dO∘O over its outputs; with blocks of 2 keys, the two blocks it "
+        "sees give 0.3871 and 1.2403, neither of which is D. A smaller case for the mask: n = 2, m = 3, blocks of 2; "
+        "in the second block, column 0 is key 2, which neither query sees.",
+        "Compute D once from dO and O (expand Σ_j P_ij·dP_ij with dP = dO·Vᵀ and O = P·V to see why). Then, for each "
+        "block of keys starting at s: its scores from Q and that block of K; the causal mask from the real key "
+        "numbers s, s + 1, ... compared with each query's number; P as the exponential of the scores minus lse; the "
+        "block's rows of dV from P and dO; dS from P, the block's dP and D; the block's rows of dK; and dQ added up "
+        "over the blocks. Finally join the blocks' rows of dK and dV along the key dimension."),
         checks=("check_attention_backward",), cells=("attention_backward",)),
     "D": PartHints(texts=(
         "Which tensor does dX need, which does dW need, and which does db need?",

@@ -1,30 +1,69 @@
-"""Part C: scaled dot-product attention's backward pass, by hand, for any leading (batch, head) dimensions, with and
-without the causal mask of F.scaled_dot_product_attention(..., is_causal=True)."""
+"""Part C: attention's backward as FlashAttention runs it. The forward kept only O and each query's log-sum-exp
+(lse); the backward walks the keys in blocks of ``block`` columns, recomputing each block of P from the scores and
+lse, and never creates a tensor of the (..., n, m) score matrix's size. Gradients are compared with autograd and
+central differences through F.scaled_dot_product_attention; the largest tensor the function creates is measured
+with a dispatch mode that sees every tensor an operation returns."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from ...checking import check, trial
+from ...checking import GradingFailure, check, proven_failure, trial
 from ...seeding import choice, uniform
 from ..cases import case_stream, randint
-from .common import Case, distinct, literal_symptoms, make_case, run_case
+from .common import Case, literal_symptoms, make_case, run_case
 from .misconceptions import (
+    BLOCK_MASK_LOCAL,
+    BLOCK_ROW_SUM,
+    BLOCK_SOFTMAX,
     CAUSAL_IGNORED,
+    FULL_SCORE_MATRIX,
     MASK_BOTTOM_RIGHT,
     MASK_WRONG_TRIANGLE,
-    MASKED_AFTER_SOFTMAX,
     MISSING_SCALE,
     NO_SOFTMAX_BACKWARD,
     SCALE_BY_D,
-    SOFTMAX_ELEMENTWISE,
-    TRANSPOSED_DV,
 )
 
 Tensor = torch.Tensor
+
+
+class _Largest(TorchDispatchMode):
+    """The largest tensor (number of elements) any operation returns while the mode is on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, Tensor) and tensor.numel() > self.numel:
+                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
+        return out
+
+
+class _LeavesTorch(TorchFunctionMode):
+    """Which ways out of torch (to NumPy or to Python lists, where the measurement cannot follow) a call took."""
+
+    EXITS = frozenset({"numpy", "__array__", "tolist"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exits: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.EXITS:
+            self.exits.add(name)
+        return func(*args, **(kwargs or {}))
 
 
 def _visible(n: int, m: int, mask: str) -> Tensor | None:
@@ -34,82 +73,131 @@ def _visible(n: int, m: int, mask: str) -> Tensor | None:
             "strict": ones.tril(-1)}[mask]
 
 
-def _attention_gradients(Q, K, V, dO, *, forward_scale: float, backward_scale: float, softmax: str = "jacobian",
-                         mask: str = "none", mask_after: bool = False) -> tuple[Tensor, Tensor, Tensor]:
-    """(dQ, dK, dV) of a hand-written attention backward, with the knobs that reproduce the usual mistakes."""
-    S = Q @ K.transpose(-2, -1) * forward_scale
-    visible = _visible(S.shape[-2], S.shape[-1], mask)
-    if visible is not None and not mask_after:
-        S = S.masked_fill(~visible, -math.inf)
-    P = torch.softmax(S, dim=-1)
-    if visible is not None and mask_after:
-        P = P * visible
+def _block_local(n: int, m: int, block: int) -> Tensor:
+    """The causal mask written in each block's own column numbers (the block's offset forgotten)."""
+    return torch.arange(m).remainder(block).unsqueeze(0) <= torch.arange(n).unsqueeze(-1)
+
+
+def _gradients(Q, K, V, output, lse, dO, *, block: int, mask: Tensor | None, scale: float, d_rows: str = "output",
+               p_from: str = "lse", softmax: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """(dQ, dK, dV) from P recomputed as the knobs say: ``mask`` (None: not re-applied), ``scale`` on dQ and dK,
+    ``d_rows`` the row term D ("output": rowsum(dO∘O) with the true O; "block": rowsum(dP∘P) within each block),
+    ``p_from`` ("lse", or "block": a softmax within each block), ``softmax`` False for dS = dP."""
+    tau = 1 / math.sqrt(Q.shape[-1])
+    S = Q @ K.transpose(-2, -1) * tau
+    if mask is not None:
+        S = S.masked_fill(~mask, -math.inf)
+    m = S.shape[-1]
+    starts = range(0, m, block)
+    if p_from == "block":
+        P = torch.cat([torch.softmax(S[..., s:s + block], dim=-1) for s in starts], dim=-1)
+    else:
+        P = torch.exp(S - lse.unsqueeze(-1))
     dP = dO @ V.transpose(-2, -1)
-    dS = {"jacobian": lambda: P * (dP - (dP * P).sum(dim=-1, keepdim=True)),
-          "elementwise": lambda: P * (1 - P) * dP, "none": lambda: dP}[softmax]()
-    return backward_scale * dS @ K, backward_scale * dS.transpose(-2, -1) @ Q, P.transpose(-2, -1) @ dO
+    if d_rows == "block":
+        D = torch.cat([(dP[..., s:s + block] * P[..., s:s + block]).sum(dim=-1, keepdim=True)
+                       .expand(*P.shape[:-1], min(block, m - s)) for s in starts], dim=-1)
+    else:
+        D = (dO * output).sum(dim=-1, keepdim=True)
+    dS = P * (dP - D) if softmax else dP
+    return scale * dS @ K, scale * dS.transpose(-2, -1) @ Q, P.transpose(-2, -1) @ dO
 
 
-def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor, causal: bool) -> Case:
+def _forward(Q: Tensor, K: Tensor, V: Tensor, causal: bool) -> tuple[Tensor, Tensor]:
+    """What FlashAttention's forward keeps: O and each query's log-sum-exp of its (masked) scores."""
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    visible = _visible(S.shape[-2], S.shape[-1], "causal" if causal else "none")
+    if visible is not None:
+        S = S.masked_fill(~visible, -math.inf)
+    return torch.softmax(S, dim=-1) @ V, torch.logsumexp(S, dim=-1)
+
+
+def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor, causal: bool, block: int) -> Case:
     n, d = Q.shape[-2:]
     m = K.shape[-2]
     tau = 1 / math.sqrt(d)
-    right = dict(forward_scale=tau, backward_scale=tau, mask="causal" if causal else "none")
-    variants = [(MISSING_SCALE, {**right, "backward_scale": 1.0}),
-                (MISSING_SCALE, {**right, "forward_scale": 1.0, "backward_scale": 1.0}),
-                (SCALE_BY_D, {**right, "forward_scale": 1 / d, "backward_scale": 1 / d}),
-                (SCALE_BY_D, {**right, "backward_scale": 1 / d}),
-                (SOFTMAX_ELEMENTWISE, {**right, "softmax": "elementwise"}),
-                (NO_SOFTMAX_BACKWARD, {**right, "softmax": "none"})]
+    output, lse = _forward(Q, K, V, causal)
+    right = {"block": block, "mask": _visible(n, m, "causal" if causal else "none"), "scale": tau}
+    variants = [(MISSING_SCALE, {**right, "scale": 1.0}), (SCALE_BY_D, {**right, "scale": 1 / d}),
+                (NO_SOFTMAX_BACKWARD, {**right, "softmax": False}), (BLOCK_ROW_SUM, {**right, "d_rows": "block"}),
+                (BLOCK_SOFTMAX, {**right, "p_from": "block"})]
     if causal:
-        variants += [(CAUSAL_IGNORED, {**right, "mask": "none"}), (MASKED_AFTER_SOFTMAX, {**right, "mask_after": True}),
-                     (MASK_BOTTOM_RIGHT, {**right, "mask": "bottom right"}),
-                     (MASK_WRONG_TRIANGLE, {**right, "mask": "future"}),
-                     (MASK_WRONG_TRIANGLE, {**right, "mask": "strict"})]
-    wrong = [(mistake, _attention_gradients(Q, K, V, dO, **knobs)) for mistake, knobs in variants]
-    mistakes = [[(mistake, grads[i]) for mistake, grads in wrong] for i in range(3)]
-    if Q.dim() == 2 and not causal:
-        P = torch.softmax(Q @ K.T * tau, dim=-1)
-        mistakes[2].append((TRANSPOSED_DV, dO.T @ P))
-    symptoms = tuple(literal_symptoms(found) for found in mistakes)
+        variants += [(CAUSAL_IGNORED, {**right, "mask": None}),
+                     (MASK_BOTTOM_RIGHT, {**right, "mask": _visible(n, m, "bottom right")}),
+                     (MASK_WRONG_TRIANGLE, {**right, "mask": _visible(n, m, "future")}),
+                     (BLOCK_MASK_LOCAL, {**right, "mask": _block_local(n, m, block)})]
+    wrong = [(mistake, _gradients(Q, K, V, output, lse, dO, **knobs)) for mistake, knobs in variants]
+    symptoms = tuple(literal_symptoms([(mistake, grads[i]) for mistake, grads in wrong]) for i in range(3))
 
     def loss(Q, K, V):
         return (F.scaled_dot_product_attention(Q, K, V, is_causal=causal) * dO).sum()
 
+    options = {"causal": True} if causal else {}
+    options["block"] = block
     unseen = f", keys {n}..{m - 1} seen by no query" if causal and m > n else ""
-    return make_case("attention_backward", {"Q": Q, "K": K, "V": V, "dO": dO}, {"dQ": "Q", "dK": "K", "dV": "V"},
-                     loss, (Q, K, V), symptoms, options={"causal": True} if causal else {},
-                     note=f"n = {n} queries, m = {m} keys, d = {d} (√d = {math.sqrt(d):g}){unseen}")
+    return make_case("attention_backward", {"Q": Q, "K": K, "V": V, "O": output, "lse": lse, "dO": dO},
+                     {"dQ": "Q", "dK": "K", "dV": "V"}, loss, (Q, K, V), symptoms, options=options,
+                     note=f"n = {n} queries, m = {m} keys in blocks of {block}, d = {d} (√d = {math.sqrt(d):g})"
+                          f"{unseen}")
 
 
-#: Part C's corners, (leading dimensions, n, m, d, e, causal), tried at every seed: one query with d = 1, one key with
-#: e = 1 and the mask on, causal with fewer queries than keys (the last keys are seen by no query) and with more,
-#: causal over a batch of two.
-ATTENTION_CORNERS = [((), 1, 3, 1, 2, False), ((), 3, 1, 4, 1, True), ((), 2, 5, 4, 3, True), ((), 5, 3, 9, 2, True),
-                     ((2,), 4, 4, 4, 2, True)]
+def _expect_small(largest: _Largest, case: Case) -> None:
+    """No tensor larger than the largest argument or result, or than one block of scores (..., n, block)."""
+    __tracebackhide__ = True
+    Q, K = case.args["Q"], case.args["K"]
+    block = case.options["block"]
+    lead, n, m = math.prod(Q.shape[:-2]), Q.shape[-2], K.shape[-2]
+    one_block, biggest = lead * n * min(block, m), max(t.numel() for t in case.args.values())
+    if largest.numel > max(one_block, biggest):
+        raise proven_failure(
+            f"{case.call}: your function created a tensor of shape {largest.shape} ({largest.numel} numbers); one "
+            f"block of scores holds {one_block} numbers and the largest argument {biggest}, while the whole score "
+            f"matrix (..., n, m) holds {lead * n * m}.\n  here:               {case.note}", FULL_SCORE_MATRIX)
+
+
+#: Part C's corners, (leading dimensions, n, m, d, e, causal, block), tried at every seed: one query and d = 1 with
+#: one block; one key, causal; causal with fewer queries than keys and a last block shorter than the others; causal
+#: with more queries than keys; blocks of 1 over a batch; a long causal sequence whose score matrix is 8 times a
+#: block (the measurement's case).
+ATTENTION_CORNERS = [((), 1, 3, 1, 2, False, 4), ((), 3, 1, 4, 1, True, 2), ((), 3, 7, 4, 3, True, 3),
+                     ((), 6, 4, 9, 2, True, 2), ((2,), 4, 4, 4, 2, True, 1), ((2,), 24, 24, 3, 2, True, 3)]
 
 
 @check
 def check_attention_backward(attention_backward, grading_seed: int | None = None) -> None:
-    """Part C: for O = F.scaled_dot_product_attention(Q, K, V, is_causal=causal), attention_backward(Q, K, V, dO,
-    causal=False) returns (dQ, dK, dV), by hand (no autograd), new float64 tensors, arguments unchanged; called with
-    four arguments it is the unmasked attention's backward.
+    """Part C: for O = F.scaled_dot_product_attention(Q, K, V, is_causal=causal) with lse = logsumexp of each query's
+    (masked, scaled) scores, attention_backward(Q, K, V, O, lse, dO, causal=False, block=...) returns (dQ, dK, dV), by
+    hand (no autograd), new float64 tensors, arguments unchanged, and no tensor it creates is larger than its largest
+    argument or result or than one block of scores (..., n, block).
 
-    Domain: Q (..., n, d), K (..., m, d), V (..., m, e), dO (..., n, e), float64, the same leading dimensions (none,
-    or batch and heads), n, m, d, e >= 1, values of order 1; causal a bool keyword, left out when False. Corners at
-    every seed (:data:`ATTENTION_CORNERS`): n = 1 with d = 1, m = 1 causal, causal with n < m (unseen keys: dK and dV
-    rows 0) and n > m, causal over a batch; then an unmasked 2-D case and a causal case with batch and heads, n != m
-    and d in (4, 9, 16) (public: fixed; hidden: drawn)."""
+    Domain: Q (..., n, d), K (..., m, d), V (..., m, e), O and dO (..., n, e), lse (..., n), float64, the same leading
+    dimensions (none, or batch and heads), n, m, d, e >= 1, values of order 1; causal a bool keyword, left out when
+    False; block an int >= 1, m a multiple of it or not. Corners at every seed (:data:`ATTENTION_CORNERS`); then an
+    unmasked case with batch and a causal one with batch and heads, n and m >= 8 times block (public: fixed; hidden:
+    drawn)."""
     __tracebackhide__ = True
     gen = case_stream("04/attention", grading_seed)
     if grading_seed is None:
-        sizes = [((), 3, 5, 4, 2, False), ((2, 2), 3, 4, 9, 3, True)]
+        sizes = [((2,), 10, 17, 4, 3, False, 2), ((2, 2), 16, 12, 3, 2, True, 1)]
     else:
-        sizes = [((), *distinct(gen, 2), choice(gen, [4, 9, 16]), randint(gen, 2, 4), False),
-                 ((randint(gen, 1, 2), randint(gen, 2, 3)), *distinct(gen, 2), choice(gen, [4, 9, 16]),
-                  randint(gen, 2, 4), True)]
-    for lead, n, m, d, e, causal in ATTENTION_CORNERS + sizes:
+        sizes = [((randint(gen, 1, 3),), randint(gen, 9, 16), randint(gen, 16, 20), choice(gen, [1, 4]),
+                  randint(gen, 1, 3), False, 2),
+                 ((randint(gen, 1, 2), randint(gen, 2, 3)), randint(gen, 8, 16), randint(gen, 8, 16),
+                  choice(gen, [1, 2]), randint(gen, 1, 2), True, 1)]
+    for lead, n, m, d, e, causal, block in ATTENTION_CORNERS + sizes:
         Q, K, V = uniform(gen, (*lead, n, d), -1, 1), uniform(gen, (*lead, m, d), -1, 1), uniform(gen, (*lead, m, e))
-        case = _attention_case(Q, K, V, uniform(gen, (*lead, n, e), -1, 1), causal)
+        case = _attention_case(Q, K, V, uniform(gen, (*lead, n, e), -1, 1), causal, block)
+        largest, leaving = _Largest(), _LeavesTorch()
+
+        @functools.wraps(attention_backward)
+        def measured(*args, largest=largest, leaving=leaving, **kwargs):
+            with leaving, largest:
+                return attention_backward(*args, **kwargs)
+
         with trial():
-            run_case(attention_backward, case)
+            run_case(measured, case)
+            if leaving.exits:
+                raise GradingFailure(f"{case.call} took tensors out of torch (Tensor.{', '.join(sorted(leaving.exits))}"
+                                     "): the test measures every tensor your function creates and cannot follow NumPy "
+                                     "arrays or Python lists, so the part asks for torch operations only.")
+            _expect_small(largest, case)

@@ -1,6 +1,6 @@
-"""Part B: the gradient of F.cross_entropy(logits, targets, label_smoothing=ε, ignore_index=k) with respect to the
-logits, by hand, with PyTorch's semantics exactly (its mean divides by the kept targets; smoothing mixes in the
-uniform distribution over all C classes)."""
+"""Part B: the gradient of F.cross_entropy(logits, targets, weight=w, label_smoothing=ε, ignore_index=k) with respect
+to the logits, by hand, with PyTorch's semantics exactly (its mean divides by the kept targets, or by the sum of their
+weights; smoothing mixes in the uniform distribution over all C classes, each class with its own weight)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,16 @@ from .misconceptions import (
     CE_NO_TARGET,
     CE_REVERSED,
     DIVIDED_BY_ALL_ROWS,
+    FACTOR_IN_FLOAT32,
     IGNORED_BY_VALUE,
     IGNORED_ROWS_KEPT,
     SMOOTHING_IGNORED,
     SMOOTHING_OVER_OTHERS,
     SMOOTHING_TARGET_UNSCALED,
     SMOOTHING_UNIFORM_MISSING,
+    SMOOTHING_WEIGHTED_BY_TARGET,
+    WEIGHT_IGNORED,
+    WEIGHTED_MEAN_BY_ROWS,
 )
 
 Tensor = torch.Tensor
@@ -50,6 +54,92 @@ def _target_distribution(targets: Tensor, kept: Tensor, classes: int, smoothing:
 
 def _gradient(p: Tensor, q: Tensor, kept: Tensor, count: float) -> Tensor:
     return (p - q) * kept.unsqueeze(-1) / count
+
+
+def _weighted_gradient(p: Tensor, targets: Tensor, kept: Tensor, weight: Tensor, smoothing: float, *,
+                       by_rows: bool = False, by_target: bool = False, in_float32: str = "") -> Tensor:
+    """PyTorch's gradient with class weights: row i's loss (1 − ε)·w_(y_i)·(−log p_(i,y_i)) + (ε/C)·Σ_c w_c·(−log
+    p_(i,c)), the sum over the kept rows divided by Σ w_(y_i) over them. ``by_rows`` divides by the number of kept rows
+    instead; ``by_target`` weights the whole row, smoothing included, by w_(y_i); ``in_float32`` ("smoothing" or
+    "target") rounds ε/C or 1 − ε to float32, as a bool mask times a Python number does."""
+    classes = p.shape[-1]
+    w_y = weight[torch.where(kept, targets, 0)] * kept
+    denominator = float(kept.sum()) if by_rows else float(w_y.sum())
+    if by_target:
+        q = _target_distribution(targets, kept, classes, smoothing)
+        return (p - q) * w_y.unsqueeze(-1) / denominator
+    onehot = F.one_hot(torch.where(kept, targets, 0), classes).to(torch.float64)
+    share, rest = smoothing / classes, 1 - smoothing
+    if in_float32 == "smoothing":
+        share = float(torch.tensor(share, dtype=torch.float32))
+    if in_float32 == "target":
+        rest = float(torch.tensor(rest, dtype=torch.float32))
+    rows = rest * w_y.unsqueeze(-1) * (p - onehot) + (weight.sum() * p - weight) * kept.unsqueeze(-1) * share
+    return rows / denominator
+
+
+def _float32_factors(p: Tensor, targets: Tensor, kept: Tensor, weight: Tensor, smoothing: float) -> list:
+    """ε/C or 1 − ε rounded to float32: recognised only within float64's noise of that value (the mistake is 1e-8
+    relative)."""
+    return [FACTOR_IN_FLOAT32.looks_like(_weighted_gradient(p, targets, kept, weight, smoothing, in_float32=where),
+                                         rtol=1e-12, atol=1e-15)
+            for where in ("smoothing", "target")]
+
+
+def _weighted_case(logits: Tensor, targets: Tensor, smoothing: float, ignore_index: int, weight: Tensor) -> Case:
+    n, c = logits.shape
+    kept = targets != ignore_index
+    p = torch.softmax(logits, dim=-1)
+    right = _weighted_gradient(p, targets, kept, weight, smoothing)
+    mistakes = [(WEIGHT_IGNORED, _gradient(p, _target_distribution(targets, kept, c, smoothing), kept,
+                                           float(kept.sum()))),
+                (WEIGHTED_MEAN_BY_ROWS, _weighted_gradient(p, targets, kept, weight, smoothing, by_rows=True)),
+                (SMOOTHING_WEIGHTED_BY_TARGET, _weighted_gradient(p, targets, kept, weight, smoothing, by_target=True)),
+                (CE_REVERSED, -right)]
+    mistakes += [(mistake, _weighted_gradient(unstable, targets, kept, weight, smoothing))
+                 for mistake, unstable in unstable_softmaxes(logits)]
+    symptoms = [*literal_symptoms(mistakes), *_float32_factors(p, targets, kept, weight, smoothing),
+                _rows_ignored_kept(right, kept)]
+    options: dict = {"weight": weight}
+    if smoothing:
+        options["label_smoothing"] = smoothing
+    if ignore_index != DEFAULT_IGNORE:
+        options["ignore_index"] = ignore_index
+    weight_sum = float((weight[torch.where(kept, targets, 0)] * kept).sum())
+    note = (f"N = {n} rows ({int(kept.sum())} kept, their targets' weights sum to {weight_sum:.6g}), C = {c} classes, "
+            f"targets {targets.tolist()}, weight {[round(w, 6) for w in weight.tolist()]}, "
+            f"label_smoothing = {smoothing:g}, ignore_index = {ignore_index}")
+    return make_case("softmax_cross_entropy_backward", {"logits": logits, "targets": targets},
+                     {"dlogits": "logits"},
+                     lambda z: F.cross_entropy(z, targets, weight=weight, label_smoothing=smoothing,
+                                               ignore_index=ignore_index),
+                     (logits,), (symptoms,), options=options, note=note)
+
+
+def _weighted_corners() -> list[tuple[Tensor, Tensor, float, int, Tensor]]:
+    """Part B's corners with class weights, (logits, targets, label_smoothing, ignore_index, weight), the same at
+    every seed: no smoothing, the kept targets' weights summing to 16.25 over 3 rows; smoothing 0.4 with
+    ignore_index a class (1, the heaviest); smoothing 1 on rows near ±1000 with a −100 row."""
+    rows = lambda *values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
+    labels = lambda *values: torch.tensor(values)  # noqa: E731
+    return [
+        (rows([0.7, -0.4, 1.2], [0.1, 0.9, -1.3], [1.5, 0.3, -0.2], [-0.8, 0.6, 2.1]), labels(0, -100, 0, 2), 0.0,
+         DEFAULT_IGNORE, rows(8.0, 1.0, 0.25)),
+        (rows([0.5, -1.2, 0.8, 1.9], [1.4, 0.3, -0.7, 0.2], [-0.9, 2.2, 0.6, -0.1], [0.0, -0.5, 1.1, 0.4],
+              [1.3, 0.8, -1.6, -0.3]), labels(2, 1, 0, 3, 2), 0.4, 1, rows(0.05, 5.0, 2.0, 0.5)),
+        (rows([1000.0, 998.0, 1001.5], [-1000.0, -999.0, -1002.5], [0.3, -0.6, 1.4]), labels(2, 0, -100), 1.0,
+         DEFAULT_IGNORE, rows(3.0, 0.2, 1.5)),
+    ]
+
+
+def _weighted_drawn(gen: torch.Generator, grading_seed: int | None) -> tuple[Tensor, Tensor, float, int, Tensor]:
+    """A weighted batch with one −100 row, weights spread over [0.05, 20] (public: fixed sizes; hidden: drawn)."""
+    n, c = (6, 4) if grading_seed is None else tuple(distinct(gen, 2, 3, 7))
+    smoothing = 0.2 if grading_seed is None else choice(gen, [0.1, 0.2, 0.3, 0.5])
+    targets = torch.randint(c, (n,), generator=gen)
+    targets[int(torch.randint(n, (), generator=gen))] = DEFAULT_IGNORE
+    weight = torch.exp(uniform(gen, (c,), -3.0, 3.0))
+    return uniform(gen, (n, c), -3, 3), targets, smoothing, DEFAULT_IGNORE, weight
 
 
 def _rows_ignored_kept(right: Tensor, kept: Tensor) -> Symptom:
@@ -82,7 +172,8 @@ def _cross_entropy_case(logits: Tensor, targets: Tensor, smoothing: float, ignor
                  for mistake, spread in [(SMOOTHING_OVER_OTHERS, "others"), (SMOOTHING_UNIFORM_MISSING, "none"),
                                          (SMOOTHING_TARGET_UNSCALED, "unscaled"), (SMOOTHING_IGNORED, "ignored")]]
     mistakes += [(mistake, _gradient(unstable, q, kept, count)) for mistake, unstable in unstable_softmaxes(logits)]
-    symptoms = [*literal_symptoms(mistakes), _rows_ignored_kept(right, kept)]
+    symptoms = [*literal_symptoms(mistakes), *_float32_factors(p, targets, kept, torch.ones(c, dtype=torch.float64),
+                                                                smoothing), _rows_ignored_kept(right, kept)]
     options = {}
     if smoothing:
         options["label_smoothing"] = smoothing
@@ -139,20 +230,26 @@ def _drawn(gen: torch.Generator, grading_seed: int | None) -> list[tuple[Tensor,
 
 @check
 def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading_seed: int | None = None) -> None:
-    """Part B: the gradient of F.cross_entropy(logits, targets, label_smoothing=ε, ignore_index=k) (mean reduction)
-    with respect to the logits, by hand (no autograd), a new float64 tensor; called with two arguments it is the plain
-    mean cross-entropy's gradient.
+    """Part B: the gradient of F.cross_entropy(logits, targets, weight=w, label_smoothing=ε, ignore_index=k) (mean
+    reduction) with respect to the logits, by hand (no autograd), a new float64 tensor; called with two arguments it is
+    the plain mean cross-entropy's gradient.
 
     Domain: logits float64 (N, C), N >= 1, C >= 2, any finite values; targets int64 (N,), each in [0, C) or equal to
     ignore_index, at least one not ignored; label_smoothing in [0, 1] and ignore_index any int (a class index too),
-    both keyword arguments, left out when they have their defaults (0.0 and −100). Corners at every seed
+    both keyword arguments, left out when they have their defaults (0.0 and −100); weight None (left out) or float64
+    (C,) with positive entries, a keyword argument. Corners at every seed
     (:func:`_corners`): one row with two arguments, logits near 1000 (a naive exp gives nan), −100 rows,
     ignore_index 0 with smoothing, smoothing 1, rows at ±1000 with the last class ignored, smoothing 0.3 with
     nothing ignored; then two batches of
-    distinct sizes (public: fixed; hidden: drawn)."""
+    distinct sizes (public: fixed; hidden: drawn); then, with class weights, the corners of
+    :func:`_weighted_corners` and one batch of :func:`_weighted_drawn`."""
     __tracebackhide__ = True
     gen = case_stream("04/cross_entropy", grading_seed)
     for logits, targets, smoothing, ignore_index in _corners() + _drawn(gen, grading_seed):
         case = _cross_entropy_case(logits, targets, smoothing, ignore_index)
+        with trial():
+            run_case(softmax_cross_entropy_backward, case)
+    for logits, targets, smoothing, ignore_index, weight in [*_weighted_corners(), _weighted_drawn(gen, grading_seed)]:
+        case = _weighted_case(logits, targets, smoothing, ignore_index, weight)
         with trial():
             run_case(softmax_cross_entropy_backward, case)

@@ -110,6 +110,29 @@ SMOOTHING_TARGET_UNSCALED = Misconception(
     "by 1 − ε so that q still sums to 1.",
     question="Does your smoothed target still sum to 1?")
 
+WEIGHT_IGNORED = Misconception(
+    "class weights ignored", "With weight = w, a kept row whose target is y counts w_y times in the loss, and "
+    "F.cross_entropy's mean divides by the sum of the kept targets' weights: an unweighted gradient is right only "
+    "when every w_c is 1.",
+    question="What does weight = w change in each row's loss, and in what the mean divides by?")
+WEIGHTED_MEAN_BY_ROWS = Misconception(
+    "weighted loss divided by the number of kept rows instead of the sum of their weights",
+    "With weight = w, F.cross_entropy's mean is a weighted mean: Σ_i w_(y_i)·loss_i / Σ_i w_(y_i) over the kept rows, "
+    "so it divides by the sum of the kept targets' weights, not by how many rows were kept.",
+    question="With class weights, is the mean over rows or a weighted mean, and what is its denominator?")
+SMOOTHING_WEIGHTED_BY_TARGET = Misconception(
+    "smoothing term weighted by the target's weight instead of each class's",
+    "With weight = w the smoothing term of a row is (ε/C)·Σ_c w_c·(−log p_c): class c's share carries w_c, not the "
+    "row's w_y, so the row's gradient is no longer a multiple of p − q.",
+    question="In the smoothing term's sum over the classes, whose weight multiplies −log p_c?")
+
+FACTOR_IN_FLOAT32 = Misconception(
+    "a factor rounded to float32 (a bool mask times a Python number)",
+    "A bool tensor times a Python float gives a float32 tensor: the factor (ε/C or 1 − ε) keeps about 7 digits, and "
+    "the gradient is off by about 1e-8 relative, far above float64's noise. Multiply the mask into a float64 "
+    "tensor, or convert it to the logits' dtype first.",
+    question="What dtype does a bool tensor times a Python float have?")
+
 # Part C: attention, causal
 MISSING_SCALE = Misconception(
     "missing 1/√d scale", "The scale τ = 1/√d that multiplies S in the forward pass multiplies both dQ and dK in the "
@@ -118,13 +141,6 @@ MISSING_SCALE = Misconception(
 SCALE_BY_D = Misconception(
     "scaled by 1/d instead of 1/√d", "The scale is τ = 1/√d, in the forward pass and in dQ and dK.",
     question="Is the scale 1/d or 1/√d?")
-TRANSPOSED_DV = Misconception(
-    "transposed value gradient", "Your dV is the transpose of the right one: dV = Pᵀ·dO has V's shape (m, e).",
-    question="Which product of P and dO has V's shape?")
-SOFTMAX_ELEMENTWISE = Misconception(
-    "softmax gradient as s(1 − s) elementwise", "That is only the diagonal of the Jacobian diag(s) − s·sᵀ: every "
-    "output depends on every logit through the shared denominator, so the off-diagonal terms −s_i·s_j count too.",
-    question="Do the rows of your dS sum to zero, as a softmax's gradient must?")
 NO_SOFTMAX_BACKWARD = Misconception(
     "skipped the softmax backward", "P = softmax(S) row by row, so dS is not dP: every row of dP goes through the "
     "softmax backward, with that row of P.",
@@ -133,10 +149,6 @@ CAUSAL_IGNORED = Misconception(
     "causal flag ignored", "With causal=True query i sees only keys 0..i: the masked scores are −∞ before the softmax, "
     "so their probabilities and their gradients are exactly 0.",
     question="Which keys may query 0 see when causal=True?")
-MASKED_AFTER_SOFTMAX = Misconception(
-    "mask applied after the softmax", "Zeroing P's masked entries after the softmax leaves rows that no longer sum "
-    "to 1: mask the scores (−∞) before the softmax, so that each row renormalises over the keys it sees.",
-    question="Do the rows of your masked P still sum to 1?")
 MASK_BOTTOM_RIGHT = Misconception(
     "causal mask aligned to the bottom right",
     "PyTorch's is_causal aligns the mask to the top left: query i sees keys 0..i whatever m is (torch.ones(n, m)"
@@ -146,6 +158,28 @@ MASK_WRONG_TRIANGLE = Misconception(
     "causal mask on the wrong triangle", "Query i sees keys j ≤ i (the lower triangle, diagonal included): the "
     "upper triangle lets queries see the future, and a strict triangle leaves query 0 with no key at all (0/0).",
     question="Which keys may query i see: j ≤ i, j < i or j ≥ i?")
+
+FULL_SCORE_MATRIX = Misconception(
+    "formed the whole score matrix",
+    "FlashAttention's backward never holds (..., n, m) numbers: it recomputes P one block of keys at a time from that "
+    "block's scores and lse, and takes D_i = Σ_j P_ij·dP_ij as Σ_k dO_ik·O_ik, which needs no block. A mask of shape "
+    "(n, m) counts too: build each block's mask from its own key numbers.",
+    question="Which of your tensors has one entry per (query, key) pair, and could it be one block's instead?")
+BLOCK_ROW_SUM = Misconception(
+    "D summed over one block instead of over all the keys",
+    "The softmax backward dS = P∘(dP − D) needs D_i = Σ_j P_ij·dP_ij over every key j the query sees, not only the "
+    "keys of the current block; Σ_k dO_ik·O_ik gives the whole sum at once.",
+    question="Over which keys does the softmax backward's row sum run?")
+BLOCK_SOFTMAX = Misconception(
+    "a softmax within each block",
+    "Each block's P is exp(S_block − lse): lse normalises over all the keys a query sees. A softmax within the block "
+    "makes every block's row sum to 1 on its own.",
+    question="What do the entries of one row of P sum to over one block, and over all the blocks?")
+BLOCK_MASK_LOCAL = Misconception(
+    "causal mask built from the block's own column numbers",
+    "Column c of the block that starts at key s is key s + c: query i sees it when s + c ≤ i. A mask built from c "
+    "alone repeats the first block's triangle in every block.",
+    question="Which key number does column c of the block starting at s stand for?")
 
 # Part D: a Function that saves only what its backward uses
 FORGOT_SAVE = Misconception(
