@@ -13,6 +13,7 @@ from ...seeding import uniform
 from ..cases import case_stream, randint, random_mlp
 from .misconceptions import (
     BATCH_SPECIALISED,
+    EAGER_FALLBACK,
     FRACTION_NOT_TENSOR,
     GRAPH_BREAK,
     LIMIT_FLOAT32,
@@ -47,15 +48,21 @@ def _cases(grading_seed: int | None):
 
 class _Counter:
     """The backend the test hands in: it notes the request during which each graph arrives, and the graph itself,
-    then runs the graph as it is (like backend="eager")."""
+    then runs the graph as it is (like backend="eager"), noting each request that ran a compiled graph (``ran``)."""
 
     def __init__(self) -> None:
         self.request = -1
         self.graphs: list[tuple[int, torch.fx.GraphModule]] = []
+        self.ran: set[int] = set()
 
     def __call__(self, graph_module, example_inputs):
         self.graphs.append((self.request, graph_module))
-        return graph_module.forward
+
+        def run(*args):
+            self.ran.add(self.request)
+            return graph_module.forward(*args)
+
+        return run
 
 
 def _linears(graph_module) -> int:
@@ -87,6 +94,10 @@ def _judge_compilations(counter: _Counter, stream, model: nn.Module) -> None:
         raise proven_failure(f"The graph your server compiled holds {found} of the model's {wanted} Linear layers "
                              "(counted in the graph the backend received).", MODEL_OUTSIDE)
     if len(requests) == 1:
+        skipped = [request for request in range(len(stream)) if request not in counter.ran]
+        if skipped:
+            raise proven_failure(f"The backend compiled one graph, but {len(skipped)} of the {len(stream)} requests "
+                                 f"never ran it, the first {_describe(stream, skipped[0])}.", EAGER_FALLBACK)
         return
     extra = requests[1]
     size = stream[extra][0].shape[0]

@@ -304,6 +304,11 @@ NEVER_COMPILED = Misconception(
     "The test counts compilations through the backend it passes in: a function compiled with another backend, or "
     "not compiled at all, never reaches it.",
     question="Which backend does your torch.compile call use?")
+EAGER_FALLBACK = Misconception(
+    "some requests answered without the compiled graph",
+    "A server that compiles once must also run what it compiled: answering later requests with the plain function "
+    "(eager) gives the right numbers and hides every recompilation the stream would cause.",
+    question="Which of your server's requests ran the graph the backend compiled?")
 MODEL_OUTSIDE = Misconception(
     "the model run outside the compiled function",
     "A compiled function that receives the model's scores captures only the clipping: the model's layers, the "
