@@ -79,6 +79,11 @@ VIEW_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "x[2, 0] (a view of x)": lambda x: x[2, 0],
 }
 
+#: Run only with large elements (LARGE_X): a slope of ±1 where f is about 1e9.
+LARGE_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "sum(sqrt(1 + x**2))": lambda x: torch.sqrt(1 + x**2).sum(),
+}
+
 SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
 
 FORWARD_DIFFERENCE = Misconception(
@@ -149,6 +154,24 @@ def _watch_oracles(seen: list[str]) -> Iterator[None]:
 # A step large enough that the central quotient differs from the derivative by far more than the tolerance.
 LARGE_STEPS = (0.5, 0.25)
 
+FIXED_STEP = Misconception(
+    "a step fixed at 1e-6 where x is large",
+    "Near x = 1e9 the float64 numbers are about 1.2e-7 apart, so x + 1e-6 lands on a neighbour that is not 1e-6 "
+    "away, and f's round-off (eps·|f|) divided by a step of 1e-6 swamps a small slope: the bottom of the lesson's V "
+    "moves with the size of x. With no h given, the step is yours to choose, element by element.",
+    question="Where along h does the V of the error bottom out at x = 1e9, and where at x = 1?")
+
+
+def _scaled_fd(f, x: torch.Tensor) -> torch.Tensor:
+    """The course's float64 central difference with each element's step scaled to its size, cbrt(eps)·max(1, |x_i|)
+    (the independent estimate shown next to a large-x case)."""
+    flat = x.detach().to(torch.float64).reshape(-1)
+    out = torch.empty_like(flat)
+    for i in range(flat.numel()):
+        (estimate,) = central_difference(f, x, h=6e-6 * max(1.0, abs(float(flat[i]))))
+        out[i] = estimate.reshape(-1)[i]
+    return out.reshape(x.shape)
+
 
 def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
                          derivative: torch.Tensor) -> list[Symptom]:
@@ -181,7 +204,7 @@ def _watched(f: Callable[[torch.Tensor], torch.Tensor], outputs: list) -> Callab
 
 def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h: float | None) -> None:
     __tracebackhide__ = True
-    f = {**TEST_FUNCTIONS, **VIEW_FUNCTIONS}[name]
+    f = {**TEST_FUNCTIONS, **VIEW_FUNCTIONS, **LARGE_FUNCTIONS}[name]
     kwargs = {} if h is None else {"h": h}
     values = fmt(x.reshape(-1)) if x.dim() > 1 else fmt(x)  # the shape is said once, below
     what = f"central_difference(f, x{', h=' + format(h, 'g') if h is not None else ''}) for f(x) = {name}, " \
@@ -206,6 +229,13 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
     (derivative,) = autograd_gradient(f, x)
     step = 1e-6 if h is None else h
     symptoms = []
+    if h is None and float(x.abs().max()) > 1e5:  # large elements: the step is the learner's to choose
+        expect_close(received, derivative, what=what, fd=_scaled_fd(f, x), rtol=1e-5, atol=1e-6, symptoms=[
+            FIXED_STEP.when(lambda got: not torch.allclose(got, derivative, rtol=1e-5, atol=1e-6))])
+        if received.dtype != torch.float64:
+            raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
+                                 "tensor, the estimate at full float64 precision.")
+        return
     if name in VIEW_FUNCTIONS:  # outputs of f that changed after f returned them: kept, then written into
         changed = any(not torch.equal(out.detach(), value) for out, value in outputs)
         symptoms.append(KEPT_VIEW.when(lambda got: changed and bool((got == 0).all())))
@@ -240,18 +270,24 @@ CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
                    ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None),
                    ("x[1] (a view of x)", _t64([0.5, -1.0, 2.0]), None),
                    ("x[2, 0] (a view of x)", _t64([[0.3, -0.8], [1.1, 0.0], [-2.0, 0.6]]), 1e-3)]
+#: Large elements at the default step, run last at every seed: where x + 1e-6 is no longer x moved by 1e-6 and f's
+#: round-off over a 1e-6 step swamps the slope (FIXED_STEP).
+LARGE_X = [("sum(sqrt(1 + x**2))", _t64([[3e8, -2e8], [6e8, -1e9]]), None),
+           ("sum(x**3)", _t32([2e6, -1.5e6, 3e6]), None)]
 
 
 @check
 def check_central_difference(central_difference_fn, grading_seed: int | None = None) -> None:
-    """Part A: central_difference(f, x, h=1e-6) returns the central quotient elementwise, as a float64 tensor shaped
-    like x, from evaluations of f only (no autograd), leaving x unchanged.
+    """Part A: central_difference(f, x, h=None) returns the central quotient elementwise (with the step given, or
+    with no h one the learner chose), as a float64 tensor shaped like x, from evaluations of f only (no autograd),
+    leaving x unchanged.
 
     Domain (what the part's text allows, each corner pinned in CENTRAL_CORNERS, visible and at every seed):
     x is a tensor of any shape, 0-d ``()`` included, of dtype float32 or float64, with any real values (zeros and
     both signs); f maps a tensor shaped like x to a scalar tensor, possibly a view of its argument (VIEW_FUNCTIONS,
-    where an answer that keeps f's output while it writes into its copy returns zeros: KEPT_VIEW); h > 0 is the
-    default 1e-6, 1e-3, or a large step (0.5, 0.25) where the quotient is not the derivative. Contracts and their
+    where an answer that keeps f's output while it writes into its copy returns zeros: KEPT_VIEW); h is None (the
+    learner's step), 1e-3, or a large step (0.5, 0.25) where the quotient is not the derivative; with no h, elements
+    up to 1e9 in size (LARGE_X, last at every seed, and one drawn: FIXED_STEP). Contracts and their
     checks: "a float64 tensor shaped like x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's
     shape (as_answer), of dtype float64; "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in
     place even if undone); "it may arrive as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the
@@ -268,6 +304,7 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
                  ("sum(x**3)", _t64([1.0, 2.0, 3.0]), 0.5),
                  ("sum(exp(x / 2))", _t64([[0.5, 1.5], [2.0, 1.0]]), 0.25),
                  *CENTRAL_CORNERS]
+        large_cases = LARGE_X
     else:
         gen = generator("01/central_difference", grading_seed)
         # Two float64 cases with h = 1e-3, where a forward difference's O(h) error shows, two float32 cases with the
@@ -279,8 +316,18 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
                     (torch.float64, LARGE_STEPS[0]), (torch.float64, LARGE_STEPS[1])]
         drawn = [(choice(gen, list(TEST_FUNCTIONS)), uniform(gen, shape, 0.5, 2.0).to(dtype), h)
                  for shape, (dtype, h) in zip(shapes, settings)]
+        large = (10 ** uniform(gen, (choice(gen, [2, 3, 4]),), 6.0, 9.0)) * torch.where(
+            torch.rand(1, generator=gen) < 0.5, -1.0, 1.0).double()
         cases = [*CENTRAL_CORNERS, *drawn]
+        large_cases = [*LARGE_X, ("sum(sqrt(1 + x**2))", large, None)]
+    passed = []
     for name, x, h in cases:
+        with trial():
+            _run_central_difference(central_difference_fn, name, x.clone(), h)
+            passed.append(name)
+    if len(passed) < len(cases):  # the step at large x is judged once the quotient itself is right
+        return
+    for name, x, h in large_cases:
         with trial():
             _run_central_difference(central_difference_fn, name, x.clone(), h)
 
@@ -552,12 +599,15 @@ def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
 
 # ---------------------------------------------------------------------------------------------- Part C
 
+#: The checker's verdict, stated in the part's text: a gradient fails when the worst error exceeds this.
+TOLERANCE = 1e-6
+
 NO_GUARD = Misconception(
     "relative error without a guard for zero",
-    "Where both values are 0, |a - n| / max(|a|, |n|) is 0/0 = nan (and nan compares False with everything, so it "
-    "hides the real worst element, or returns nan). The text's floor is the guard: a denominator that never drops "
-    "below it.",
-    question="What is your error at an element where both values are exactly 0, and what does max() do with it?")
+    "Where both values are 0 the relative error is 0/0 = nan, and where only the analytic one is 0 it is inf: nan "
+    "compares False with everything, so it hides the real worst element, and inf turns round-off into an alarm. A "
+    "relative error needs a denominator that never drops to 0, nor below what round-off makes.",
+    question="What is your error at an element where both values are exactly 0, or where only one of them is?")
 FLAT_INDEX = Misconception(
     "flat index", "argmax on a flattened tensor gives a position in the flat view; the part asks for the element's "
     "position in the tensor's own shape, one index per dimension.",
@@ -573,53 +623,157 @@ NOT_PLAIN_PYTHON = Misconception(
     "Compute with any tensor operations you like, but what you return is plain Python: a 0-d tensor or a "
     "numpy.int64 prints like a number, yet it is not the Python float or int the text asks for (type() tells).",
     question="What does type() say about each value you return?")
-ONE_SIDED = Misconception(
-    "denominator from one side only",
-    "You divided by |analytic| or |numerical| alone. The text's denominator takes the larger of the two magnitudes "
-    "(never below the floor), so that the error is symmetric and a zero on either side is guarded.",
-    question="What does your error become where only the other side is 0, and is it the same with the two sides "
-             "swapped?")
+FLOOR_BELOW_ROUND_OFF = Misconception(
+    "a denominator that drops below the round-off of the numerical gradient",
+    "Where the gradient is tiny or exactly 0, a right analytic gradient and a float64 central difference still "
+    "differ by the estimate's round-off (up to about 1e-7 for these functions): that difference is not an error "
+    "relative to anything. Divided by a tiny gradient, or by a floor far below round-off / tolerance, it becomes a "
+    "false alarm. Measure the round-off on right gradients and keep the denominator above it divided by the "
+    "tolerance.",
+    question="Where the gradient is 0 or tiny, how large a difference does a RIGHT gradient show, and what does your "
+             "error divide it by?")
+FLOOR_TOO_LARGE = Misconception(
+    "a floor so large that real errors at small gradients pass",
+    "A gradient of 2e-4 reported as 3.2e-4 is 60 % wrong and a thousand times above round-off, yet a denominator "
+    "that never drops below a large floor divides it into nothing. The floor has to stay below the smallest error "
+    "you must catch divided by the tolerance.",
+    question="An element whose right gradient is about 2e-4 comes out 60 % wrong: what error does yours give it, and "
+             "which part of your denominator made it small?")
 ABSOLUTE = Misconception(
     "absolute instead of relative error",
-    "Your worst error is the largest |analytic - numerical| itself, but the part ranks elements by their RELATIVE "
-    "error: a large gradient can carry a large absolute difference that is still tiny relative to its size.",
-    question="Is a difference of 0.5 on a gradient of 100 worse than 0.002 on 0.01?")
-WORST_BY_ABSOLUTE = Misconception(
-    "worst element chosen by absolute difference",
-    "You picked the element with the largest |analytic - numerical| and reported its relative error, but the worst "
-    "element is the one with the largest relative error: compute the relative error of every element, then take "
-    "the maximum of those.",
-    question="Which element did you rank first: the one with the largest difference, or the largest relative error?")
-IGNORED_FLOOR = Misconception(
-    "ignored the floor argument",
-    "Your numbers match the default floor 1e-8, but the call passed another floor: use the floor you are given.",
-    question="Which floor did your function use when the call passed another one?")
+    "Your worst error is the largest |analytic - numerical| itself, but a gradient of several hundred carries a "
+    "difference of a few units when it is 1 % wrong, and a gradient of 1e-4 a difference of 1e-4 when it is 100 % "
+    "wrong: where the gradient is large, the error is relative to its size.",
+    question="Is a difference of 3 on a gradient of 300 a larger error than 1e-4 on a gradient of 1e-4?")
 SIZES_NOT_DIFFERENCE = Misconception(
     "difference of the sizes instead of the size of the difference",
     "The numerator is |a - n|, the size of the difference. ||a| - |n|| is 0 when a = -n, so a gradient with the "
     "wrong sign looks perfect. The numerator is the size of the difference.",
     question="What is your error for a = 2 and n = -2?")
 
-DEFAULT_FLOOR = 1e-8
+#: Kinds of element in a planted gradient, each one term of f(t) = Σ g_i(t_i): "large" A·exp(t) (a gradient of 50 to
+#: 300), "tiny" B·(t - c)² near its minimum (a gradient of 2e-4 to 1e-3), "zero" K·(exp(t - c) - t) at its minimum
+#: (autograd exactly 0, the central difference round-off, nonzero by construction), "unused" no term (0 and 0).
+KINDS = ("large", "tiny", "zero", "unused")
+#: Planted mistakes: each changes one element of the analytic gradient by at least 1 % and 1e-4 (the text's promise).
+BUGS = {"tiny": "60 % too large at a gradient of about 2e-4 to 1e-3",
+        "zero": "3e-4 where the gradient is exactly 0",
+        "sign": "the sign flipped", "dropped": "0 where the gradient is large",
+        "percent": "1 % to 2 % off a gradient of several hundred"}
+#: What a planted mistake needs at its element.
+BUG_KIND = {"tiny": "tiny", "zero": "zero", "sign": "large", "dropped": "large", "percent": "large"}
 
 
-def _relative_errors(analytic: torch.Tensor, numerical: torch.Tensor, floor: float) -> torch.Tensor:
-    return (analytic - numerical).abs() / torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
+def _term(gen: torch.Generator, kind: str) -> tuple[float, float, float, float, float]:
+    """(A, K, B, c, x) for one element of ``kind``."""
+    if kind == "large":
+        x = float(uniform(gen, (), 0.3, 1.0))
+        return float(uniform(gen, (), 50.0, 300.0)) / math.exp(x), 0.0, 0.0, 0.0, x
+    if kind == "tiny":
+        c = float(uniform(gen, (), -1.0, 1.0))
+        delta = float(uniform(gen, (), 1.5e-4, 4e-4)) * choice(gen, [-1.0, 1.0])
+        return 0.0, 0.0, float(uniform(gen, (), 0.6, 1.5)), c, c + delta
+    if kind == "zero":
+        c = float(uniform(gen, (), -1.0, 1.0))
+        return 0.0, float(uniform(gen, (), 40.0, 100.0)), 0.0, c, c
+    return 0.0, 0.0, 0.0, 0.0, float(uniform(gen, (), -1.0, 1.0))
 
 
-def _sizes_errors(analytic: torch.Tensor, numerical: torch.Tensor, floor: float) -> torch.Tensor:
-    """The relative errors with ||a| - |n|| in the numerator (SIZES_NOT_DIFFERENCE)."""
-    scale = torch.clamp(torch.maximum(analytic.abs(), numerical.abs()), min=floor)
-    return (analytic.abs() - numerical.abs()).abs() / scale
+def _function(terms: list[tuple[float, ...]]) -> Callable[[torch.Tensor], torch.Tensor]:
+    A, K, B, c, _ = (torch.tensor(column, dtype=torch.float64) for column in zip(*terms))
+    return lambda t: (A * torch.exp(t.reshape(-1)) + K * (torch.exp(t.reshape(-1) - c) - t.reshape(-1))
+                      + B * (t.reshape(-1) - c) ** 2).sum()
+
+
+def _gradient_pair(gen: torch.Generator, shape: tuple[int, ...], kinds: list[str]):
+    """(analytic, numerical, |f|) for a right gradient: autograd, and the course's float64 central difference at
+    h = 1e-6. A "zero" element is redrawn until its central difference is not exactly 0 (round-off against an
+    exact 0)."""
+    terms = [_term(gen, kind) for kind in kinds]
+    for _ in range(60):
+        f = _function(terms)
+        x = torch.tensor([term[4] for term in terms], dtype=torch.float64).reshape(shape)
+        (numerical,) = central_difference(f, x)
+        silent = [i for i, kind in enumerate(kinds) if kind == "zero" and numerical.reshape(-1)[i] == 0]
+        if not silent:
+            break
+        for i in silent:
+            terms[i] = _term(gen, "zero")
+    (analytic,) = autograd_gradient(f, x)
+    return analytic, numerical, abs(float(f(x)))
+
+
+def _plant(analytic: torch.Tensor, at: int, bug: str, gen: torch.Generator) -> None:
+    flat = analytic.view(-1)
+    if bug == "tiny":
+        flat[at] *= 1.6
+    elif bug == "zero":
+        flat[at] = 3e-4 * choice(gen, [-1.0, 1.0])
+    elif bug == "sign":
+        flat[at] = -flat[at]
+    elif bug == "dropped":
+        flat[at] = 0.0
+    else:
+        flat[at] *= 1 + float(uniform(gen, (), 0.01, 0.02)) * choice(gen, [-1.0, 1.0])
+
+
+#: The visible cases: (shape, kinds in flat order, planted mistake or None, its flat position).
+VISIBLE_CHECKS = [
+    ((6,), ["large", "tiny", "zero", "unused", "tiny", "zero"], None, None),
+    ((2, 3), ["tiny", "zero", "large", "zero", "tiny", "unused"], None, None),
+    ((), ["tiny"], None, None),
+    ((2, 3), ["zero", "large", "tiny", "tiny", "zero", "unused"], "tiny", 3),
+    ((3, 2), ["large", "tiny", "zero", "unused", "tiny", "zero"], "zero", 5),
+    ((2, 3, 2), ["tiny", "zero", "large", "unused", "tiny", "zero", "large", "tiny", "zero", "unused", "tiny",
+                 "large"], "sign", 6),
+    ((4,), ["zero", "tiny", "tiny", "large"], "sign", 1),
+    ((2, 2), ["tiny", "large", "zero", "large"], "percent", 3),
+    ((3,), ["large", "zero", "tiny"], "percent", 0),
+    ((), ["large"], "dropped", 0),
+]
+CHECK_SHAPES = [(5,), (2, 3), (3, 2), (2, 2, 3), (3, 4)]
+#: Pinned at every seed: two planted mistakes in non-square matrices, at positions every usual wrong unravelling
+#: (_wrong_unravels) moves, so an index unravelled wrongly always fails twice and is named.
+PINNED_BUGS = {"tiny": ((2, 3), 4), "zero": ((3, 4), 6)}
+
+
+def _checker_plan(grading_seed: int | None) -> list:
+    if grading_seed is None:
+        return VISIBLE_CHECKS
+    gen = generator("01/gradient_checker", grading_seed)
+    plan = []
+    for bug in (None, None, None, "tiny", "zero", "sign", "sign", "percent", "percent", "dropped"):
+        shape = PINNED_BUGS[bug][0] if bug in PINNED_BUGS else choice(gen, CHECK_SHAPES)
+        count = math.prod(shape)
+        kinds = [KINDS[int(k)] for k in torch.randint(len(KINDS), (count,), generator=gen)]
+        kinds[int(torch.randint(count, (), generator=gen))] = "tiny"  # every case holds a tiny gradient
+        at = None
+        if bug is not None:
+            at = PINNED_BUGS[bug][1] if bug in PINNED_BUGS else int(torch.randint(count, (), generator=gen))
+            if bug == "sign" and plan[-1][2] == "sign":  # the second sign flip at a tiny gradient
+                kinds[at] = "tiny"
+            else:
+                kinds[at] = BUG_KIND[bug]
+        if kinds.count("large") > 2:  # |f| stays below 1000: the size the part's text promises
+            kinds = [k if k != "large" or i == at else "tiny" for i, k in enumerate(kinds)]
+        plan.append((shape, kinds, bug, at))
+    plan.append(((), ["tiny"], None, None))
+    return plan
+
+
+def _checker_cases(grading_seed: int | None):
+    """(analytic, numerical, |f|, bug, flat position of the bug)."""
+    gen = generator("01/gradient_checker/visible" if grading_seed is None else "01/gradient_checker/values",
+                    0 if grading_seed is None else grading_seed)
+    for shape, kinds, bug, at in _checker_plan(grading_seed):
+        analytic, numerical, size = _gradient_pair(gen, shape, kinds)
+        if bug is not None:
+            _plant(analytic, at, bug, gen)
+        yield analytic, numerical, size, bug, at
 
 
 def _index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
-
-
-def _worst_by(errors: torch.Tensor) -> tuple[float, tuple[int, ...]]:
-    flat = int(torch.argmax(errors.reshape(-1)))
-    return float(errors.reshape(-1)[flat]), _index_of(flat, errors.shape)
 
 
 def _wrong_unravels(index: tuple[int, ...], shape: tuple[int, ...]) -> set[tuple[int, ...]]:
@@ -643,107 +797,16 @@ def _wrong_unravels(index: tuple[int, ...], shape: tuple[int, ...]) -> set[tuple
     return wrong - {tuple(index)}
 
 
-def _t(rows) -> torch.Tensor:
-    return torch.tensor(rows, dtype=torch.float64)
-
-
-def _counterexample(gen: torch.Generator, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """A pair where the largest absolute difference sits on a large element with a small relative error, and the
-    largest relative error on a small element with a small absolute difference."""
-    analytic = uniform(gen, shape, 0.5, 2.0) * torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0).double()
-    numerical = analytic.clone()
-    big, small = torch.randperm(analytic.numel(), generator=gen)[:2].tolist()
-    analytic.view(-1)[big] = float(uniform(gen, (), 200.0, 900.0))
-    numerical.view(-1)[big] = analytic.view(-1)[big] * (1 + float(uniform(gen, (), 1e-3, 3e-3)))
-    analytic.view(-1)[small] = float(uniform(gen, (), 1e-3, 5e-3))
-    numerical.view(-1)[small] = analytic.view(-1)[small] * float(uniform(gen, (), 1.2, 1.6))
-    return analytic, numerical
-
-
-def _planted(shape: tuple[int, ...], worst: tuple[int, ...], start: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """A pair of ``shape`` with both signs and a zero on both sides, whose largest relative error (1/3: one value is
-    1.5 times the other) is at ``worst``; every other element differs by at most 1 % relative."""
-    count = math.prod(shape)
-    analytic = torch.tensor([(start + 0.37 * k) * (-1) ** k for k in range(count)], dtype=torch.float64)
-    numerical = analytic * (1 + 0.01 * torch.arange(count, dtype=torch.float64) / count)
-    zero = 1 if count > 1 else 0
-    analytic, numerical = analytic.reshape(shape), numerical.reshape(shape)
-    if count > 2:
-        analytic.view(-1)[zero] = numerical.view(-1)[zero] = 0.0
-    numerical[worst] = analytic[worst] * 1.5
-    return analytic, numerical
-
-
-#: Corners of Part C's domain (two float64 tensors of one shape, any number of dimensions, any real values), in the
-#: visible test and, with other numbers, at every seed of the hidden test: non-square matrices both ways, a 3-D and
-#: a 0-d tensor (whose index is ()), and worst elements where the two values have opposite signs.
-VISIBLE_SHAPES = [((2, 3), (1, 0)), ((3, 2), (2, 1)), ((2, 3, 4), (1, 2, 1))]
-HIDDEN_SHAPES = [((3, 4), (2, 1)), ((4, 2), (3, 0)), ((3, 2, 4), (2, 0, 3))]
-
-
-def _corner_cases(grading_seed: int | None):
-    """(analytic, numerical, floor) for the pinned corners."""
-    visible = grading_seed is None
-    for k, (shape, worst) in enumerate(VISIBLE_SHAPES if visible else HIDDEN_SHAPES):
-        yield (*_planted(shape, worst, 0.4 + 0.1 * k + (0.0 if visible else 0.05)), None)
-    if visible:
-        yield _t(0.5), _t(-0.5), None  # 0-d, opposite signs: error 1 / 0.5 = 2 at index ()
-        yield _t([0.5, -2.0, 1.0]), _t([-0.5, -2.0, 1.1]), None  # ||a| - |n|| = 0 at the worst element
-        yield _t([[1.0, 0.25], [-3.0, 2.0]]), _t([[1.0, -0.3], [-3.0, 2.2]]), None  # ... and smaller there
-    else:
-        yield _t(-1.25), _t(0.75), None
-        yield _t([2.0, 0.75, -1.0, 0.0]), _t([2.1, -0.75, -1.0, 0.0]), None
-        yield _t([[-0.4, 3.0, 1.0], [0.2, 0.0, -1.5]]), _t([[0.5, 3.0, 1.0], [0.2, 0.0, -1.6]]), None
-
-
-def _checker_cases(grading_seed: int | None):
-    """(analytic, numerical, floor or None for the default): the visible cases then the corners, or the corners then
-    the drawn cases."""
-    if grading_seed is None:
-        yield _t([1.0, 2.0, 3.0]), _t([1.0, 2.0, 3.3]), None
-        yield _t([0.0, 1.0, -2.0]), _t([0.0, 1.0, -2.5]), None
-        yield _t([[0.5, 0.0], [2.0, -1.0]]), _t([[0.5, 0.0], [2.0, -1.5]]), None
-        yield _t([0.0, 4.0]), _t([1e-3, 4.0]), None
-        yield _t([1e-3, 4.0]), _t([0.0, 4.0]), None
-        # Largest |a - n| is not the largest relative error: 0.5 on 100 vs 0.002 on 0.01.
-        yield _t([100.0, 0.01, 5.0]), _t([100.5, 0.012, 5.0]), None
-        yield _t([[1000.0, 1.0], [0.001, 2.0]]), _t([[1001.0, 1.0], [0.0015, 2.0]]), None
-        # A floor that matters: below it, the error is the absolute difference.
-        yield _t([1e-4, 2.0]), _t([3e-4, 2.0]), 1.0
-        yield _t([[0.5, 0.02], [3.0, 0.0]]), _t([[0.5, 0.05], [3.0, 0.0]]), 0.1
-        yield from _corner_cases(grading_seed)
-        return
-    yield from _corner_cases(grading_seed)
-    gen = generator("01/gradient_checker", grading_seed)
-    for case in range(4):
-        shape = choice(gen, [(3, 4), (2, 3, 2), (5,)])
-        analytic = uniform(gen, shape)
-        numerical = analytic + 1e-9 * uniform(gen, shape)
-        zero, planted = torch.randperm(analytic.numel(), generator=gen)[:2].tolist()
-        analytic.view(-1)[zero] = numerical.view(-1)[zero] = 0.0  # both exactly zero: 0/0 without the guard
-        # The planted error makes one side larger, alternately the analytic and the numerical one.
-        larger = analytic if case % 2 == 0 else numerical
-        larger.view(-1)[planted] *= float(uniform(gen, (), 1.5, 3.0))
-        yield analytic, numerical, None
-    for shape in ((4,), (2, 3)):
-        yield (*_counterexample(gen, shape), None)
-    for shape in ((3,), (2, 2)):
-        analytic = uniform(gen, shape, -0.05, 0.05)
-        numerical = analytic.clone()
-        planted = int(torch.randint(analytic.numel(), (), generator=gen))
-        numerical.view(-1)[planted] += float(uniform(gen, (), 0.01, 0.03))
-        yield analytic, numerical, float(choice(gen, [0.1, 0.5, 1.0]))
-
-
-def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, ...]) -> tuple[int, ...]:
+def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, ...] | None) -> tuple[int, ...]:
     """The learner's index as a tuple of ints, or the failure naming what it is instead."""
     __tracebackhide__ = True
     dims = len(shape)
     expected = "an empty tuple, (), for a 0-d tensor" if dims == 0 else \
         f"a tuple with one integer per dimension ({dims} here)"
+    where = "" if want is None else f", here {want}"
     if isinstance(index, numbers.Integral) or (isinstance(index, torch.Tensor) and index.dim() == 0):
-        raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected {expected}, "
-                             f"here {want}.", suspects=(FLAT_INDEX,))
+        raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected {expected}{where}.",
+                             suspects=(FLAT_INDEX,))
     if type(index) is not tuple:
         raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({fmt(index)}); expected a tuple "
                              "of ints.")
@@ -756,87 +819,93 @@ def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, .
             raise proven_failure(message, NOT_PLAIN_PYTHON)
         raise GradingFailure(message)
     if len(index) != dims:
-        raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected {expected}, "
-                             f"here {want}.", suspects=(FLAT_INDEX,) if len(index) == 1 and dims > 1 else ())
+        raise GradingFailure(f"{what} returned the index {index}, with {len(index)} entries; expected "
+                             f"{expected}{where}.", suspects=(FLAT_INDEX,) if len(index) == 1 and dims > 1 else ())
     index = tuple(int(i) for i in index)
     if any(not 0 <= i < n for i, n in zip(index, shape)):
-        wrong = (WRONG_UNRAVEL,) if index in _wrong_unravels(want, shape) else ()
-        raise GradingFailure(f"{what} returned the index {index}, outside the shape {shape}; the worst element is at "
-                             f"{want}.", suspects=wrong)
+        wrong = (WRONG_UNRAVEL,) if want is not None and index in _wrong_unravels(want, shape) else ()
+        raise GradingFailure(f"{what} returned the index {index}, outside the shape {shape}.", suspects=wrong)
     return index
 
 
-def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.Tensor, floor: float | None) -> None:
+def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.Tensor, size: float,
+                 bug: str | None, at: int | None) -> None:
     __tracebackhide__ = True
-    args = f"analytic={fmt(analytic)}, numerical={fmt(numerical)}" + ("" if floor is None else f", floor={floor:g}")
-    what = f"worst_relative_error({args})"
-    kwargs = {} if floor is None else {"floor": floor}
+    what = f"worst_relative_error(analytic={fmt(analytic)}, numerical={fmt(numerical)})"
     # The caller's own tensors: an answer that changes them (in place, even if undone) fails.
-    answer = call_learner(worst_relative_error, analytic, numerical, what=what, **kwargs)
+    answer = call_learner(worst_relative_error, analytic, numerical, what=what)
     error, index = _tuple_of(answer, ("worst_error", "worst_index"), what=what)
-    used_floor = DEFAULT_FLOOR if floor is None else floor
-    errors = _relative_errors(analytic, numerical, used_floor)
-    want_error, want_index = _worst_by(errors)
     if isinstance(error, torch.Tensor):
         raise proven_failure(f"{what} returned the worst error as a tensor ({fmt(error)}); the part asks for a "
                              "Python float.", NOT_PLAIN_PYTHON)
     if not isinstance(error, float):
         raise GradingFailure(f"{what} returned the worst error as {type(error).__name__} ({error!r:.60}); expected "
                              "a Python float.")
-    if not math.isfinite(error):
-        both_zero = bool(((analytic == 0) & (numerical == 0)).any())  # where an unguarded 0/0 gives nan
-        raise GradingFailure(f"{what} returned error {fmt(error)}, expected {fmt(want_error)} at {want_index}.",
-                             suspects=(NO_GUARD,) if both_zero else ())
     shape = tuple(analytic.shape)
-    index = _index_tuple(index, what=what, shape=shape, want=want_index)
-    absolute_worst = _worst_by((analytic - numerical).abs())
-    default_floor_errors = _relative_errors(analytic, numerical, DEFAULT_FLOOR)
-    sizes_errors = _sizes_errors(analytic, numerical, used_floor)
-    if float(errors[index]) < want_error * (1 - 1e-9):  # ties: any element with the largest error is right
-        # Each suspect is a way to pick exactly this wrong element.
+    want = None if at is None else _index_of(at, analytic.shape)
+    source = (f"numerical: a float64 central difference (h = 1e-6) of a function of size |f| ≈ {size:.0f}; "
+              f"analytic: autograd's gradient")
+    zero_anywhere = bool((analytic == 0).any())
+    if not math.isfinite(error):
+        raise GradingFailure(f"{what} returned the worst error {fmt(error)}; a checker needs a number to compare "
+                             f"with the tolerance {TOLERANCE:g}. ({source}.)", suspects=(NO_GUARD,) * zero_anywhere)
+    index = _index_tuple(index, what=what, shape=shape, want=want)
+    a, n = float(analytic[index]), float(numerical[index])
+    small = max(abs(a), abs(n)) < 1e-2
+    if bug is None:
+        if error > TOLERANCE:
+            largest = float((analytic - numerical).abs().max())
+            raise GradingFailure(
+                f"{what} returned the worst error {fmt(error)}, above the tolerance {TOLERANCE:g}, so the check "
+                f"fails this gradient, but it is right: {source}, unchanged. The two differ by at most "
+                f"{largest:.1e} anywhere, round-off. At the element you report, {index}, analytic {a:.6g} and "
+                f"numerical {n:.6g}.", suspects=(FLOOR_BELOW_ROUND_OFF,) * small)
+        return
+    a_bug, n_bug = float(analytic.view(-1)[at]), float(numerical.view(-1)[at])
+    planted = (f"{source}, with ONE element of it made wrong, at {want}: analytic {a_bug:.6g} where the central "
+               f"difference says {n_bug:.6g}")
+    if not error > TOLERANCE:
         suspects = []
-        if absolute_worst[1] == index:
-            close = math.isclose(error, absolute_worst[0], rel_tol=1e-6)
-            suspects.append(ABSOLUTE if close else WORST_BY_ABSOLUTE)
-        if floor is not None and index == _worst_by(default_floor_errors)[1]:
-            suspects.append(IGNORED_FLOOR)
-        if index == _worst_by(sizes_errors)[1]:
+        if bug == "sign":
             suspects.append(SIZES_NOT_DIFFERENCE)
-        if index in _wrong_unravels(want_index, shape):
-            suspects.append(WRONG_UNRAVEL)
-        raise GradingFailure(f"{what} reported the worst element at {index}, where the relative error is "
-                             f"{fmt(float(errors[index]))}; the largest is {fmt(want_error)}, at {want_index}.",
-                             suspects=tuple(suspects))
-    one_sided = [ONE_SIDED.looks_like(float((analytic - numerical).abs()[index] /
-                                            torch.clamp(side.abs()[index], min=used_floor)))
-                 for side in (analytic, numerical)]
-    symptoms = [*one_sided, ABSOLUTE.looks_like(absolute_worst[0]),
-                SIZES_NOT_DIFFERENCE.looks_like(float(sizes_errors[index]))]
-    if floor is not None:
-        symptoms.append(IGNORED_FLOOR.looks_like(float(default_floor_errors[index])))
-    expect_close(error, want_error, what=f"{what}: worst error", rtol=1e-6, atol=1e-12, source="expected",
-                 symptoms=symptoms)
+        if max(abs(a_bug), abs(n_bug)) < 1e-2:
+            suspects.append(FLOOR_TOO_LARGE)
+        raise GradingFailure(f"{what} returned the worst error {fmt(error)}, within the tolerance {TOLERANCE:g}, so "
+                             f"the check passes this gradient, but it is wrong: {planted}.", suspects=tuple(suspects))
+    if index != want:
+        suspects = [WRONG_UNRAVEL] if index in _wrong_unravels(want, shape) else []
+        if small and index != want:
+            suspects.append(FLOOR_BELOW_ROUND_OFF)
+        raise GradingFailure(f"{what} reported the worst element at {index} (analytic {a:.6g}, numerical {n:.6g}); "
+                             f"{planted}, and everywhere else the two agree to round-off.", suspects=tuple(suspects))
+    if bug == "percent":
+        relative = abs(a_bug - n_bug) / abs(n_bug)
+        if not 0.4 * relative <= error <= 2.5 * relative:
+            raise GradingFailure(
+                f"{what} returned the worst error {fmt(error)} at {want}, where the gradient ({n_bug:.6g}) is off by "
+                f"{abs(a_bug - n_bug):.4g}, a relative error of {relative:.4g}: where the gradient is large, the "
+                f"error is relative to its size. ({planted}.)",
+                suspects=(ABSOLUTE,) * math.isclose(error, abs(a_bug - n_bug), rel_tol=1e-6))
 
 
 @check
 def check_worst_relative_error(worst_relative_error, grading_seed: int | None = None) -> None:
-    """Part C: worst_relative_error(analytic, numerical, floor=1e-8) returns (worst error as a float, its index as a
-    tuple of ints), leaving both tensors unchanged.
+    """Part C: worst_relative_error(analytic, numerical) returns (worst error as a float, its index as a tuple of
+    ints), leaving both tensors unchanged; "the worst error > TOLERANCE" must fail every planted wrong gradient, at
+    the planted element, and pass every right one.
 
-    Domain: two float64 tensors of the same shape, any number of dimensions (0-d, whose index is (), 1-D, non-square
-    2-D, 3-D), any real values (both signs, exact zeros on one side or on both); floor > 0, the default 1e-8 or
-    another value the call passes. Pinned at every seed (_corner_cases): a non-square matrix each way, a 3-D and a 0-d
-    tensor, worst elements whose two values have opposite signs, zeros on both sides. Contracts and their checks:
-    "the largest e_i as a Python float" -> float only (a tensor is NOT_PLAIN_PYTHON), within 1e-6 of the largest
-    error; "its position as a tuple of Python ints, one per dimension" -> _index_tuple (type: int itself, so tensors
-    and numpy.int64 are NOT_PLAIN_PYTHON; length; range); "if
-    several elements tie, any of them" -> an index is accepted when its error equals the largest; "use the floor you
-    are given" -> floor cases (IGNORED_FLOOR); "leave both tensors unchanged" -> call_learner's snapshot.
+    Domain: two float64 tensors of one shape (0-d, 1-D, non-square 2-D, 3-D), numerical a float64 central difference
+    at h = 1e-6 of a function of size below 1000, analytic autograd's gradient (right) or that gradient with
+    ONE element wrong by at least 1 % and 1e-4 (BUGS). Every case holds tiny gradients; most hold exact zeros on one
+    side (round-off against an exact 0, "zero") or both ("unused"). The verdicts pin the floor between round-off /
+    TOLERANCE (FLOOR_BELOW_ROUND_OFF below it) and 1e-4 / TOLERANCE (FLOOR_TOO_LARGE above it); a sign flip catches
+    ||a| - |n|| (SIZES_NOT_DIFFERENCE); a 1 % error on a large gradient needs the error relative there (ABSOLUTE);
+    a non-finite error is NO_GUARD; index type, length, range and unravelling as _index_tuple says.
     """
     __tracebackhide__ = True
-    for analytic, numerical, floor in _checker_cases(grading_seed):
+    for analytic, numerical, size, bug, at in _checker_cases(grading_seed):
         with trial():
-            _run_checker(worst_relative_error, analytic, numerical, floor)
+            _run_checker(worst_relative_error, analytic, numerical, size, bug, at)
 
 
 # ---------------------------------------------------------------------------------------------- hints
@@ -844,7 +913,8 @@ def check_worst_relative_error(worst_relative_error, grading_seed: int | None = 
 hint = HintBook({
     "A": PartHints(texts=(
         "One loop has to reach every element of a 0-d tensor, a vector and a 3-D tensor alike: what numbering of the "
-        "elements works for every shape? And which tensors are yours to change while you step?",
+        "elements works for every shape? Which tensors are yours to change while you step? And with no h given, "
+        "what does 1e9 + 1e-6 come out as in float64?",
         "Check values, for `f = lambda t: (t**3).sum()` at `x = torch.tensor([[1.0, -2.0], [0.5, 3.0]])`: with "
         "`h=0.5` the answer is [[3.25, 12.25], [1.0, 27.25]] ($3x^2 + h^2$), with `h=1e-3` about [[3.0, 12.0], "
         "[0.75, 27.0]]; both float64 and of shape (2, 2), and `x` is still float32 and unchanged afterwards. A "
@@ -873,19 +943,19 @@ hint = HintBook({
         "forward value is its label taken?"),
         checks=("check_routes", "check_gradient_of_z"), cells=("worked_derivatives",)),
     "C": PartHints(texts=(
-        "Can you compute every $e_i$ at once with whole-tensor operations, without a loop? And once you have the "
-        "position of the largest in the flat view, how do you turn it into one index per dimension?",
-        "Check values: for a 2×3 `analytic` holding 1 to 6 and a `numerical` equal to it but for 4.4 at row 1, "
-        "column 0, the answer is (0.0909..., (1, 0)): not (3,), 3 or (0, 3), and `type(index[0])` is `int`. The "
-        "largest relative error need not be the largest absolute one: [100, 0.1] against [101, 0.2] gives (0.5, "
-        "(1,)). [0, 1e-9] against [0, 0] gives (0.1, (1,)) at the default floor and (0.001, (1,)) with "
-        "`floor=1e-6`; 0-d tensors 2.0 and 3.0 give (0.333..., ()).",
-        "A trace, analytic [[0, 2, -1], [0.5, -4, 0]] against numerical [[0, 2.2, -1.1], [0.5, 4, 0]], default "
-        "floor. Differences: [[0, 0.2, 0.1], [0, 8, 0]]. Denominators: [[1e-8, 2.2, 1.1], [0.5, 4, 1e-8]] (the two "
-        "zero pairs get the floor, so they give 0, not 0/0). Errors: [[0, 0.0909, 0.0909], [0, 2, 0]]. The largest, 2, "
-        "is at flat position 4 of the 2×3 shape: row 4 // 3 = 1, column 4 % 3 = 1, so (1, 1), where a and n have "
-        "opposite signs (their sizes alone would call it perfect). Dividing 4 by the 2 rows instead would say (2, 0), "
-        "off the tensor. The answer is (2.0, (1, 1)) with a Python float and Python ints: which of your values "
-        "would print the same and still not be one?"),
+        "Where a RIGHT gradient is exactly 0 or about 1e-4, how large is |analytic - numerical|, and what must your "
+        "error make of a difference that size, compared with a 60 % error at a gradient of 2e-4?",
+        "Check values, from the measurement cell (a function of size 735): |a - n| is about 5.7e-8 at the two zeros "
+        "and 2.5e-8 and 2.0e-8 at the tiny gradients. A denominator that may drop to 1e-8 there reports 1.0 at the "
+        "first zero, a false alarm; one that never drops below 1000 reports 1.2e-7 for the third element made 60 % "
+        "wrong, a miss. Two smaller cases: [2.0, 0.0] against [-2.0, 6e-8] must fail at (0,); [303.0, 0.0] against "
+        "[300.0, 6e-8] must report about 0.0099 at (0,).",
+        "In words: where the gradient is large, divide the size of the difference by the size of the gradient (the "
+        "larger of the two sides, so a zero on either side is covered); where it is small, divide by a fixed lower "
+        "limit instead, which turns the error there into the absolute difference over that limit. The limit has two "
+        "bounds you can compute: the round-off you measured over TOLERANCE (below it, round-off becomes an alarm) "
+        "and the smallest error you must catch, 1e-4, over TOLERANCE (above it, that error passes). Between 0.1 and "
+        "100, which value would you defend, and why? Then take the position of the largest error in the flat view "
+        "and turn it into one index per dimension, as Python ints."),
         checks=("check_worst_relative_error",), cells=("worst_relative_error",)),
 })
