@@ -46,11 +46,12 @@ def pytest_configure(config):
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto`` (pyproject's addopts): one pytest-xdist worker more than the cores this process may use. The long
-    groups (grading pipeline, browser, grade command, term walk-through) spend much of their time waiting on the
-    processes they start (kernels, Chromium, JupyterLab, the grader's workers), and with a worker a core the machine
-    idled a quarter of the run; the extra worker runs the catalogue's in-process checks in those gaps."""
-    return CORES + 1
+    """``-n auto`` (pyproject's addopts): two pytest-xdist workers more than the cores this process may use. The long
+    groups (grading pipeline, browser, the hub's, grade command) spend much of their time waiting on the processes
+    they start (kernels, Chromium, JupyterLab, a JupyterHub, the grader's workers): with a worker a core the machine
+    idled a quarter of the run, and with one more (2026-12-07, two cores) still a third (user + system time 16 min
+    in 11 min of wall time); the extra workers run the catalogue's in-process checks in those gaps."""
+    return CORES + 2
 
 
 def pytest_collection_modifyitems(config, items):
