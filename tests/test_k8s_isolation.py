@@ -28,6 +28,11 @@ from traitlets.config import Config
 
 from autograder import course
 
+#: On the hub tests' worker: both open the folders above the course to every uid for their run and put the modes back
+#: after it, so run side by side one would close the path while the other's accounts still walk it (a clean CI run
+#: with four workers had the pods' nbgrader unable to import its own modules).
+pytestmark = pytest.mark.xdist_group("hub")
+
 FRAGMENT = course.ROOT / "deploy" / "z2jh" / "learner_isolation.py"
 ASSIGNMENT = "01-chain-rule"
 COURSE_ID = "autograd-course"
