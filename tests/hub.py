@@ -109,16 +109,19 @@ class Hub:
         return self.api("POST", f"users/{name}/tokens", {"note": "hub test", "expires_in": 3600})["token"]
 
     def start_server(self, name: str, timeout: float = 180) -> None:
-        try:
-            self.api("POST", f"users/{name}/server")
-        except urllib.error.HTTPError as error:
-            if error.code != 400:  # 400: already running
-                raise
+        """Her server started and ready. Asked again whenever it is neither running nor on its way: a request made
+        while the culler was stopping it is refused (400, "pending stop"), and the server then stops."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             server = self.api("GET", f"users/{name}")["servers"].get("", {})
             if server.get("ready"):
                 return
+            if not server.get("pending"):  # stopped (or never started): ask for it
+                try:
+                    self.api("POST", f"users/{name}/server")
+                except urllib.error.HTTPError as error:
+                    if error.code != 400:  # 400: already running, or still stopping (asked again next time)
+                        raise
             time.sleep(0.5)
         raise AssertionError(f"{name}'s server did not start: {self.log()[-3000:]}")
 
