@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from accessibility import counted, record, undescribed_images, violations
 from submissions import catalogue, solution_sources
-from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from test_browser import launched_chromium
 
 from autograder import course, export
 from tools import synthetic
@@ -30,14 +30,8 @@ pytestmark = pytest.mark.xdist_group("accessibility")
 
 @pytest.fixture(scope="module")
 def chromium():
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        yield page
-        browser.close()
+    with launched_chromium() as browser:
+        yield browser.new_page(viewport={"width": 1200, "height": 900})
 
 
 def check_page(page, path: Path, name: str) -> None:

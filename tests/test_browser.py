@@ -38,6 +38,7 @@ sets COURSE_NO_BROWSER to its reason).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -96,6 +97,21 @@ def require_chromium() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}; in CI the browser tests must run, not skip")
     pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def launched_chromium():
+    """Debian's Chromium, headless, as every browser test drives it (skipped or failed by :func:`require_chromium`
+    where it is missing); closed when the block ends."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def post_build_disables() -> tuple[list[str], list[str], list[str]]:
@@ -256,12 +272,8 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(lab):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 def new_window(browser):

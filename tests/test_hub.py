@@ -151,16 +151,10 @@ def nbgrader_menu(window) -> list[str]:
 @pytest.fixture(scope="module")
 def browser():
     """Chromium for the term's pages (the tests below that need it skip, with the reason, where it is missing)."""
-    from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium
+    from test_browser import launched_chromium
 
-    require_chromium()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with launched_chromium() as browser:
+        yield browser
 
 
 def assignment_list(window):

@@ -124,16 +124,22 @@ class Platform:
                      '<script>document.getElementById("launch").submit()</script>')
 
 
+def initiation(platform: Platform, login: str, roles: list[str], target: str, **how) -> dict[str, str]:
+    """The LMS's login initiation for a launch of ``login`` (registered with the platform, with ``how`` it signs):
+    the fields its page posts to the hub's /hub/lti13/oauth_login."""
+    hint = f"hint-{login}-{len(platform.launches)}"
+    platform.launches[hint] = {"login": login, "roles": roles, "target": target, **how}
+    return {"iss": platform.url, "login_hint": hint, "target_link_uri": target, "client_id": CLIENT_ID,
+            "lti_message_hint": f"message-{hint}", "lti_deployment_id": DEPLOYMENT}
+
+
 def launch(hub, platform: Platform, login: str, roles: list[str], **how) -> tuple[requests.Session, requests.Response]:
     """One launch from the LMS, as the learner's browser carries it; returns her session and the hub's answer to the
     signed id_token (not followed)."""
-    hint = f"hint-{login}-{len(platform.launches)}"
     target = how.pop("target", f"{hub.url}/hub/")  # the address of the link in the LMS
-    platform.launches[hint] = {"login": login, "roles": roles, "target": target, **how}
     browser = requests.Session()
-    start = browser.post(f"{hub.url}/hub/lti13/oauth_login", allow_redirects=False, timeout=30, data={
-        "iss": platform.url, "login_hint": hint, "target_link_uri": target, "client_id": CLIENT_ID,
-        "lti_message_hint": f"message-{hint}", "lti_deployment_id": DEPLOYMENT})
+    start = browser.post(f"{hub.url}/hub/lti13/oauth_login", allow_redirects=False, timeout=30,
+                         data=initiation(platform, login, roles, target, **how))
     assert start.status_code == 302 and start.headers["Location"].startswith(f"{platform.url}/authorize?"), (
         start.status_code, start.text[:500])
     form = browser.get(start.headers["Location"], timeout=30)
@@ -279,34 +285,23 @@ def test_each_launch_opens_jupyterlab_in_chromium_with_her_own_tools(hub, platfo
     hub's redirect, the LMS's self-posting form with the signed token, the hub's sign-in and spawn, JupyterLab. The
     learner's Nbgrader menu has the Assignment List and no Formgrader, the instructor's the Formgrader.
     Screenshots: artifacts/browser/lti-*.png."""
-    from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, screenshot
+    from test_browser import launched_chromium, screenshot
     from test_hub import nbgrader_menu
 
-    require_chromium()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            for name, roles in ((LEARNER, LEARNER_ROLES), (INSTRUCTOR, INSTRUCTOR_ROLES)):
-                hint = f"hint-chromium-{name}"
-                platform.launches[hint] = {"login": name, "roles": roles, "target": f"{hub.url}/hub/"}
-                fields = {"iss": platform.url, "login_hint": hint, "target_link_uri": f"{hub.url}/hub/",
-                          "client_id": CLIENT_ID, "lti_message_hint": f"message-{hint}",
-                          "lti_deployment_id": DEPLOYMENT}
-                inputs = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">'
-                                 for k, v in fields.items())
-                window = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-                window.set_content(f'<form id="lms" method="post" action="{hub.url}/hub/lti13/oauth_login">{inputs}'
-                                   '<button>Autograd course on the hub</button></form>')
-                window.click("text=Autograd course on the hub")  # the link in the LMS
-                window.wait_for_url(f"{hub.url}/user/{name}/lab**", timeout=120_000)
-                window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
-                menu = nbgrader_menu(window)
-                screenshot(window, f"lti-{name}-landed")
-                if name == LEARNER:
-                    assert "Assignment List" in menu and "Formgrader" not in menu, menu
-                else:
-                    assert "Formgrader" in menu, menu
-                window.context.close()
-        finally:
-            browser.close()
+    with launched_chromium() as browser:
+        for name, roles in ((LEARNER, LEARNER_ROLES), (INSTRUCTOR, INSTRUCTOR_ROLES)):
+            inputs = "".join(f'<input type="hidden" name="{k}" value="{html.escape(v)}">'
+                             for k, v in initiation(platform, name, roles, f"{hub.url}/hub/").items())
+            window = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            window.set_content(f'<form id="lms" method="post" action="{hub.url}/hub/lti13/oauth_login">{inputs}'
+                               '<button>Autograd course on the hub</button></form>')
+            window.click("text=Autograd course on the hub")  # the link in the LMS
+            window.wait_for_url(f"{hub.url}/user/{name}/lab**", timeout=120_000)
+            window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
+            menu = nbgrader_menu(window)
+            screenshot(window, f"lti-{name}-landed")
+            if name == LEARNER:
+                assert "Assignment List" in menu and "Formgrader" not in menu, menu
+            else:
+                assert "Formgrader" in menu, menu
+            window.context.close()
