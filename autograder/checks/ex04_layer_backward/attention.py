@@ -11,11 +11,11 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ...checking import GradingFailure, check, proven_failure, trial
+from ...routes import CallWatch
 from ...seeding import choice, uniform
 from ..cases import case_stream, randint
 from .common import Case, literal_symptoms, make_case, run_case
@@ -50,20 +50,8 @@ class _Largest(TorchDispatchMode):
         return out
 
 
-class _LeavesTorch(TorchFunctionMode):
-    """Which ways out of torch (to NumPy or to Python lists, where the measurement cannot follow) a call took."""
-
-    EXITS = frozenset({"numpy", "__array__", "tolist"})
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.exits: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in self.EXITS:
-            self.exits.add(name)
-        return func(*args, **(kwargs or {}))
+#: Ways out of torch (to NumPy or to Python lists), where the measurement of tensor sizes cannot follow.
+EXITS = ("numpy", "__array__", "tolist")
 
 
 def _visible(n: int, m: int, mask: str) -> Tensor | None:
@@ -187,7 +175,7 @@ def check_attention_backward(attention_backward, grading_seed: int | None = None
     for lead, n, m, d, e, causal, block in ATTENTION_CORNERS + sizes:
         Q, K, V = uniform(gen, (*lead, n, d), -1, 1), uniform(gen, (*lead, m, d), -1, 1), uniform(gen, (*lead, m, e))
         case = _attention_case(Q, K, V, uniform(gen, (*lead, n, e), -1, 1), causal, block)
-        largest, leaving = _Largest(), _LeavesTorch()
+        largest, leaving = _Largest(), CallWatch(names=EXITS)
 
         @functools.wraps(attention_backward)
         def measured(*args, largest=largest, leaving=leaving, **kwargs):
@@ -196,8 +184,9 @@ def check_attention_backward(attention_backward, grading_seed: int | None = None
 
         with trial():
             run_case(measured, case)
-            if leaving.exits:
-                raise GradingFailure(f"{case.call} took tensors out of torch (Tensor.{', '.join(sorted(leaving.exits))}"
+            if leaving.used:
+                exits = ", ".join(sorted(set(leaving.seen)))
+                raise GradingFailure(f"{case.call} took tensors out of torch (Tensor.{exits}"
                                      "): the test measures every tensor your function creates and cannot follow NumPy "
                                      "arrays or Python lists, so the part asks for torch operations only.")
             _expect_small(largest, case)
