@@ -84,13 +84,14 @@ def _mode_depths(_function=torch._C._len_torch_function_stack, _dispatch=torch._
 
 
 def call_learner(fn: Callable, *args, what: str, forbid: Iterable[Route] = (), routes: Routes | None = None,
-                 may_change: Iterable[str] | bool = (), **kwargs) -> Any:
+                 may_change: Iterable[str | int] | bool = (), **kwargs) -> Any:
     """Call learner code on the caller's own arguments; turn its exceptions into a GradingFailure saying what was
     called, and check how it worked.
 
     * ``forbid``: routes the part's text rules out (:class:`~autograder.routes.Route`); using one fails with the
       route's misconception. ``routes``, when given, is filled with what the call used (e.g. how many backward runs).
-    * ``may_change``: names of the arguments the function is meant to change (``True``: any). Every other tensor in
+    * ``may_change``: the arguments the function is meant to change (``True``: any), by name or by position (an
+      ``int``: the learner's own signature may call it anything, ``*args`` included). Every other tensor in
       the arguments (and in modules among them) must be unchanged afterwards: values, ``requires_grad``, ``.grad``,
       ``grad_fn``, and no in-place change at all.
 
@@ -101,7 +102,10 @@ def call_learner(fn: Callable, *args, what: str, forbid: Iterable[Route] = (), r
     __tracebackhide__ = True
     returned = _learner_returned  # taken before learner code runs: the call may rebind this module's globals
     named = _named_arguments(fn, args, kwargs)
-    watched = {n: v for n, v in named.items() if may_change is not True and n not in set(may_change or ())}
+    order = list(named)
+    allowed = {order[item] if isinstance(item, int) and item < len(order) else item
+               for item in (() if may_change is True else may_change or ())}
+    watched = {n: v for n, v in named.items() if may_change is not True and n not in allowed}
     snapshot = contracts.Snapshot(watched)
     forbid = tuple(forbid)
     if routes is None and forbid:

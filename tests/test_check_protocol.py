@@ -265,6 +265,19 @@ def test_an_argument_meant_to_change_may_change():
         call_learner(step, [torch.zeros(2)], 0.1, what="step")
 
 
+def test_an_argument_meant_to_change_may_be_named_by_its_position():
+    def renamed(ps, lr):  # the learner's own name for the parameters
+        ps[0].sub_(lr)
+
+    def star(*args):
+        args[0][0].sub_(args[1])
+
+    for answer in (renamed, star):
+        call_learner(answer, [torch.zeros(2)], 0.1, what="step", may_change=[0])
+    with pytest.raises(GradingFailure, match="changed its arguments"):
+        call_learner(renamed, [torch.zeros(2)], 0.1, what="step", may_change=["params"])
+
+
 def test_aliases_of_inputs_and_grads_are_seen():
     w = torch.zeros(3, requires_grad=True)
     w.grad = torch.ones(3)

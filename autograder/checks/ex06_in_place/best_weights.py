@@ -18,7 +18,6 @@ from ...checking import (
     Misconception,
     Route,
     Routes,
-    _named_arguments,
     call_learner,
     check,
     expect_close,
@@ -192,9 +191,8 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
     routes = Routes()
     try:
         arguments = (model, train_loss, held_out_loss, problem.lr, problem.momentum, problem.steps)
-        first = list(_named_arguments(train_keep_best, arguments, {}))[:1]  # the model, by position: any name
         returned = call_learner(train_keep_best, *arguments, what=what, forbid=[Route.OPTIMIZER], routes=routes,
-                                may_change=first)
+                                may_change=[0])  # the model, by position: any name
     except GradingFailure as failure:
         if failure.proven is None and routes.backward_runs > len(train_calls):
             raise _proven(f"{failure.message}\n  train_loss() was called {len(train_calls)} time(s), backward ran "
