@@ -370,7 +370,7 @@ def _run_epoch(train_fn, case: EpochCase) -> None:
     with _recording_forwards(model, backs) as seen:
         try:
             losses = call_learner(train_fn, model, _stream(case, seen, backs), case.lr, case.k, what=what,
-                                  routes=routes, may_change=["model"])
+                                  routes=routes, may_change=[0])  # the model, by position: any name
         except GradingFailure as failure:
             if isinstance(failure.raised, LookedAhead):
                 raise _proven(f"{what}: {failure.raised}", LOOKED_AHEAD) from None
@@ -947,7 +947,7 @@ def _run_duel(step_fn, case: DuelCase) -> None:
     with _recording_forwards(generator) as seen:
         try:
             losses = call_learner(step_fn, generator, critic, g_optimizer, c_optimizer, case.real, case.noise,
-                                  what=what, may_change=["generator", "critic", "g_optimizer", "c_optimizer"])
+                                  what=what, may_change=[0, 1, 2, 3])  # models and optimizers, by position
         except GradingFailure as failure:
             for words, mistake in (("a second time", GRAPH_FREED), ("modified by an inplace", OLD_CRITIC_SAVED)):
                 if failure.proven is None and "RuntimeError" in failure.message and words in failure.message:

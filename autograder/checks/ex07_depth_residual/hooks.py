@@ -281,7 +281,7 @@ def _run_layer_case(layer_grad_norms, model_name, model, loss_name, loss_fn, x) 
             values = [(p.detach().clone(), p.requires_grad) for p in model.parameters()]
             routes = Routes()
             # x is the caller's own tensor (its requires_grad too); the model's .grad may change, checked below.
-            answer = call_learner(layer_grad_norms, model, loss_fn, x, what=what, routes=routes, may_change=["model"])
+            answer = call_learner(layer_grad_norms, model, loss_fn, x, what=what, routes=routes, may_change=[0])
             left = _hooks_left(model, globals_before)
             if left:
                 raise proven_failure(f"{what}: after it returned, hooks were still registered on {'; '.join(left)}.",
