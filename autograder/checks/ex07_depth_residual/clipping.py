@@ -1,27 +1,66 @@
 """Part B of exercise 07: per_example_clip(model, loss_fn, x, y, max_norm), each example's gradient clipped by its
-own global norm (over all parameters), then averaged over the batch: the clipping of DP-SGD. The lesson clipped one
-batch gradient; here the unit is one example, so clipping the batch's mean gradient (the lesson's call ported) is
-wrong as soon as the examples' norms straddle max_norm. Oracles: every example's gradient by autograd and by float64
-central differences, clipped and averaged by the same formula; the symptoms are what each catalogued mistake makes of
-those per-example gradients."""
+own global norm (over all parameters), then averaged over the batch: the clipping of DP-SGD, in one forward pass, at
+most two backward passes and without ever holding the per-example gradients (Goodfellow's trick: example i's weight
+gradient of a Linear is the outer product g_i a_iᵀ of the gradient at its output and its input, whose norm is
+‖g_i‖ ‖a_i‖). The lesson's loop of a backward pass per example fails the count; lesson 10's vmap(grad) fails the
+memory bound, measured by a dispatch mode that sees every tensor an operation returns. Oracles: every example's
+gradient by autograd and by float64 central differences, clipped and averaged by the same formula; the symptoms are
+what each catalogued mistake makes of those per-example gradients."""
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from ...checking import GradingFailure, call_learner, check, expect_close, proven_failure, trial
+from ...checking import GradingFailure, Routes, call_learner, check, expect_close, proven_failure, trial
 from ...contracts import CHANGED_INPUT
 from ...oracles import autograd_gradient, central_difference
+from ...routes import CallWatch
 from ...seeding import choice, generator, uniform
 from ..cases import randint
-from .misconceptions import BATCH_CLIPPED, CLIPPED_BELOW, NORM_AFTER, PER_TENSOR, RUNNING_SUM, SHARE_CLIPPED, SUMMED
+from .hooks import GLOBAL_HOOK_DICTS, _hooks_left
+from .misconceptions import (
+    BATCH_CLIPPED,
+    BIAS_NOT_IN_NORM,
+    CLIPPED_BELOW,
+    FORWARD_PER_EXAMPLE,
+    HOOKS_LEFT,
+    LOOPED_BACKWARD,
+    NO_EPS,
+    NORM_AFTER,
+    PER_EXAMPLE_HELD,
+    PER_TENSOR,
+    SHARE_CLIPPED,
+    SUMMED,
+    TENSOR_NORMS_ADDED,
+)
 
 EPS = 1e-6  # torch.nn.utils.clip_grad_norm_ divides by total_norm + 1e-6
+MAX_BACKWARD = 2  # the part's contract: at most two backward passes, whatever the batch size
+#: Ways out of torch (to NumPy or to Python lists), where the measurement of tensor sizes cannot follow.
+EXITS = ("numpy", "__array__", "tolist")
+
+
+class _Largest(TorchDispatchMode):
+    """The largest tensor (number of elements) any operation returns while the mode is on, forward and backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor) and tensor.numel() > self.numel:
+                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
+        return out
 
 
 def squared_error(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -47,8 +86,8 @@ def _per_example_gradients(model: nn.Module, loss_fn, x: torch.Tensor, y: torch.
     return torch.stack(rows_autograd), torch.stack(rows_fd)
 
 
-def _factors(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
-    return torch.clamp(max_norm / (norms + EPS), max=1.0)
+def _factors(norms: torch.Tensor, max_norm: float, eps: float = EPS) -> torch.Tensor:
+    return torch.clamp(max_norm / (norms + eps), max=1.0)
 
 
 def clipped_mean(grads: torch.Tensor, max_norm: float) -> torch.Tensor:
@@ -56,28 +95,38 @@ def clipped_mean(grads: torch.Tensor, max_norm: float) -> torch.Tensor:
     return (grads * _factors(grads.norm(dim=1), max_norm)[:, None]).mean(dim=0)
 
 
-def _symptoms(grads: torch.Tensor, sizes: list[int], max_norm: float) -> list:
+def _symptoms(grads: torch.Tensor, model: nn.Module, max_norm: float) -> list:
     """What the catalogued mistakes make of these per-example gradients."""
     batch = grads.shape[0]
     norms = grads.norm(dim=1)
     mean = grads.mean(dim=0)
-    pieces = grads.split(sizes, dim=1)
+    named = list(model.named_parameters())
+    pieces = grads.split([p.numel() for _, p in named], dim=1)
     per_tensor = torch.cat([p * _factors(p.norm(dim=1), max_norm)[:, None] for p in pieces], dim=1).mean(dim=0)
-    running = torch.zeros_like(mean)
-    for row in grads:
-        running = running + row
-        running = running * _factors(running.norm(), max_norm)
+    weights_only = torch.cat([p for (name, _), p in zip(named, pieces) if not name.endswith("bias")], dim=1)
+    tensor_norms = sum(p.norm(dim=1) for p in pieces)
+
+    def scaled(by: torch.Tensor) -> torch.Tensor:
+        return (grads * by[:, None]).mean(dim=0)
+
     return [BATCH_CLIPPED.looks_like(mean * _factors(mean.norm(), max_norm)),
             PER_TENSOR.looks_like(per_tensor),
-            SHARE_CLIPPED.looks_like((grads * _factors(norms / batch, max_norm)[:, None]).mean(dim=0)),
+            SHARE_CLIPPED.looks_like(scaled(_factors(norms / batch, max_norm))),
             SUMMED.looks_like(batch * clipped_mean(grads, max_norm)),
-            RUNNING_SUM.looks_like(running / batch),
-            CLIPPED_BELOW.looks_like((grads * (max_norm / (norms + EPS))[:, None]).mean(dim=0))]
+            CLIPPED_BELOW.looks_like(scaled(max_norm / (norms + EPS))),
+            BIAS_NOT_IN_NORM.looks_like(scaled(_factors(weights_only.norm(dim=1), max_norm))),
+            TENSOR_NORMS_ADDED.looks_like(scaled(_factors(tensor_norms, max_norm))),
+            NO_EPS.looks_like(scaled(_factors(norms, max_norm, eps=0.0)), rtol=1e-9, atol=1e-12)]
 
 
-def _mlp(gen: torch.Generator, sizes: tuple[int, int, int], activation: type[nn.Module], gain: float) -> nn.Module:
-    n_in, width, n_out = sizes
-    model = nn.Sequential(nn.Linear(n_in, width), activation(), nn.Linear(width, n_out)).double()
+def _mlp(gen: torch.Generator, sizes: tuple[int, ...], activation: type[nn.Module], gain: float,
+         biases: tuple[bool, ...] | None = None) -> nn.Module:
+    """Linear layers of the given sizes, the activation between them; ``biases`` says which layers have one."""
+    biases = biases or (True,) * (len(sizes) - 1)
+    layers: list[nn.Module] = []
+    for k, bias in enumerate(biases):
+        layers += [nn.Linear(sizes[k], sizes[k + 1], bias=bias), activation()]
+    model = nn.Sequential(*layers[:-1]).double()
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(gain * torch.randn(p.shape, generator=gen, dtype=torch.float64))
@@ -87,7 +136,8 @@ def _mlp(gen: torch.Generator, sizes: tuple[int, int, int], activation: type[nn.
 def _corners():
     """Run at every seed: the hand example (one weight, norms 2 and 200); one example (per-example clipping is the
     batch's clipping); every example below max_norm (nothing is clipped: the plain mean gradient); an example the model
-    already fits exactly (its gradient is exactly zero)."""
+    already fits exactly (its gradient is exactly zero); two batches of small gradients (norms of 1e-4 to 1e-1, where
+    the formula's + 1e-6 shows)."""
     line = nn.Linear(1, 1, bias=False).double()
     with torch.no_grad():
         line.weight.fill_(1.0)
@@ -104,6 +154,11 @@ def _corners():
         fitted = y.clone()
         fitted[2] = model(x[2:3])[0]
     yield "an example the model fits exactly (its gradient is zero)", model, squared_error, x, fitted, 0.7
+    yield ("small gradients (one weight 1, x = (0.01, 0.1, 0.07), targets 0, squared error)", line, squared_error,
+           t([[0.01], [0.1], [0.07]], dtype=torch.float64), t([[0.0], [0.0], [0.0]], dtype=torch.float64), 0.005)
+    with torch.no_grad():
+        nearly = model(x) + 1e-3 * torch.randn(4, 2, generator=gen, dtype=torch.float64)
+    yield "small gradients (targets within about 0.001 of the outputs)", model, squared_error, x, nearly, 0.02
 
 
 def _cases(grading_seed: int | None):
@@ -111,13 +166,18 @@ def _cases(grading_seed: int | None):
     sits between the examples' norms, so that some examples are clipped and others not (every mistake shows)."""
     yield from _corners()
     gen = generator("07/per_example_clip", 0 if grading_seed is None else grading_seed)
-    kinds = [("a tanh MLP, squared error", nn.Tanh, squared_error),
-             ("a sigmoid MLP, cross-entropy", nn.Sigmoid, cross_entropy),
-             ("a tanh MLP, cross-entropy", nn.Tanh, cross_entropy)]
-    for description, activation, loss_fn in kinds:
+    kinds = [("a tanh MLP, squared error", nn.Tanh, squared_error, False),
+             ("a sigmoid MLP, cross-entropy", nn.Sigmoid, cross_entropy, False),
+             ("a tanh MLP, cross-entropy", nn.Tanh, cross_entropy, False),
+             ("a three-layer tanh MLP, its middle layer without bias, squared error", nn.Tanh, squared_error, True)]
+    for description, activation, loss_fn, deep in kinds:
         sizes = (randint(gen, 2, 4), randint(gen, 3, 5), randint(gen, 2, 3))
-        model = _mlp(gen, sizes, activation, float(uniform(gen, (), 0.5, 1.5)))
-        batch = randint(gen, 3, 6)
+        if deep:
+            sizes = (sizes[0], sizes[1], randint(gen, 3, 5), sizes[2])
+        model = _mlp(gen, sizes, activation, float(uniform(gen, (), 0.5, 1.5)),
+                     (True, False, True) if deep else None)
+        batch = randint(gen, 5, 7) if deep else randint(gen, 3, 6)  # enough examples that B copies of a gradient
+        # outgrow the whole model (the memory bound tells the two apart)
         # Examples near one another (their gradients point roughly the same way, so the mean gradient is long), one
         # of them an outlier: the batch's clipping, each share's and each example's then all differ.
         spread = float(choice(gen, [0.3, 0.6]))
@@ -126,13 +186,71 @@ def _cases(grading_seed: int | None):
         outlier = randint(gen, 0, batch - 1)
         if loss_fn is cross_entropy:  # the others classified well (confidently: a last layer 3 times larger)
             with torch.no_grad():
-                model[2].weight.mul_(3.0)
+                model[-1].weight.mul_(3.0)
                 y = model(x).argmax(dim=1)
-            y[outlier] = (y[outlier] + 1) % sizes[2]
+            y[outlier] = (y[outlier] + 1) % sizes[-1]
         else:
-            y = 2.0 + spread * torch.randn(batch, sizes[2], generator=gen, dtype=torch.float64)
+            y = 2.0 + spread * torch.randn(batch, sizes[-1], generator=gen, dtype=torch.float64)
             y[outlier] *= float(uniform(gen, (), 10.0, 20.0))
         yield description, model, loss_fn, x, y, None
+
+
+def _budget(model: nn.Module, batch: int) -> int:
+    """The contract's bound: B times the widest Linear's larger side, or the number of parameters, whichever is
+    more (one gradient of the whole model fits; B of them do not)."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    widest = max(max(m.in_features, m.out_features) for m in linears)
+    return max(batch * widest, sum(p.numel() for p in model.parameters()))
+
+
+def _run_measured(per_example_clip, model: nn.Module, loss_fn, x, y, max_norm: float, what: str):
+    """Call the learner's function and watch it: the backward runs (Routes), how often each Linear runs (a global
+    forward hook), the largest tensor created (a dispatch mode) and any way out of torch. Returns (answer, routes,
+    forward calls per Linear, largest, exits)."""
+    __tracebackhide__ = True
+    linears = {id(m) for m in model.modules() if isinstance(m, nn.Linear)}
+    calls: dict[int, int] = {}
+    largest, leaving = _Largest(), CallWatch(names=EXITS)
+
+    def count(module, inputs, output):
+        if id(module) in linears:
+            calls[id(module)] = calls.get(id(module), 0) + 1
+
+    @functools.wraps(per_example_clip)
+    def measured(*args, **kwargs):
+        handle = torch.nn.modules.module.register_module_forward_hook(count)
+        try:
+            with leaving, largest:
+                return per_example_clip(*args, **kwargs)
+        finally:
+            handle.remove()
+
+    routes = Routes()
+    answer = call_learner(measured, model, loss_fn, x, y, max_norm, what=what, routes=routes, may_change=[0])
+    return answer, routes, [calls.get(i, 0) for i in linears], largest, sorted(set(leaving.seen))
+
+
+def _expect_contract(model: nn.Module, batch: int, routes: Routes, calls: list[int], largest: _Largest,
+                     exits: list[str], what: str) -> None:
+    """One forward pass, at most two backward passes, no tensor beyond the budget, torch operations only."""
+    __tracebackhide__ = True
+    if exits:
+        raise GradingFailure(f"{what} took tensors out of torch (Tensor.{', '.join(exits)}): the test measures every "
+                             "tensor your function creates and cannot follow NumPy arrays or Python lists, so the "
+                             "part asks for torch operations only.")
+    if any(n != 1 for n in calls):
+        raise proven_failure(f"{what}: the model's Linear layers ran {sorted(set(calls))} times during the call; the "
+                             "part asks for one forward pass of the whole batch (each Linear once).",
+                             FORWARD_PER_EXAMPLE)
+    if routes.backward_runs > MAX_BACKWARD:
+        raise proven_failure(f"{what} ran {routes.backward_runs} backward passes for a batch of {batch}; the part "
+                             f"allows at most {MAX_BACKWARD}, whatever the batch size.", LOOPED_BACKWARD)
+    budget = _budget(model, batch)
+    if largest.numel > budget:
+        shapes = [tuple(p.shape) for p in model.parameters() if p.dim() == 2]
+        raise proven_failure(f"{what} created a tensor of shape {largest.shape} ({largest.numel} numbers); the "
+                             f"part's bound here is {budget} numbers, while the per-example gradients of the weights "
+                             f"{shapes} hold {[batch * r * c for r, c in shapes]}.", PER_EXAMPLE_HELD)
 
 
 @check
@@ -140,12 +258,16 @@ def check_per_example_clip(per_example_clip, grading_seed: int | None = None) ->
     """Part B: per_example_clip(model, loss_fn, x, y, max_norm) leaves in every parameter's .grad the mean over the
     batch of each example's gradient, clipped by its own global norm, and returns those norms (before clipping).
 
-    Domain (the part's text): a model whose examples do not interact (Linear layers and activations), float64;
+    Domain (the part's text): a float64 model whose parameters all belong to nn.Linear layers (bias or not), each run
+    once on a (batch, features) input, activations between them, no example affecting another's loss;
     ``loss_fn(model(x), y)`` one loss per example; batches of one or more examples; ``max_norm`` > 0, examples below
-    and above it, an example whose gradient is zero. Corners pinned at every seed: :func:`_corners`. Contracts: every
-    .grad (None before the call) holds the answer, the parameters' values and x, y are unchanged.
+    and above it, an example whose gradient is zero. Corners pinned at every seed: :func:`_corners`. Contracts: each
+    Linear runs once; at most two backward runs (Routes); no tensor created during the call larger than
+    :func:`_budget` (a dispatch mode; NumPy and lists refused); no hook left; every .grad (None before the call)
+    holds the answer; the parameters' values and x, y unchanged.
     """
     __tracebackhide__ = True
+    module_api = torch.nn.modules.module
     for description, model, loss_fn, x, y, max_norm in _cases(grading_seed):
         with trial():
             model = copy.deepcopy(model)  # each case starts clean: .grad None, whatever an earlier call left
@@ -158,21 +280,27 @@ def check_per_example_clip(per_example_clip, grading_seed: int | None = None) ->
             what = (f"per_example_clip(model, loss_fn, x, y, max_norm={max_norm:g}) with {description}: batch of "
                     f"{x.shape[0]}, norms of the examples' gradients {[round(float(n), 4) for n in norms]}")
             values = [p.detach().clone() for p in model.parameters()]
-            returned = call_learner(per_example_clip, model, loss_fn, x, y, max_norm, what=what, may_change=[0])
+            globals_before = {attr: len(getattr(module_api, attr, {})) for attr in GLOBAL_HOOK_DICTS}
+            returned, routes, calls, largest, exits = _run_measured(per_example_clip, model, loss_fn, x, y, max_norm,
+                                                                    what)
+            left = _hooks_left(model, globals_before)
+            if left:
+                raise proven_failure(f"{what}: after it returned, hooks were still registered on {'; '.join(left)}.",
+                                     HOOKS_LEFT)
             params = list(model.parameters())
             for index, (param, before) in enumerate(zip(params, values)):
                 if not torch.equal(param.detach(), before):
                     raise proven_failure(f"{what}: parameter {index}'s values changed.", CHANGED_INPUT)
+            _expect_contract(model, x.shape[0], routes, calls, largest, exits, what)
+            for index, param in enumerate(params):
                 if param.grad is None or param.grad.shape != param.shape:
                     raise GradingFailure(f"{what}: parameter {index}'s .grad is "
                                          f"{'None' if param.grad is None else tuple(param.grad.shape)}; the part asks "
                                          f"for the clipped mean there, of shape {tuple(param.shape)}.")
-            sizes = [p.numel() for p in params]
             expect_close(torch.cat([p.grad.reshape(-1) for p in params]), clipped_mean(grads, max_norm),
                          fd=clipped_mean(fd, max_norm), rtol=1e-6, atol=1e-9,
                          what=f"{what}: the .grad afterwards (all parameters, flattened in order)",
-                         symptoms=_symptoms(grads, sizes, max_norm))
+                         symptoms=_symptoms(grads, model, max_norm))
             expect_close(returned, norms, fd=fd.norm(dim=1), rtol=1e-6, atol=1e-9,
                          what=f"{what}: the returned norms",
                          symptoms=[NORM_AFTER.looks_like(norms.clamp(max=max_norm))])
-

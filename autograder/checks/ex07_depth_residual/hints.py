@@ -23,19 +23,22 @@ hint = HintBook({
         "running totals, read from the input end, are the profile."),
         checks=("check_log10_gradient_profile",), cells=("gradient_profile",)),
     "B": PartHints(texts=(
-        "Suppose one example of the batch has a gradient a hundred times longer than the others'. Clipping the "
-        "batch's mean gradient shortens the whole step: does it change how much that one example steers its "
-        "direction? And whose gradient must be measured so that no single example can contribute more than "
-        "max_norm?",
-        "Check values, the notebook's hand example: one weight w = 1, inputs 1 and 10, targets 0, loss (w x − y)² "
-        "per example. The examples' gradients are 2 and 200, so the norms returned are (2, 200); with max_norm 5 "
-        "they clip to 2 and 5, and .grad is their mean, 3.5. Clipping the mean gradient 101 would give 5; clipping "
-        "each example's share of the mean (1 and 100) would give 6.",
-        "For each example on its own, get the gradient of that example's loss with respect to every parameter, "
-        "without letting the examples add up in .grad (ask autograd for the gradients, keeping the graph for the "
-        "next example). Its norm is taken over all the parameters together; scale all of its tensors by the one "
-        "factor min(1, max_norm / (norm + 1e-6)) and add them to totals of your own. After the last example, "
-        "divide the totals by the batch size and put them in .grad; return the norms you measured, in a tensor."),
+        "Lesson 04 wrote a Linear layer's weight gradient as dW = dYᵀX, a sum over the rows of the batch. Which term "
+        "of that sum belongs to example n alone, which two vectors is it made of, and what is the norm of a matrix "
+        "made that way?",
+        "Check values. The notebook's hand example: the norms returned are (2, 200), and .grad is 3.5 (clipping the "
+        "batch's mean gradient would give 5). A smaller case for one layer: nn.Linear(2, 2) whose input for example "
+        "n is a = (3, 4) and whose output gradient for that example is g = (1, 2). Example n's weight gradient then "
+        "has norm √125 ≈ 11.180, its bias gradient √5 ≈ 2.236, so its norm over the layer is √130 ≈ 11.402. And the "
+        "bound: on the tests' 26-parameter MLP with a batch of 4, holding every example's gradient takes 104 numbers "
+        "against a bound of 26.",
+        "Everything example i's gradient is made of sits in two places after one forward and one backward of the "
+        "batch: each Linear's input (row i) and the gradient at that Linear's output (row i, which is example i's "
+        "own because the examples do not mix). Hooks (Part C's kind) or a gradient taken with respect to the outputs "
+        "you kept will give you both. The norm then needs only those rows, layer by layer; the clipped mean is again "
+        "a sum over the batch's rows, like lesson 04's dYᵀX, once you know what each row should be multiplied by. "
+        "Check your norms against a backward pass per example run outside your function, as the notebook's try-it "
+        "cell does."),
         checks=("check_per_example_clip",), cells=("clip_grad_norm",)),
     "C": PartHints(texts=(
         "A layer that runs twice produces two outputs. How many gradients does backward deliver for it, how many "

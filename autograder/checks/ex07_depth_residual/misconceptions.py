@@ -90,17 +90,46 @@ SUMMED = Misconception(
     "the clipped gradients summed instead of averaged",
     "The part asks for the mean over the batch of the clipped gradients: divide their sum by the number of examples.",
     question="What do you divide the sum of the clipped gradients by?")
-RUNNING_SUM = Misconception(
-    "the running sum in .grad clipped after each example",
-    "backward adds into .grad: after the second example's backward, .grad holds the sum of both gradients, and "
-    "clipping it clips the sum, not the new example. Take each example's gradient on its own (autograd.grad, or "
-    "clear .grad before each backward and keep your own total).",
-    question="After the second example's backward, what does .grad hold: that example's gradient, or more?")
 CLIPPED_BELOW = Misconception(
     "every example scaled to max_norm, also those below it",
     "Clipping only scales down: the factor is min(1, max_norm / (norm + 1e-6)), so an example whose norm is "
     "already below max_norm keeps its gradient as it is.",
     question="What should happen to an example whose gradient's norm is already below max_norm?")
+BIAS_NOT_IN_NORM = Misconception(
+    "the biases left out of each example's norm",
+    "An example's gradient runs over every parameter, the biases included: a Linear's bias gradient for example i "
+    "is the gradient at the layer's output for that example, and its squared norm belongs in the example's sum of "
+    "squares with the weights'.",
+    question="Which parameters does an example's norm run over: the weights only, or the biases too?")
+TENSOR_NORMS_ADDED = Misconception(
+    "the norms of an example's tensors added, not their squares",
+    "An example's gradient is one long vector over all parameters: its norm is the square root of the sum of the "
+    "squared norms of its pieces (every weight and bias), not the sum of their norms.",
+    question="Is the length of a vector cut into pieces the sum of the pieces' lengths?")
+NO_EPS = Misconception(
+    "the clipping factor without the + 1e-6",
+    "The part's formula (torch's clip_grad_norm_'s) divides max_norm by the norm plus 1e-6; without it the factor of "
+    "a clipped example is off by about 1e-6 / its norm, relative, which the tests' tolerance of 1e-6 notices.",
+    question="What does the part's formula add to the norm before dividing?")
+LOOPED_BACKWARD = Misconception(
+    "a backward pass per example",
+    "A backward pass per example costs B passes: what this part replaces. One backward pass of the batch's summed "
+    "loss already delivers, at every Linear's output, one row per example, and each row is that example's own "
+    "gradient there (the examples do not mix). With the layer's input, that row is all that example's gradient of "
+    "the layer is made of (lesson 04's dW = dYᵀX is a sum over the batch's rows).",
+    question="What does one backward pass of the whole batch deliver at a Linear layer's output, row by row?")
+PER_EXAMPLE_HELD = Misconception(
+    "the per-example gradients held in memory",
+    "vmap(grad), is_grads_batched or a batched outer product hold B copies of the model's gradient at once: the "
+    "memory DP-SGD cannot afford for a large model. Example i's weight gradient of a Linear is an outer product of "
+    "two vectors the batch's forward and backward already hold, and the norm of an outer product needs neither it "
+    "nor its entries.",
+    question="What is the norm of an outer product u vᵀ, in terms of u and v?")
+FORWARD_PER_EXAMPLE = Misconception(
+    "the model run more than once",
+    "The part asks for one forward pass of the whole batch (each Linear runs once during the call): a forward per "
+    "example, per parameter (finite differences) or a second forward for a second backward is what it rules out.",
+    question="How many times did your function run the model?")
 NORM_AFTER = Misconception(
     "returned the norms after clipping",
     "Return each example's norm measured BEFORE clipping (what you log to see which examples are clipped).",
