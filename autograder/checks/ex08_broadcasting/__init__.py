@@ -1,7 +1,8 @@
-"""Checks for exercise 08, broadcasting, one module per part: the backward of out = a + b * c when all three operands
-broadcast, by hand (:mod:`.backward`); which output columns of a batch function depend on an example's batch-mates
-(:mod:`.mixing`); a sentence scorer whose pooling broadcasts its mask along the wrong axis, fixed (:mod:`.pooling`);
-:mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
+"""Checks for exercise 08, broadcasting, one module per part: the backward of out = a + (b * c).sum(-1) when all three
+operands broadcast, by hand (:mod:`.backward`); which output columns of a batch function depend on an example's
+batch-mates (:mod:`.mixing`); a bug hunt in a colleague's scorer of four hand-written Functions (:mod:`.colleague`),
+one of whose backward passes takes a mean over the wrong axis (:mod:`.pooling`); :mod:`.misconceptions` holds every
+mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: autograd and central differences in float64 (Parts A and C), functions whose mixing
@@ -9,27 +10,30 @@ columns are known by construction and the batches the learner's code handed them
 """
 
 from ...hints import HintBook, PartHints
-from .backward import check_add_mul_backward
+from . import colleague
+from .backward import check_add_dot_backward
 from .mixing import check_mixed_features
-from .pooling import check_score, sentence_data
+from .pooling import check_bug_hunt, sentence_data
 
-__all__ = ["check_add_mul_backward", "check_mixed_features", "check_score", "hint", "sentence_data"]
+__all__ = ["check_add_dot_backward", "check_bug_hunt", "check_mixed_features", "colleague", "hint", "sentence_data"]
 
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
     "A": PartHints(texts=(
-        "Element $b_j$ of a broadcast operand is used once in every position of the output it was copied to. By the "
-        "chain rule, what does its gradient add up, and what does each of those terms hold besides the upstream "
-        "gradient?",
-        "Smaller cases to test against: with `a` of shape `(2, 3)`, `b` of shape `(3,)`, `c` of shape `(2, 1)` and "
-        "`grad` all ones, `grad_b` holds `c[0, 0] + c[1, 0]` three times over (shape `(3,)`) and `grad_c` holds the "
-        "sum of `b` twice (shape `(2, 1)`). Then run the try-it cell on shapes of your own, `(0, 3)` and `()` "
-        "included: every shape your function returns must be its operand's own (gradcheck cannot see that, as its "
-        "lazy `a + b` shows), and gradcheck must say True.",
-        "For each operand: multiply the upstream gradient by that operand's local derivative at the output's shape; "
-        "then sum away the dimensions broadcasting added in front, and sum with keepdim every dimension where the "
-        "operand has size 1 and the output has not. Write that summing once, as a helper, and use it three times."),
-        checks=("check_add_mul_backward",), cells=("add_mul_backward",)),
+        "`grad` has the shape of `out`, which has lost the product's last axis. With `b` and `c` of shape `(3, 3)` and "
+        "`a` of shape `(3,)`, which axis of `c` does `grad`'s only axis meet when the two are lined up from the right, "
+        "and which axis of the product did `grad`'s entries come from?",
+        "Two smaller cases to test against. `b` and `c` both `torch.arange(9.).reshape(3, 3)`, `a` of shape `(3,)`, "
+        "`grad = torch.tensor([1., 0., 0.])`: only `out[0]` counts, so `grad_b` is `[[0., 1., 2.], [0., 0., 0.], "
+        "[0., 0., 0.]]`. `b` of shape `(2, 3)`, `c` the 0-d `torch.tensor(2.)`, `grad` all ones of shape `(2,)`: "
+        "`grad_b` is all 2s of shape `(2, 3)`, and `grad_c` is the sum of `b`. Then run the try-it cell on shapes of "
+        "your own: every shape your function returns must be its operand's own, and gradcheck must say True.",
+        "Trace one entry: in the square case, `b[1, 2]` appears in exactly one term, of exactly one output, `out[1]`, "
+        "so its gradient is `grad[1]` times `c[1, 2]`. Arrange `grad` so that, for every shape, its entry for an "
+        "output meets each of that output's k terms: which axis does it need, where, and of what size when only "
+        "one factor has the k? From there each factor goes as in the lesson: times the other factor, then summed "
+        "down to its own shape."),
+        checks=("check_add_dot_backward",), cells=("add_dot_backward",)),
     "B": PartHints(texts=(
         "To see whether example $i$'s output depends on its batch-mates, what must stay the same between two calls "
         "of `fn`, and what must change? Which changes leave a column's mean or maximum exactly as they were?",
@@ -43,15 +47,18 @@ hint = HintBook({
         "to the column's size."),
         checks=("check_mixed_features",), cells=("mixed_features",)),
     "C": PartHints(texts=(
-        "`given_score` says it returns one score per sentence. What shape does it return for the 64 sentences, and "
-        "what does the training loss make of that shape against targets `y` of shape `(64,)`?",
-        "A smaller case: two sentences, `L = d = 2`, x `[[[1., 2.], [30., 40.]], [[5., 6.], [7., 8.]]]`, mask "
-        "`[[1., 0.], [1., 1.]]`. The pooled vectors must be `[[1., 2.], [6., 7.]]`, shape `(2, 2)`: the first "
-        "sentence's one real token, the mean of the second one's two. Print what the given pooling line gives for "
-        "this case, and its shape.",
-        "Each sentence's mask must weigh that sentence's own positions only. Either multiply elementwise, after "
-        "giving the mask a size-1 axis where x has its features, or make the matrix product a batched one, one "
-        "`(1, L)` row per sentence; divide by the counts kept as a column. The try-it cell's two changes (more "
-        "padding, fewer batch-mates) must then move no score by more than round-off."),
-        checks=("check_score",), cells=("score",)),
+        "gradcheck of the whole scorer says False: with respect to which of `w`, `b` and `scale` (run it with "
+        "`raise_exception=True`, or one parameter at a time)? A stage's backward passes on the gradient it "
+        "receives: is the stage where that parameter enters wrong, or is the gradient that reaches it wrong already?",
+        "Check values. At the fitted parameters, on the notebook's data in float64, the relative errors are 0 for `w` "
+        "and `b` (round-off at most) and about 0.0045 for `scale`; for a batch of one sentence, `scale`'s is exactly "
+        "1. For a backward on a smaller case: a stage input of shape `(1, 3)` and an upstream gradient `[[1., 0., "
+        "0.]]`, central differences of `(grad * stage_output).sum()` give you the numbers to match.",
+        "gradcheck each stage alone, on float64 inputs shaped as the scorer gives them, with two sentences or more "
+        "(some bugs vanish with one), or hook the tensor between two stages and compare what arrives there with what "
+        "autograd sends through the formula written in plain tensor operations. For the measurement, run the loss "
+        "twice, through the stages and through that plain formula, and compare each parameter's gradient. For the "
+        "fix, count the routes by which one entry of the stage's input reaches the stage's outputs, as in lesson "
+        "01, on the 1-by-3 case."),
+        checks=("check_bug_hunt",), cells=("bug_stage", "bug_hunt")),
 })

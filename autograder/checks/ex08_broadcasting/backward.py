@@ -1,9 +1,11 @@
-"""Part A: add_mul_backward(grad, a, b, c), the backward of out = a + b * c when all three operands broadcast, by hand.
+"""Part A: add_dot_backward(grad, a, b, c), the backward of out = a + (b * c).sum(dim=-1) by hand, when all three
+operands broadcast and the product's last axis is summed away.
 
-Each operand's gradient is the upstream gradient times the operand's local derivative (1 for a, c for b, b for c),
-taken at the broadcast shape, then summed down to the operand's own shape: over the dimensions broadcasting added in
-front, and, keeping them, over the size-1 dimensions it stretched. The oracles are autograd and central differences
-of f(a, b, c) = sum(grad * (a + b * c)) in float64.
+The sum's backward is a broadcast: the upstream gradient gets the summed axis back (size k, the product's last size)
+and every one of the k terms receives it. Each factor's gradient is that times the other factor, at the product's
+broadcast shape (with every dimension the output added in front), then summed down to the factor's own shape; a's
+gradient is grad summed down to a's shape. The oracles are autograd and central differences of
+f(a, b, c) = sum(grad * (a + (b * c).sum(-1))) in float64.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ...oracles import autograd_gradient, central_difference
 from ...routes import watch_calls
 from ..cases import case_stream, randint
 from .misconceptions import (
+    AXIS_NOT_RESTORED,
     EMPTY_NOT_SUMMED,
     FACTOR_MISSING,
     LEADING_KEPT,
@@ -40,7 +43,7 @@ from .misconceptions import (
     STRETCHED_NOT_SUMMED,
     SUM_TO_SIZE,
     SUMMED_ALL,
-    SUMMED_BEFORE_PRODUCT,
+    TERMS_NOT_COPIED,
     WRONG_AXIS,
 )
 
@@ -52,42 +55,59 @@ _SUM_TO_SIZE = torch.Tensor.sum_to_size
 
 #: Part A's corners (shapes of a, b, c), tried at every seed.
 CORNER_TRIPLES: list[tuple[Shape, Shape, Shape]] = [
-    ((), (3,), (2, 1)),          # a 0-d a, b gains a leading dimension, c's size-1 dimension stretched: out (2, 3)
-    ((2, 3), (2, 3), (2, 3)),    # nothing to sum
-    ((3,), (3, 1), (3, 3)),      # square: a sum over the wrong axis keeps every shape
-    ((1, 4), (2, 1, 4), ()),     # a size-1 dimension that stays size 1 in the output is no broadcast
-    ((0, 3), (1, 3), (3,)),      # an empty dimension: sums over nothing are zeros of the operand's shape
-    ((2, 0), (2, 1), (1,)),      # the same on the last dimension
-    ((4,), (2, 3, 1), (3, 4)),   # two leading dimensions for a (numbered again after each sum without keepdim)
-    ((), (), ()),                # all 0-d: gradients are 0-d tensors, not Python numbers
+    ((), (3,), (2, 3)),             # out (2,): grad times c without the summed axis back cannot line up
+    ((3,), (3, 3), (3, 3)),         # square: grad times c without the summed axis back runs, along the wrong axis
+    ((2, 1), (4,), (3, 4)),         # a stretched to (2, 3): b and c sum over the dimension a added
+    ((3, 1, 1), (2, 1, 3), (4, 3)),  # a size-1 dimension in the middle of b; a adds a dimension in front of all
+    ((2,), (2, 3), ()),             # a 0-d c: the product's last size 3 comes from b alone
+    ((2,), (2, 1), (5,)),           # b's size-1 last dimension stretched to 5, then summed away
+    ((), (4,), (4,)),               # a plain dot product: out and grad are 0-d
+    ((1,), (0, 3), (3,)),           # an empty batch, a's size 1 stretched to 0: zeros of each operand's shape
+    ((2,), (2, 0), (1,)),           # an empty sum (k = 0): b's gradient is empty, c's is a zero
+    ((2, 3), (3, 4), (4,)),         # a's leading dimension added in front of the product's
 ]
 
 
 def _random_triple(gen) -> tuple[Shape, Shape, Shape]:
-    """Three shapes that broadcast to a random output of 1 to 3 dimensions of sizes 2 to 4: each operand drops some
-    leading dimensions and has some of the rest set to 1 (the first operand always broadcasts somewhere)."""
-    out = tuple(randint(gen, 2, 4) for _ in range(randint(gen, 1, 3)))
-    shapes = []
-    for index in range(3):
-        while True:
-            kept = out[randint(gen, 0, len(out)):]
-            shape = tuple(1 if randint(gen, 0, 2) == 0 else size for size in kept)
-            if index or shape != out:
-                break
-        shapes.append(shape)
-    return shapes[0], shapes[1], shapes[2]
+    """Three shapes: a product shape P of 1 to 3 dimensions of sizes 2 to 4; b and c each drop some leading
+    dimensions of P and set some of the rest to 1 (P[-1] kept in one of them); a lines up with P[:-1] the same way,
+    sometimes with one dimension more in front."""
+    product = tuple(randint(gen, 2, 4) for _ in range(randint(gen, 1, 3)))
+
+    def operand(shape):
+        kept = shape[randint(gen, 0, len(shape)):]
+        return tuple(1 if randint(gen, 0, 2) == 0 else size for size in kept)
+
+    b, c = operand(product), operand(product)
+    if randint(gen, 0, 1):
+        b, c = b[:-1] + product[-1:] if b else product[-1:], c
+    else:
+        c = c[:-1] + product[-1:] if c else product[-1:]
+    a = operand(product[:-1])
+    if randint(gen, 0, 2) == 0:      # a dimension in front of all of the product's: a's own, padded with ones
+        a = (randint(gen, 2, 3),) + (1,) * (len(product) - 1 - len(a)) + a
+    return a, b, c
+
+
+def _out_shape(a: Shape, b: Shape, c: Shape) -> Shape:
+    return tuple(torch.broadcast_shapes(a, tuple(torch.broadcast_shapes(b, c))[:-1]))
 
 
 def _cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
     """The corners, then 8 (public: fixed) or 10 (hidden: drawn) random triples; (grad, a, b, c) in float64."""
-    gen = case_stream("08/add_mul_backward", grading_seed)
+    gen = case_stream("08/add_dot_backward", grading_seed)
     triples = CORNER_TRIPLES + [_random_triple(gen) for _ in range(8 if grading_seed is None else 10)]
     cases = []
     for shapes in triples:
         a, b, c = (torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2 for shape in shapes)
-        out = tuple(torch.broadcast_shapes(*shapes))
-        cases.append((torch.rand(out, generator=gen, dtype=torch.float64) * 4 - 2, a, b, c))
+        cases.append((torch.rand(_out_shape(*shapes), generator=gen, dtype=torch.float64) * 4 - 2, a, b, c))
     return cases
+
+
+def per_term(grad: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """The sum's backward: grad with the summed axis back, one copy for each of the product's k terms."""
+    size = tuple(torch.broadcast_shapes(b.shape, c.shape))[-1]
+    return grad.unsqueeze(-1).expand(*grad.shape, size)
 
 
 def unbroadcast(grad: Tensor, shape: Shape) -> Tensor:
@@ -170,6 +190,15 @@ class _EmptySums(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _broadcasts_not(grad: Tensor, factor: Tensor) -> bool:
+    """Whether grad and a factor of the product, as they come, cannot broadcast together."""
+    try:
+        torch.broadcast_shapes(grad.shape, factor.shape)
+    except RuntimeError:
+        return True
+    return False
+
+
 def _attempt(fn):
     """``fn(grad, a, b, c)``: its result, or the exception it raised, so that a check can tell the two apart."""
     def attempt(grad, a, b, c):
@@ -182,6 +211,16 @@ def _attempt(fn):
     return attempt
 
 
+def _without_axis(grad: Tensor, other: Tensor, shape: Shape) -> Tensor | None:
+    """The mistake of multiplying grad by the other factor as it comes (the summed axis not given back), then summing
+    down to the operand's shape; None when that cannot run or gives another shape."""
+    try:
+        value = unbroadcast(grad * other, shape)
+    except (RuntimeError, IndexError):
+        return None
+    return value if tuple(value.shape) == shape else None
+
+
 def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, expected: Tensor, fd: Tensor,
                     what: str) -> None:
     """One operand's gradient: a tensor of the operand's shape, equal to autograd's (and finite differences')."""
@@ -192,24 +231,27 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, e
         raise proven_failure(f"{label} is the Python {type(got).__name__} {got!r:.40}; expected a tensor of shape "
                              f"{shape}.", NOT_A_TENSOR)
     got = as_answer(got, what=label)
+    other = {"b": operands["c"], "c": operands["b"]}.get(name)
+    terms = per_term(grad, operands["b"], operands["c"])
+    upstream = grad if other is None else terms * other       # at the full shape: out, then the k terms
     if tuple(got.shape) != shape:
-        other = {"b": operands["c"], "c": operands["b"]}.get(name)
-        product = None if other is None else unbroadcast(grad, shape) * other
-        mistake = (SUMMED_BEFORE_PRODUCT if product is not None and product.shape == got.shape and torch.allclose(
-            product, got) else _shape_mistake(tuple(got.shape), shape, out))
+        copied = (other is not None and shape and shape[-1] != 1 and got.dim() == len(shape) and got.shape[-1] == 1
+                  and tuple(got.shape[:-1]) == shape[:-1])
+        mistake = TERMS_NOT_COPIED if copied else _shape_mistake(tuple(got.shape), shape, tuple(upstream.shape))
         raise GradingFailure(f"{label} has shape {tuple(got.shape)}; expected {shape}, the shape of {name}.",
                              suspects=(mistake,) if mistake else ())
-    factor = {"a": torch.ones_like(grad), "b": operands["c"].expand(out), "c": operands["b"].expand(out)}[name]
-    upstream = grad * factor
-    count = grad.numel() // max(operand.numel(), 1)
+    count = upstream.numel() // max(operand.numel(), 1)
     symptoms = [MEAN_NOT_SUM.looks_like(expected / count)] if count > 1 else []
     for mistake, value in ((WRONG_AXIS, _wrong_axis(upstream, shape)), (LEADING_SHIFTED,
                                                                          _shifted_leading(upstream, shape))):
         if value is not None and tuple(value.shape) == shape:
             symptoms.append(mistake.looks_like(value))
-    if name != "a":
-        symptoms += [FACTOR_MISSING.looks_like(unbroadcast(grad, shape)),
-                     OWN_FACTOR.looks_like(unbroadcast(grad * operand.expand(out), shape))]
+    if other is not None:
+        symptoms += [FACTOR_MISSING.looks_like(unbroadcast(terms, shape)),
+                     OWN_FACTOR.looks_like(unbroadcast(terms * operand, shape))]
+        lined_up = _without_axis(grad, other, shape)
+        if lined_up is not None:
+            symptoms.append(AXIS_NOT_RESTORED.looks_like(lined_up))
     expect_close(got, expected, what=label, fd=fd, symptoms=symptoms,
                  extra=f"  grad (shape {out}): {fmt(grad)}\n  a {tuple(operands['a'].shape)}, b "
                        f"{tuple(operands['b'].shape)}, c {tuple(operands['c'].shape)}")
@@ -217,7 +259,7 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, e
 
 def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor) -> None:
     __tracebackhide__ = True
-    what = (f"add_mul_backward(grad {tuple(grad.shape)}, a {tuple(a.shape)}, b {tuple(b.shape)}, "
+    what = (f"add_dot_backward(grad {tuple(grad.shape)}, a {tuple(a.shape)}, b {tuple(b.shape)}, "
             f"c {tuple(c.shape)})")
     # the caller's own tensors: call_learner fails a change to them
     with watch_calls([_SUM_TO_SIZE]) as watch, _EmptySums() as empty:
@@ -237,17 +279,21 @@ def _check_result(received, error, grad: Tensor, a: Tensor, b: Tensor, c: Tensor
     __tracebackhide__ = True
     if error is not None:
         kind, message = error
+        full = tuple(grad.shape) + tuple(torch.broadcast_shapes(b.shape, c.shape))[-1:]
         shifted = issubclass(kind, IndexError) and any(
-            grad.dim() - x.dim() >= 2 and _shifted_leading(torch.zeros(grad.shape), tuple(x.shape)) is None
-            for x in (a, b, c))
-        raise GradingFailure(f"{what} raised {kind.__name__}: {message}", suspects=(LEADING_SHIFTED,) if shifted
-                             else ())
+            len(size) - x.dim() >= 2 and _shifted_leading(torch.zeros(size), tuple(x.shape)) is None
+            for x, size in ((a, tuple(grad.shape)), (b, full), (c, full)))
+        lined_up = issubclass(kind, RuntimeError) and any(
+            text in message for text in ("must match the size", "size of tensor", "shape mismatch")) and any(
+            _broadcasts_not(grad, x) for x in (b, c))
+        suspects = (LEADING_SHIFTED,) if shifted else (AXIS_NOT_RESTORED,) if lined_up else ()
+        raise GradingFailure(f"{what} raised {kind.__name__}: {message}", suspects=suspects)
     if type(received) not in (tuple, list) or len(received) != 3:
         raise GradingFailure(f"{what} returned {received!r:.100}; expected a tuple of three gradients, "
                              "(grad_a, grad_b, grad_c).")
 
     def f(a_, b_, c_):
-        return (grad * (a_ + b_ * c_)).sum()
+        return (grad * (a_ + (b_ * c_).sum(dim=-1))).sum()
 
     expected, fd = autograd_gradient(f, a, b, c), central_difference(f, a, b, c)
     operands = {"a": a, "b": b, "c": c}
@@ -256,15 +302,18 @@ def _check_result(received, error, grad: Tensor, a: Tensor, b: Tensor, c: Tensor
 
 
 @check
-def check_add_mul_backward(backward_fn, grading_seed: int | None = None) -> None:
-    """Part A: add_mul_backward(grad, a, b, c) returns (grad_a, grad_b, grad_c), the gradients of
-    sum(grad * (a + b * c)), each a tensor of its operand's shape, computed by hand with sums (no autograd, no
-    Tensor.sum_to_size), leaving its arguments unchanged (returning grad itself where nothing is summed is fine).
+def check_add_dot_backward(backward_fn, grading_seed: int | None = None) -> None:
+    """Part A: add_dot_backward(grad, a, b, c) returns (grad_a, grad_b, grad_c), the gradients of
+    sum(grad * (a + (b * c).sum(dim=-1))), each a tensor of its operand's shape, computed by hand with sums (no
+    autograd, no Tensor.sum_to_size), leaving its arguments unchanged (returning grad itself where nothing is summed is
+    fine).
 
-    Domain: a, b, c float64 tensors of any shapes that broadcast together (0-d and size-0 dimensions included), grad
-    a float64 tensor of the broadcast shape. Corners at every seed (:data:`CORNER_TRIPLES`): a 0-d operand, nothing
-    to sum, a square output (wrong-axis sums keep the shapes), a size-1 dimension that is no broadcast, two empty
-    dimensions, two leading dimensions, all 0-d; then 8 (public: fixed) or 10 (hidden: drawn) random triples.
+    Domain: b and c float64 tensors that broadcast together to a shape P of at least one dimension (either may be
+    0-d), a a float64 tensor that broadcasts with P[:-1], grad a float64 tensor of the shape of a + (b * c).sum(-1);
+    size-0 and size-1 dimensions anywhere, the summed one included. Corners at every seed (:data:`CORNER_TRIPLES`):
+    grad against c that cannot line up, a square product where it lines up along the wrong axis, a dimension a adds
+    in front, a size-1 dimension in the middle, a 0-d c, a size-1 summed dimension of b, a 0-d output, an empty
+    batch, an empty sum; then 8 (public: fixed) or 10 (hidden: drawn) random triples.
 
     Contracts checked: no autograd (the engine's run counter) and no Tensor.sum_to_size (watched), the arguments
     unchanged, a tuple of three tensors (a Python number for a 0-d operand is named); a sum over an empty tuple of

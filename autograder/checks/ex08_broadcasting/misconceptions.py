@@ -61,18 +61,28 @@ SUM_TO_SIZE = Misconception(
     "Which library call did the part rule out, and why?")
 FACTOR_MISSING = Misconception(
     "the product's other factor left out",
-    "For out = a + b * c, d out / d b = c (elementwise): multiply the upstream gradient by c at the broadcast shape, "
-    "then sum it down to b's shape (and the same for c with b). Summing grad alone is the rule for an addition.",
-    "What is the derivative of b * c with respect to b?")
+    "Each term b[..., t] * c[..., t] of the sum has derivative c[..., t] with respect to b[..., t]: the gradient that "
+    "reaches b's copies is the upstream gradient times c, at the product's shape, before any summing down. Summing "
+    "grad alone is the rule for an addition.",
+    "What is the derivative of a term b_t * c_t with respect to b_t?")
 OWN_FACTOR = Misconception(
     "multiplied by the operand itself instead of the other factor",
-    "d(b * c)/db is c, not b: b's gradient is grad * c summed down to b's shape; c's is grad * b summed down to c's.",
-    "In b * c, which factor does the derivative with respect to b leave behind?")
-SUMMED_BEFORE_PRODUCT = Misconception(
-    "summed before multiplying",
-    "Multiply first, at the broadcast shape, then sum: sum(grad * c) over the broadcast dimensions is not "
-    "sum(grad) * sum(c) (nor sum(grad) times c), because c varies along the dimensions you sum.",
-    "Does c stay the same along the dimensions you sum over?")
+    "In a term b_t * c_t the derivative with respect to b_t is c_t, not b_t: b's gradient is built from c, c's from "
+    "b.",
+    "In b_t * c_t, which factor does the derivative with respect to b_t leave behind?")
+AXIS_NOT_RESTORED = Misconception(
+    "the summed axis not given back to grad",
+    "grad has the output's shape, which has lost the product's last axis. Multiplied by a factor as it comes, its "
+    "last axis lines up, from the right, with the factor's summed axis: an error when the sizes differ, and a "
+    "silently wrong gradient when they happen to agree (a square product), the lesson's bug inside a backward.",
+    "Aligned from the right, which axis of c meets grad's last axis, and which axis of the product did grad's last "
+    "axis come from?")
+TERMS_NOT_COPIED = Misconception(
+    "the sum's k terms not each given the gradient",
+    "The sum over the last axis added k terms, k the product's last size, which may come from one factor alone (a "
+    "0-d or size-1 other factor). Each term receives the upstream gradient, so the gradient of a factor whose last "
+    "size is k has that size too, whatever the other factor's size there.",
+    "How many terms did the sum add, and which factor's shape says so when the other has size 1 (or none) there?")
 
 # ---------------------------------------------------------------------------------------------- Part B: mixing
 
@@ -120,38 +130,40 @@ ROUNDOFF_COUNTED = Misconception(
 
 # ---------------------------------------------------------------------------------------------- Part C: pooling
 
-MASK_ACROSS_BATCH = Misconception(
-    "every sentence pooled with every sentence's mask",
-    "torch.matmul reads a 2-D first operand as ONE matrix and broadcasts it over x's batch dimension: mask (n, L) @ "
-    "x (n, L, d) has shape (n, n, d), and its entry [a, b] is sentence a's tokens weighted by sentence b's mask. "
-    "Each sentence's mask must meet its own tokens only, and the (n, n) table of scores that follows is the "
-    "lesson's (n, 1)-against-(n,) table: the training loss broadcast it against the (n,) targets without a word.",
-    "What shape does mask @ x have, and whose mask meets sentence a's tokens in its entry [a, b]?")
-MASK_ON_FEATURES = Misconception(
-    "the mask lined up with the features",
-    "mask.unsqueeze(1) has shape (n, 1, L): in an elementwise product with x (n, L, d) it is read as one number per "
-    "FEATURE, which runs only when L == d and zeroes the wrong entries. The mask must say one number per position "
-    "of its own sentence, with a size-1 axis where x has its features.",
-    "Against x of shape (n, L, d), which axis of x does a mask of shape (n, 1, L) line up with?")
-PADDING_IN_MEAN = Misconception(
-    "padding counted in the mean",
-    "The pooled vector is the mean over a sentence's real tokens: divide the masked sum by the number of real "
-    "tokens, kept as one number per sentence, not by L (a mean over the positions axis divides by every position, "
-    "padding included).",
-    "What does the pooled mean divide by: real tokens, or all L positions?")
-COUNT_PER_FEATURE = Misconception(
-    "token counts lined up with the features",
-    "mask.sum(dim=1) has shape (n,): dividing an (n, d) sum by it lines the counts up with the features, which runs "
-    "only when n == d. Keep the counts as a column, (n, 1).",
+SYMPTOM_STAGE = Misconception(
+    "the stage where the wrong gradient shows blamed",
+    "scale's gradient is wrong, but a backward can only pass on what it receives: the scale stage multiplies the "
+    "gradient that reaches q by p, and that gradient comes back through the stages after it. Test each stage alone "
+    "(gradcheck on float64 inputs of your own), or look at the gradient arriving at each stage's input with a hook.",
+    "Is the scale stage's backward wrong, or is the gradient it receives already wrong?")
+OTHER_STAGE = Misconception(
+    "a stage whose backward is right blamed",
+    "Each stage is a Function of its own: gradcheck it alone, on float64 inputs of the notebook's shapes, and the "
+    "stage whose backward is wrong says False; the others say True.",
+    "What does gradcheck say about each stage alone?")
+RELATIVE_TO_GIVEN = Misconception(
+    "the error measured relative to the given gradient",
+    "The part asks for ||given - right|| / ||right||: the error relative to the RIGHT gradient, which is what the "
+    "optimiser should have received.",
+    "Which gradient does the relative error divide by?")
+NOT_RELATIVE = Misconception(
+    "an absolute error where a relative one is asked for",
+    "The part asks for the error relative to the size of the right gradient: divide the norm of the difference by "
+    "the norm of the right gradient.",
+    "Is your number relative to the gradient's size?")
+COLLEAGUE_BACKWARD = Misconception(
+    "the given backward's mean over the batch",
+    "The forward subtracts each sentence's own mean over its d features; the given backward subtracts the mean over "
+    "the n sentences, which broadcasts back to the same shape at every size and mixes sentences. The backward of a "
+    "per-sentence mean stays per sentence.",
+    "Over which axis does the forward take its mean, and over which does this backward?")
+MEAN_PATH_FORGOTTEN = Misconception(
+    "the mean's own path to the loss left out",
+    "Every entry q[i, j] reaches z twice: directly in z[i, j], and through the mean it helps to form, which every "
+    "entry z[i, :] subtracts. Returning grad unchanged treats the mean as a constant.",
+    "Through how many routes does q[i, j] reach the entries of z?")
+CENTRE_NO_KEEPDIM = Misconception(
+    "a per-sentence mean without keepdim",
+    "A mean over dim 1 of an (n, d) tensor has shape (n,): subtracted from (n, d) it lines up with the features, "
+    "which raises when n != d and is silently wrong when n == d. Keep it as a column, (n, 1).",
     "Against an (n, d) tensor, which axis does a tensor of shape (n,) line up with?")
-CENTRED_PER_FEATURE = Misconception(
-    "pooled vectors centred over the batch",
-    "The text centres each sentence's pooled vector on its OWN mean (over its d features, keepdim=True). A mean "
-    "over dim=0 subtracts the batch's mean of each feature, which mixes sentences: a sentence's score then depends "
-    "on its batch-mates.",
-    "Which mean does the centring subtract: the sentence's own, or the batch's?")
-DETACHED = Misconception(
-    "a score cut off from w, b and scale",
-    "Training needs the score's gradient: compute it from the tensors, without .item(), .detach(), float() or NumPy, "
-    "so that it stays attached to w, b and scale.",
-    "Can autograd still reach w from the tensor you return?")

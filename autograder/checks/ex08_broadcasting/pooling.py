@@ -1,46 +1,65 @@
-"""Part C: score(x, mask, w, b, scale), a sentence scorer whose given version pools with ``mask @ x``: torch.matmul
-broadcasts the (n, L) mask as one matrix over the batch, so every sentence is pooled with every sentence's mask and
-the scores come out as an (n, n) table, which the training loss broadcasts against the (n,) targets silently, at every
-size; fixed.
+"""Part C: a bug hunt in a colleague's sentence scorer built from four hand-written autograd Functions
+(:mod:`.colleague`). Every forward is right, and the training run reaches the noise floor; one backward mean is taken
+over the batch axis instead of the features (it broadcasts back to the right shape at every size), so the gradient of
+``scale``, whose own stage is right, is wrong. Graded: the stage named, the measured relative error of each
+parameter's gradient, and the stage's right backward.
 
-The oracles are the intended score written out with explicit shapes (:func:`intended_score`), its autograd gradients
-and central differences for w, b and scale, in float64.
+The oracles are the intended score written with plain autograd (:func:`intended_score`), its gradients, and central
+differences in float64.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...checking import GradingFailure, as_answer, call_learner, check, expect_close, proven_failure, trial
+from ...checking import (
+    GradingFailure,
+    NotWritten,
+    as_answer,
+    call_learner,
+    check,
+    expect_close,
+    proven_failure,
+    trial,
+)
 from ...oracles import autograd_gradient, central_difference
+from ...routes import Route
 from ..cases import case_stream, randint
+from . import colleague
 from .misconceptions import (
-    CENTRED_PER_FEATURE,
-    COUNT_PER_FEATURE,
-    DETACHED,
-    MASK_ACROSS_BATCH,
-    MASK_ON_FEATURES,
-    PADDING_IN_MEAN,
+    CENTRE_NO_KEEPDIM,
+    COLLEAGUE_BACKWARD,
+    MEAN_PATH_FORGOTTEN,
+    NOT_RELATIVE,
+    OTHER_STAGE,
+    RELATIVE_TO_GIVEN,
+    SYMPTOM_STAGE,
 )
 
 Tensor = torch.Tensor
 
-#: What PyTorch says when two shapes do not broadcast (its own error, not the learner's).
-BROADCAST_ERRORS = ("must match the size", "size of tensor", "shape mismatch")
+#: The stage whose backward is wrong, and the names the notebook gives the four stages.
+BUGGY_STAGE = "centre"
+STAGE_NAMES = ("pool", "scale", "centre", "head")
+PARAMETERS = ("w", "b", "scale")
+
+
+def centre_forward(q: Tensor) -> Tensor:
+    """The centre stage's forward with plain autograd."""
+    return q - q.mean(dim=-1, keepdim=True)
 
 
 def intended_score(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> Tensor:
-    """The text's score: each sentence's mean over its real tokens, centred on its own mean, scaled, then w, b."""
-    counts = mask.sum(dim=1, keepdim=True)                  # (n, 1) real tokens per sentence
-    pooled = (x * mask.unsqueeze(-1)).sum(dim=1) / counts   # (n, d)
-    centred = (pooled - pooled.mean(dim=1, keepdim=True)) * scale
-    return centred @ w + b                                  # (n,)
+    """The text's score with plain autograd: each sentence's mean over its real tokens, scaled, centred on its own
+    mean, then w and b."""
+    pooled = (x * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)   # (n, d)
+    return centre_forward(pooled * scale) @ w + b                                  # (n,)
 
 
 def sentence_data(length: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """The notebook's data: (x, mask, y) for 64 sentences of 1 to 8 tokens of 8 float32 features, padded (with
     numbers of their own) to ``length`` >= 8 positions; y is the intended score of true parameters plus a noise of
-    standard deviation 0.05, the same whatever the padding."""
+    standard deviation 0.05."""
     gen = torch.Generator().manual_seed(0)
     n, d = 64, 8
     x = torch.randn(n, 8, d, generator=gen)
@@ -52,123 +71,157 @@ def sentence_data(length: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     return x, mask, intended_score(x, mask, w, torch.tensor(0.5), scale) + noise
 
 
-def buggy_score(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> Tensor:
-    """The notebook's given score: mask @ x is (n, n, d) (the mask broadcast as one matrix over the batch), so the
-    scores are an (n, n) table; it runs at every size."""
-    pooled = (mask @ x) / mask.sum(dim=1, keepdim=True)
-    return ((pooled - pooled.mean(dim=-1, keepdim=True)) * scale) @ w + b
+def loss_gradients(score_fn, x: Tensor, mask: Tensor, y: Tensor, w: Tensor, b: Tensor, scale: Tensor):
+    """The gradients of the mean squared error of ``score_fn`` with respect to w, b and scale."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in (w, b, scale)]
+    loss = ((score_fn(x, mask, *leaves) - y) ** 2).mean()
+    return torch.autograd.grad(loss, leaves)
 
 
-def mask_on_features(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> Tensor:
-    """An elementwise mask.unsqueeze(1): the mask lined up with the features (runs when L == d)."""
-    pooled = (x * mask.unsqueeze(1)).sum(dim=1) / mask.sum(dim=1, keepdim=True)
-    return ((pooled - pooled.mean(dim=1, keepdim=True)) * scale) @ w + b
+def measured_errors(x: Tensor, mask: Tensor, y: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> dict[str, float]:
+    """For each parameter, ||given - right|| / ||right|| of the loss gradient (2-norms)."""
+    given = loss_gradients(colleague.given_score, x, mask, y, w, b, scale)
+    right = loss_gradients(intended_score, x, mask, y, w, b, scale)
+    return {name: ((g - r).norm() / r.norm()).item() for name, g, r in zip(PARAMETERS, given, right)}
 
 
-def _variants(x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> list:
-    """The symptoms of the mistakes whose value can be computed for this case's shapes."""
-    n, length, d = x.shape
-
-    def finish(pooled, centre_dim=1):
-        return ((pooled - pooled.mean(dim=centre_dim, keepdim=True)) * scale) @ w + b
-
-    counts = mask.sum(dim=1, keepdim=True)
-    symptoms = [PADDING_IN_MEAN.looks_like(finish((x * mask.unsqueeze(-1)).mean(dim=1))),
-                PADDING_IN_MEAN.looks_like(finish(x.mean(dim=1))),
-                CENTRED_PER_FEATURE.looks_like(finish((x * mask.unsqueeze(-1)).sum(dim=1) / counts, 0))]
-    if n > 1:   # the (n, n, d) product summed or averaged over its second axis: every mask of the batch in each
-        symptoms += [MASK_ACROSS_BATCH.looks_like(finish((mask @ x).sum(dim=1) / counts)),
-                     MASK_ACROSS_BATCH.looks_like(finish((mask @ x).mean(dim=1) / counts))]
-    if length == d:
-        symptoms.append(MASK_ON_FEATURES.looks_like(mask_on_features(x, mask, w, b, scale)))
-    if n == d:
-        symptoms.append(COUNT_PER_FEATURE.looks_like(finish((x * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1))))
-    return symptoms
+def _measure_variants(x, mask, y, w, b, scale) -> list[tuple]:
+    given = loss_gradients(colleague.given_score, x, mask, y, w, b, scale)
+    right = loss_gradients(intended_score, x, mask, y, w, b, scale)
+    to_given = {n: ((g - r).norm() / g.norm()).item() for n, g, r in zip(PARAMETERS, given, right)}
+    absolute = {n: (g - r).norm().item() for n, g, r in zip(PARAMETERS, given, right)}
+    return [(RELATIVE_TO_GIVEN, to_given), (NOT_RELATIVE, absolute)]
 
 
-def _mask(gen, n: int, length: int, full: bool = False, left: bool = False) -> Tensor:
-    """A float64 mask of 1 (a real token) and 0 (padding): every sentence holds 1 to L real tokens, padded at the
-    end (or at the start, ``left``); ``full``: no padding at all."""
-    mask = torch.zeros((n, length), dtype=torch.float64)
-    for row in range(n):
-        real = length if full else randint(gen, 1, length)
-        if left:
-            mask[row, length - real:] = 1
-        else:
-            mask[row, :real] = 1
-    if not full and bool(mask.all()):
-        mask[0, -1 if not left else 0] = 0 if length > 1 else 1
-    return mask
-
-
-def _case(gen, n: int, length: int, d: int, **mask_options) -> tuple[Tensor, ...]:
-    x = torch.rand((n, length, d), generator=gen, dtype=torch.float64) * 4 - 2
-    w, scale = (torch.rand(d, generator=gen, dtype=torch.float64) * 2 - 1 for _ in range(2))
-    return x, _mask(gen, n, length, **mask_options), w, torch.rand((), generator=gen, dtype=torch.float64), scale
-
-
-def _cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
-    """The corners, the same at every seed: L == d with padding (an elementwise mask on the features runs and is
-    wrong); L != d; no padding at all; one sentence of one token; n == d (a count of shape (n,) runs);
-    padding at the start. Then two cases of fixed (public) or drawn (hidden) sizes."""
-    gen = case_stream("08/score/corners", None)
-    cases = [_case(gen, 3, 4, 4), _case(gen, 2, 3, 5), _case(gen, 3, 4, 4, full=True), _case(gen, 1, 1, 2),
-             _case(gen, 3, 5, 3), _case(gen, 4, 3, 3, left=True)]
-    gen = case_stream("08/score", grading_seed)
-    for _ in range(2):
-        cases.append(_case(gen, randint(gen, 2, 5), randint(gen, 2, 6), randint(gen, 2, 5)))
+def _measure_cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
+    """The notebook's data (public) or drawn sentences (hidden), then a few short sentences, at parameters drawn from
+    the stream; then one batch of a single sentence, the same at every seed."""
+    cases = []
+    gen = case_stream("08/bug_hunt/measure", grading_seed)
+    if grading_seed is None:
+        x, mask, y = (t.double() for t in sentence_data())
+    else:
+        n, length, d = randint(gen, 5, 12), randint(gen, 2, 6), randint(gen, 2, 6)
+        x, mask = _sentences(gen, n, length, d)
+        y = torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1
+    cases.append((x, mask, y, *_parameters(gen, x.shape[2])))
+    n, length, d = randint(gen, 2, 4), randint(gen, 1, 4), randint(gen, 2, 4)      # a few short sentences
+    x, mask = _sentences(gen, n, length, d)
+    cases.append((x, mask, torch.rand(n, generator=gen, dtype=torch.float64), *_parameters(gen, d)))
+    gen = case_stream("08/bug_hunt/one", None)
+    x, mask = _sentences(gen, 1, 3, 4)
+    cases.append((x, mask, torch.rand(1, generator=gen, dtype=torch.float64), *_parameters(gen, 4)))
     return cases
 
 
-def _run(score_fn, x: Tensor, mask: Tensor, w: Tensor, b: Tensor, scale: Tensor) -> None:
+def _sentences(gen, n: int, length: int, d: int) -> tuple[Tensor, Tensor]:
+    x = torch.rand((n, length, d), generator=gen, dtype=torch.float64) * 4 - 2
+    mask = torch.zeros((n, length), dtype=torch.float64)
+    for row in range(n):
+        mask[row, :randint(gen, 1, length)] = 1
+    return x, mask
+
+
+def _parameters(gen, d: int) -> tuple[Tensor, Tensor, Tensor]:
+    w = torch.rand(d, generator=gen, dtype=torch.float64) * 2 - 1
+    return w, torch.rand((), generator=gen, dtype=torch.float64), torch.rand(d, generator=gen, dtype=torch.float64) + .5
+
+
+#: The fix's corners (shapes of q), tried at every seed.
+CORNER_SHAPES = [(3, 5), (4, 4), (1, 3), (2, 1), (0, 3)]
+
+
+def _fix_cases(grading_seed: int | None) -> list[tuple[Tensor, Tensor]]:
+    """(grad, q) in float64: the corners (rows and columns apart, square, one sentence, one feature, no sentence),
+    then two (public: fixed, hidden: drawn) random shapes."""
+    gen = case_stream("08/bug_hunt/fix", grading_seed)
+    shapes = CORNER_SHAPES + [(randint(gen, 2, 6), randint(gen, 2, 6)) for _ in range(2)]
+    return [(torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2,
+             torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2) for shape in shapes]
+
+
+def _check_stage(stage) -> None:
+    __tracebackhide__ = True
+    name = stage.strip().lower() if isinstance(stage, str) else stage
+    if name == "center":
+        name = "centre"
+    if name not in STAGE_NAMES:
+        raise GradingFailure(f"BUG_STAGE is {stage!r:.60}; expected one of the stage names {list(STAGE_NAMES)}.")
+    if name == "scale":
+        raise proven_failure("BUG_STAGE names 'scale'. A gradcheck of that stage alone, on float64 inputs of its own, "
+                             "passes.", SYMPTOM_STAGE)
+    if name != BUGGY_STAGE:
+        raise proven_failure(f"BUG_STAGE names {name!r}. A gradcheck of that stage alone, on float64 inputs of its "
+                             "own, passes.", OTHER_STAGE)
+
+
+def _check_measure(measure_fn, x, mask, y, w, b, scale) -> None:
     __tracebackhide__ = True
     n, length, d = x.shape
-    what = (f"score(x {tuple(x.shape)}, mask {tuple(mask.shape)} with {int(mask.sum())} real tokens, "
-            f"w {tuple(w.shape)}, b (), scale {tuple(scale.shape)})")
-    leaves = [t.clone().requires_grad_(True) for t in (w, b, scale)]
+    what = (f"measure_bug(x {tuple(x.shape)}, mask {tuple(mask.shape)} with {int(mask.sum())} real tokens, "
+            f"y ({n},), w ({d},), b (), scale ({d},))")
+    got = call_learner(measure_fn, x, mask, y, w, b, scale, what=what)
+    if not isinstance(got, dict) or sorted(got) != sorted(PARAMETERS):
+        raise GradingFailure(f"{what} returned {got!r:.120}; expected a dict with the keys {list(PARAMETERS)}.")
+    want = measured_errors(x, mask, y, w, b, scale)
+    received = torch.tensor([float(as_answer(got[name], what=f"{what}[{name!r}]")) for name in PARAMETERS],
+                            dtype=torch.float64)
+    expected = torch.tensor([want[name] for name in PARAMETERS], dtype=torch.float64)
+    symptoms = [m.looks_like(torch.tensor([v[name] for name in PARAMETERS], dtype=torch.float64))
+                for m, v in _measure_variants(x, mask, y, w, b, scale)]
+    expect_close(received, expected, what=f"{what}, the relative errors for {list(PARAMETERS)}", source="expected",
+                 rtol=1e-6, atol=1e-9, symptoms=symptoms)
+
+
+def _check_fix(fix_fn, grad: Tensor, q: Tensor) -> None:
+    __tracebackhide__ = True
+    what = f"fixed_backward(grad {tuple(grad.shape)}, q {tuple(q.shape)})"
     try:
-        value = call_learner(score_fn, x.clone(), mask.clone(), *leaves, what=what)
+        got = call_learner(fix_fn, grad, q, what=what, forbid=[Route.AUTOGRAD])
     except GradingFailure as failure:
-        sizes = failure.proven is None and any(text in failure.message for text in BROADCAST_ERRORS)
-        suspects = [m for m, fits in ((MASK_ON_FEATURES, length != d), (COUNT_PER_FEATURE, n != d)) if fits]
-        if not sizes:
+        keepdim = (failure.proven is None and q.shape[0] != q.shape[1]
+                   and any(text in failure.message for text in ("must match the size", "size of tensor")))
+        if not keepdim:
             raise
-        raise GradingFailure(failure.message, suspects=tuple(suspects)) from None
-    got = as_answer(value, what=what)
-    if tuple(got.shape) != (n,):
-        table = buggy_score(x, mask, w, b, scale)
-        suspects = ((MASK_ACROSS_BATCH,) if got.shape == table.shape
-                    and torch.allclose(got.detach().to(table.dtype), table) else ())
-        raise GradingFailure(f"{what} returned shape {tuple(got.shape)}; expected ({n},), one score per sentence.",
-                             suspects=suspects)
-    expect_close(got, intended_score(x, mask, w, b, scale), what=what, source="expected", rtol=1e-10, atol=1e-12,
-                 symptoms=_variants(x, mask, w, b, scale), extra=f"  mask: {mask.tolist()}")
-    if not (isinstance(value, Tensor) and value.requires_grad):
-        raise proven_failure(f"{what} returned scores that are not attached to w, b and scale "
-                             "(requires_grad=False).", DETACHED)
-    grads = call_learner(torch.autograd.grad, value.sum(), leaves, allow_unused=True, what=f"backward through {what}")
+        raise GradingFailure(failure.message, suspects=(CENTRE_NO_KEEPDIM,)) from None
+    if type(got) in (tuple, list):
+        if len(got) != 1:
+            raise GradingFailure(f"{what} returned {len(got)} values; the stage has one input, q.")
+        got = got[0]
+    got = as_answer(got, what=what, shape=tuple(q.shape))
 
-    def total(w_, b_, scale_):
-        return intended_score(x, mask, w_, b_, scale_).sum()
+    def f(q_):
+        return (grad * centre_forward(q_)).sum()
 
-    for name, grad, want, fd in zip(("w", "b", "scale"), grads, autograd_gradient(total, w, b, scale),
-                                    central_difference(total, w, b, scale)):
-        expect_close(torch.zeros_like(want) if grad is None else grad, want, fd=fd,
-                     what=f"the gradient of the summed scores of {what} with respect to {name}")
+    symptoms = [COLLEAGUE_BACKWARD.looks_like(grad - grad.mean(dim=0)), MEAN_PATH_FORGOTTEN.looks_like(grad)]
+    if q.shape[0] == q.shape[1]:
+        symptoms.append(CENTRE_NO_KEEPDIM.looks_like(grad - grad.mean(dim=1)))
+    expect_close(got, autograd_gradient(f, q)[0], what=what, fd=central_difference(f, q)[0], symptoms=symptoms,
+                 extra=f"  grad: {grad.tolist()}")
 
 
 @check
-def check_score(score_fn, grading_seed: int | None = None) -> None:
-    """Part C: the fixed score(x, mask, w, b, scale) returns the (n,) scores of the text's formula, attached to w, b
-    and scale, with the formula's gradients, leaving its arguments unchanged (no backward of its own).
+def check_bug_hunt(stage, measure_fn, fix_fn, grading_seed: int | None = None) -> None:
+    """Part C: BUG_STAGE names the stage whose backward is wrong ('centre'); measure_bug(x, mask, y, w, b, scale)
+    returns, for w, b and scale, the relative error ||given - right|| / ||right|| of the mean squared error's gradient
+    through the given scorer; fixed_backward(grad, q) returns the centre stage's right backward (a tensor or a
+    1-tuple), each leaving its arguments unchanged.
 
-    Domain: x (n, L, d), mask (n, L) of 0.0 and 1.0 with at least one 1 per sentence, w and scale (d,), b 0-d, all
-    float64, n, L >= 1, d >= 2; w, b and scale require grad. Corners at every seed (:func:`_cases`): L == d with
-    padding, L != d, no padding, one sentence of one token, n == d, padding at the start; then two cases of fixed
-    (public) or drawn (hidden) sizes.
-
-    Contracts checked: the arguments unchanged, the scores of shape (n,) and attached to w, b and scale."""
+    Domain: measure_bug: x (n, L, d), mask (n, L) of 0.0 / 1.0 with at least one 1 per row, y (n,), w and scale (d,),
+    b 0-d, float64, n >= 1, d >= 2, every right gradient nonzero. fixed_backward: grad and q float64 of one shape
+    (n, d), n >= 0, d >= 1, no autograd. Cases: the stage; the notebook's data (public) or drawn sentences (hidden),
+    then a few short sentences (drawn), and one sentence alone, the same at every seed; the fix's corners
+    (:data:`CORNER_SHAPES`: rows and columns apart, square, one sentence, one feature, none),
+    then two fixed (public) or drawn (hidden) shapes."""
     __tracebackhide__ = True
-    for x, mask, w, b, scale in _cases(grading_seed):
+    if stage is None:
+        raise NotWritten("Not written yet: BUG_STAGE is still None. Set it, in its cell, to the name of the stage "
+                         "whose backward is wrong.")
+    with trial():
+        _check_stage(stage)
+    for case in _measure_cases(grading_seed):
         with trial():
-            _run(score_fn, x, mask, w, b, scale)
+            _check_measure(measure_fn, *case)
+    for grad, q in _fix_cases(grading_seed):
+        with trial():
+            _check_fix(fix_fn, grad, q)
