@@ -1,8 +1,8 @@
 """Checks for exercise 09, one module per part: diagnosis rules stated as data, graded on training traces
-(:mod:`.rules`, on the traces of :mod:`.traces`), an evaluation that leaves no trace (:mod:`.evaluation`), the bytes a
-graph keeps predicted before they are measured (:mod:`.memory`), the cuts in a loss (:mod:`.cuts`) and a compiled
-server that compiles once (:mod:`.breaks`); :mod:`.misconceptions` holds every mistake they name, and :data:`hint`
-the parts' hints.
+(:mod:`.rules`, on the traces of :mod:`.traces`), an evaluation in the middle of a training step that leaves no
+trace (:mod:`.evaluation`), the bytes a graph keeps predicted before they are measured (:mod:`.memory`), the cuts in
+a loss (:mod:`.cuts`) and a compiled server that compiles once (:mod:`.breaks`); :mod:`.misconceptions` holds every
+mistake they name, and :data:`hint` the parts' hints.
 
 The traces are real: :func:`.traces.training_trace` trains a tiny seeded regression network with the named bug (or
 none) and records what a careful training loop logs. Every trace keeps margins (:data:`.traces.MARGINS`): a run whose
@@ -15,13 +15,13 @@ runs stay within them, so rules that separate the visible runs separate the hidd
 from ...hints import HintBook, PartHints
 from .breaks import check_compiled_server
 from .cuts import check_distillation_loss
-from .evaluation import check_held_out_loss
+from .evaluation import check_evaluating
 from .memory import Residual, check_predicted_bytes, measured_bytes, saved_by
 from .rules import WOBBLE, Rule, apply_rules, check_rules
 from .traces import LABELS, example_traces, training_trace
 
 __all__ = ["LABELS", "WOBBLE", "Residual", "Rule", "apply_rules", "check_compiled_server",
-           "check_distillation_loss", "check_held_out_loss", "check_predicted_bytes", "check_rules", "example_traces",
+           "check_distillation_loss", "check_evaluating", "check_predicted_bytes", "check_rules", "example_traces",
            "hint", "measured_bytes", "saved_by", "training_trace"]
 
 hint = HintBook({
@@ -34,27 +34,31 @@ hint = HintBook({
             "loss without a single inf, and `checks.training_trace(\"missing zero_grad\", 1039)` ends at a held-out "
             "ratio of about 0.19, below some healthy runs. Which of your rules meets each of them first, and what "
             "does it say?",
-            "Order the rules from the measurement no other kind imitates to the one several kinds share: a rule may "
-            "read a measurement only when every kind still unnamed at that point keeps to its own side of the "
-            "threshold. Then, for each threshold, take the nearest values on either side over all the labelled runs "
-            "and put the threshold at their geometric mean, so that moving it by a quarter keeps every run where it "
-            "was."),
+            "A traced case: `checks.training_trace(\"healthy\", 1149, \"summed\")` is healthy, and the colleague's "
+            "rules call it a missing zero_grad: its loss bounces 51.2 above its best, and its first gradient norm is "
+            "3871, because every loss and gradient of that run is 256 times larger. The same run's loss climbs to "
+            "only 1.58 times its best, and its first layer's gradient is 1.055 times its last one's. Which of your "
+            "measurements would move if you multiplied the whole run by 256? Then, for each threshold, look at the "
+            "nearest labelled runs on either side of it among the runs that reach its rule, and ask how far a fresh "
+            "run may move before it crosses."),
         checks=("check_rules",), cells=("diagnosis_rules",)),
     "B1": PartHints(
         texts=(
-            "Which switches does a forward pass of this model read (autograd's recording, each module's own training "
-            "flag), which state does it write even with recording off, and which of your lines put each back when "
-            "`model(inputs)` raises?",
-            "Smaller cases. In the notebook's probe, one pass in training mode under no_grad moves all three of the "
-            "batch norm's buffers (num_batches_tracked from 0 to 1). And a model in training mode whose batch norm "
-            "was switched to evaluation mode on its own lists its modules' flags as [True, True, False, True, True, "
-            "True]: after your call, with a batch it can take and with one a feature too wide, the list must be the "
-            "same.",
-            "Note every module's own flag, not only the top module's; switch the whole model to evaluation mode; run "
-            "the forward pass with recording off, inside a block whose cleanup puts each module's flag back whatever "
-            "happens in it; then bring the predictions and the targets to one shape and return the mean squared "
-            "error as a number."),
-        checks=("check_held_out_loss",), cells=("held_out_loss",)),
+            "Between the step's forward pass and its backward, which state does the step still need exactly as it "
+            "left it (each module's flag, the grad mode, the buffers, the gradients waiting in .grad, and what its "
+            "graph saved), and which of your lines touch any of it, also on the way out of an exception?",
+            "Numbers from the notebook's probe: the evaluation under no_grad changes running_mean and running_var "
+            "while their version counters stay at 0, and moves num_batches_tracked from 1 to 2 (version 2 to 3). "
+            "Copying the saved buffers back afterwards brings every value back, moves running_mean's version to 1, "
+            "and the pending backward then raises: a tensor it needs \"is at version 1; expected version 0\". For "
+            "the modes: a training model whose batch norm alone is in evaluation mode lists [True, True, False, "
+            "True, True, True]; after your block, also one that raises or holds a second block, the list must be "
+            "the same.",
+            "Trace the probe step by hand with your block: which tensors did the step's graph save, and does your "
+            "manager write to any of them, or only flip flags it noted and switch recording off for as long as the "
+            "block lasts? Then follow the same block when its body raises: which of your lines still run before the "
+            "exception reaches the caller, and does anything stop it on the way?"),
+        checks=("check_evaluating",), cells=("evaluating",)),
     "B2": PartHints(
         texts=(
             "What does each kind of layer need from the forward pass to compute its backward (its input, its output, "

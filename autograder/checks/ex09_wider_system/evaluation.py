@@ -1,35 +1,37 @@
-"""Part B1: ``held_out_loss(model, inputs, targets)`` evaluates in the middle of training and leaves no trace: a
-number computed in evaluation mode without recording a graph, the model's mode and the grad mode put back as they
-were, also when the model raises (and the exception reaches the caller)."""
+"""Part B1: ``evaluating(model)``, a context manager for an evaluation in the middle of a training step: inside the
+block every module is in evaluation mode and nothing is recorded; when the block ends, by its end or by an exception
+(which reaches the caller), every module's own mode and the grad mode are back, and the model's parameters, buffers
+(values and version counters), ``requires_grad`` flags and pending ``.grad`` are as they were, so that the training
+step's pending backward runs and gives the gradients it gives without the evaluation."""
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ...checking import GradingFailure, call_learner, check, expect_close, proven_failure, trial
-from ...contracts import counting_saved
+from ...checking import GradingFailure, call_learner, check, proven_failure, trial
 from ...seeding import uniform
 from ..cases import case_stream, randint
 from .misconceptions import (
-    BROADCAST_LOSS,
     DROPOUT_ON,
     EVAL_MODE_LEFT,
     GRAD_MODE_FORCED,
     GRAD_MODE_LEFT,
+    GRADS_TOUCHED,
+    INFERENCE_OUTPUTS,
     MODES_FLATTENED,
-    NOT_A_NUMBER,
+    NESTED_STATE,
     NOT_RESTORED_ON_ERROR,
     RECORDED_GRAPH,
-    ROOT_MEAN,
-    SQUEEZED_AGAINST_COLUMN,
     STATS_UPDATED,
-    SUM_NOT_MEAN,
     SWALLOWED_ERROR,
     TRAIN_MODE_FORCED,
+    UNFROZE,
+    WRITTEN_BACK,
 )
 
 
@@ -38,22 +40,25 @@ class LossCase:
     """One fixed case of Part B1 (sizes and values are drawn)."""
 
     training: bool  # the model comes in training mode (else evaluation mode)
-    flat: bool  # targets shaped (n,) rather than (n, 1)
-    no_grad: bool  # the caller has recording off
-    breaks: bool = False  # the inputs have one feature too many: the model raises
-    n: int | None = None  # batch size (None: 6 to 12, drawn)
+    flat: bool  # held-out targets shaped (n,) rather than (n, 1)
+    no_grad: bool  # the caller has recording off around the block
+    breaks: bool = False  # the held-out batch has one feature too many: the block raises
+    n: int | None = None  # held-out batch size (None: 6 to 12, drawn)
     frozen: bool = False  # the batch norm layer in the other mode than the rest of the model
+    frozen_linear: bool = False  # the first Linear's parameters do not require grad (a frozen layer)
+    nested: bool = False  # the block holds a second evaluating(model) block
 
 
-#: Part B1's cases, at every seed: a batch of one with (1,) targets (where the broadcast (1, 1) - (1,) happens to give
-#: the right answer) and with (1, 1) ones, the second model in evaluation mode; a caller inside no_grad; two batches the
-#: model cannot take (in both modes and both grad modes); drawn batches of both target shapes; then two training
-#: models whose batch norm is frozen in evaluation mode (fine-tuning), one of them given a batch it cannot take.
+#: Part B1's cases, at every seed: a training model evaluated on a batch of one (batch norm in training mode refuses
+#: it); a model in evaluation mode; a caller inside no_grad; two blocks that raise (in both modes and both grad modes);
+#: drawn batches, one with the first Linear frozen and one with a nested block; then three training models whose batch
+#: norm is frozen in evaluation mode (fine-tuning), one block raising, one nested with a frozen first Linear.
 LOSS_CASES = (LossCase(True, True, False, n=1), LossCase(False, False, False, n=1), LossCase(True, False, True),
               LossCase(True, True, False, breaks=True), LossCase(False, False, True, breaks=True),
-              LossCase(True, True, False), LossCase(True, False, False), LossCase(False, True, False),
-              LossCase(True, False, False, frozen=True), LossCase(True, True, False, breaks=True, frozen=True),
-              LossCase(True, True, False, frozen=True))
+              LossCase(True, True, False, frozen_linear=True), LossCase(True, False, False, nested=True),
+              LossCase(False, True, False), LossCase(True, False, False, frozen=True),
+              LossCase(True, True, False, breaks=True, frozen=True),
+              LossCase(True, True, False, frozen=True, frozen_linear=True, nested=True))
 
 
 def _model(gen: torch.Generator, d: int, width: int) -> nn.Sequential:
@@ -73,7 +78,8 @@ def _model(gen: torch.Generator, d: int, width: int) -> nn.Sequential:
 
 
 def _loss_cases(grading_seed: int | None):
-    """(case, model, inputs, targets) for every entry of :data:`LOSS_CASES`."""
+    """(case, model, inputs, targets) for every entry of :data:`LOSS_CASES`: the model, and the held-out batch the
+    block evaluates (one feature too wide where the case breaks)."""
     gen = case_stream("09/held_out_loss", grading_seed)
     for case in LOSS_CASES:
         d, width, n = randint(gen, 1, 4), randint(gen, 3, 6), case.n or randint(gen, 6, 12)
@@ -85,18 +91,38 @@ def _loss_cases(grading_seed: int | None):
         yield case, model, inputs, targets
 
 
-def _raising(held_out_loss):
-    """``held_out_loss``, returning what it raised (None if it returned) rather than raising it."""
-    def call(model, inputs, targets):
-        try:
-            held_out_loss(model, inputs, targets)
-        except NotImplementedError:
-            raise
-        except Exception as error:  # the model's own error, expected to come through
-            return error
-        return None
+@dataclass
+class Step:
+    """A training step with gradient accumulation, stopped between its second forward pass and its backward."""
 
-    return call
+    model: nn.Module
+    loss: torch.Tensor
+    seeds: tuple[int, int]
+    batches: list = field(default_factory=list)
+
+
+def _forward(model: nn.Module, inputs, targets, seed: int) -> torch.Tensor:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ((model(inputs).reshape(-1) - targets) ** 2).mean()
+
+
+def _start_step(model: nn.Module, gen: torch.Generator) -> Step:
+    """Two micro-batches: the first one's backward already ran (its gradients wait in .grad), the second one's graph
+    is pending."""
+    d = model[0].in_features
+    sizes = (randint(gen, 6, 12), randint(gen, 6, 12))
+    batches = [(uniform(gen, (m, d)), uniform(gen, (m,))) for m in sizes]
+    seeds = (randint(gen, 0, 10_000), randint(gen, 0, 10_000))
+    _forward(model, *batches[0], seeds[0]).backward()
+    return Step(model, _forward(model, *batches[1], seeds[1]), seeds, batches)
+
+
+def _finish_twin(twin: nn.Module, step: Step) -> nn.Module:
+    """The same step on a copy of the model, with no evaluation in it: the gradients to expect."""
+    _forward(twin, *step.batches[0], step.seeds[0]).backward()
+    _forward(twin, *step.batches[1], step.seeds[1]).backward()
+    return twin
 
 
 def _modes(model: nn.Module) -> list[bool]:
@@ -107,144 +133,212 @@ def _flags(modes: list[bool]) -> str:
     return "[" + ", ".join("T" if mode else "F" for mode in modes) + "]"
 
 
-def _statistics(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {name: buffer.clone() for name, buffer in model.named_buffers()}
+@dataclass
+class Seen:
+    """What the test's block saw: the training flags dropout and batch norm ran with, the tensors saved for backward,
+    the outputs, the modes after an inner block, and the exception that left the block."""
+
+    flags: list[bool] = field(default_factory=list)
+    saved: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    inner: tuple | None = None
+    raised: BaseException | None = None
+    escaped: BaseException | None = None
 
 
-def _expect_statistics(model: nn.Module, before: dict[str, torch.Tensor], what: str) -> None:
-    """Fail unless the batch norm's buffers are as they were (an evaluation in training mode updates them)."""
-    __tracebackhide__ = True
-    changed = [name for name, buffer in model.named_buffers() if not torch.equal(buffer, before[name])]
-    if changed:
-        tracked = dict(model.named_buffers())["1.num_batches_tracked"]
-        raise proven_failure(f"{what} changed the model's buffers {changed}: num_batches_tracked went from "
-                             f"{int(before['1.num_batches_tracked'])} to {int(tracked)}.", STATS_UPDATED)
-
-
-def _dropout_watch(model: nn.Module) -> tuple[list[bool], list]:
-    """Hooks that note whether each dropout or batch norm layer ran in training mode."""
-    seen: list[bool] = []
-    hooks = [module.register_forward_pre_hook(lambda module, args: seen.append(module.training))
+def _forward_watched(model: nn.Module, inputs: torch.Tensor, seen: Seen) -> None:
+    hooks = [module.register_forward_pre_hook(lambda module, args: seen.flags.append(module.training))
              for module in model.modules() if isinstance(module, (nn.Dropout, nn.BatchNorm1d))]
-    return seen, hooks
-
-
-def _expect_restored(model: nn.Module, modes: list[bool], recording: bool, what: str, *, raised: bool) -> None:
-    """Fail unless every module's training flag and the grad mode are as they were before the call."""
-    __tracebackhide__ = True
-    now = torch.is_grad_enabled()
-    if now != recording:
-        mistake = NOT_RESTORED_ON_ERROR if raised else GRAD_MODE_LEFT if recording else GRAD_MODE_FORCED
-        raise proven_failure(f"{what} {'raised, and ' if raised else ''}left autograd's recording "
-                             f"{'on' if now else 'off'} (it was {'on' if recording else 'off'} when called).", mistake)
-    now = _modes(model)
-    if now != modes:
-        if len(set(modes)) > 1 and now == [modes[0]] * len(now):
-            raise proven_failure(f"{what} {'raised, and ' if raised else ''}left every module's training flag "
-                                 f"{modes[0]}; it came in with the model {modes[0]} but its batch norm layer "
-                                 f"{not modes[0]}: {_flags(modes)} became {_flags(now)}.", MODES_FLATTENED)
-        mistake = NOT_RESTORED_ON_ERROR if raised else EVAL_MODE_LEFT if modes[0] else TRAIN_MODE_FORCED
-        raise proven_failure(f"{what} {'raised, and ' if raised else ''}left model.training {model.training} (it was "
-                             f"{modes[0]}; every module's flag: {_flags(modes)} became {_flags(now)}): the caller's "
-                             "model is no longer in the mode it was in.", mistake)
-
-
-def _call(held_out_loss, model, inputs, targets, what: str, *, breaks: bool):
-    """Call the learner: (the answer, or what it raised on a batch the model cannot take; whether a dropout or batch
-    norm layer ran in training mode; the tensors saved for backward). A change of the batch norm's buffers, and a
-    batch norm that refused a batch of one in training mode, are named as such."""
-    __tracebackhide__ = True
-    saved: list = []
-    seen, hooks = _dropout_watch(model)
-    before = _statistics(model)
     try:
-        answer = call_learner(counting_saved(_raising(held_out_loss) if breaks else held_out_loss, saved), model,
-                              inputs, targets, what=what)
-    except GradingFailure as failure:
-        _expect_statistics(model, before, what)
-        if any(seen) and isinstance(failure.raised, ValueError):
-            raise proven_failure(f"{failure.message}\n(its batch norm layer ran in training mode, where it needs more "
-                                 "than one example to compute the batch's statistics)", DROPOUT_ON) from None
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.saved.append(tuple(t.shape)) or t, lambda t: t):
+            seen.outputs.append(model(inputs))
+    except RuntimeError as error:  # the batch one feature too wide: the test's own exception, inside the block
+        seen.raised = error
         raise
     finally:
         for hook in hooks:
             hook.remove()
-    _expect_statistics(model, before, what)
-    return answer, any(seen), saved
 
 
-def _judge_error(error, what: str) -> None:
-    """A batch the model cannot take: its RuntimeError must reach the caller."""
+def _block(evaluating, model: nn.Module, inputs: torch.Tensor, case: LossCase, seen: Seen):
+    """The test's use of the learner's manager: a held-out forward pass inside ``with evaluating(model):`` (a second
+    block inside the first where the case nests); the block's own exception is caught here, after it left the
+    manager."""
+    def run():
+        manager = evaluating(model)
+        if not (hasattr(manager, "__enter__") and hasattr(manager, "__exit__")):
+            raise GradingFailure(f"evaluating(model) returned {type(manager).__name__} {manager!r:.60}, not a context "
+                                 "manager: the test uses it as `with evaluating(model):`.")
+        try:
+            with manager:
+                if case.nested:
+                    with evaluating(model):
+                        _forward_watched(model, inputs, seen)
+                    seen.inner = (_modes(model), torch.is_grad_enabled())
+                _forward_watched(model, inputs, seen)
+        except RuntimeError as error:
+            if error is not seen.raised:
+                raise
+            seen.escaped = error
+
+    return run
+
+
+def _expect_inside(seen: Seen, what: str) -> None:
+    """Inside the block: dropout and batch norm in evaluation mode, nothing saved, outputs that are ordinary tensors;
+    after an inner block, the outer one still in force."""
     __tracebackhide__ = True
-    if error is None:
-        raise proven_failure(f"{what} returned normally, but the model raises on these inputs (one feature too many): "
-                             "the caller never learns that the batch was wrong.", SWALLOWED_ERROR)
-    if not isinstance(error, RuntimeError):
-        raise proven_failure(f"{what} raised {type(error).__name__}: {error}; the model itself raises a RuntimeError "
-                             "on these inputs, and the caller should see it.", SWALLOWED_ERROR)
+    if any(seen.flags):
+        raise proven_failure(f"{what}: inside the block, dropout or batch norm ran in training mode "
+                             f"({sum(seen.flags)} of {len(seen.flags)} such layer calls).", DROPOUT_ON)
+    if seen.saved:
+        raise proven_failure(f"{what}: inside the block, autograd saved {len(seen.saved)} tensor(s) for backward "
+                             f"(shapes {seen.saved[:3]}) during the held-out forward pass.", RECORDED_GRAPH)
+    if seen.inner is not None and (any(seen.inner[0]) or seen.inner[1]):
+        raise proven_failure(f"{what}: after the inner `with evaluating(model):` ended, the outer block was still "
+                             f"running, but the modules' flags were {_flags(seen.inner[0])} and recording was "
+                             f"{'on' if seen.inner[1] else 'off'}.", NESTED_STATE)
+    inference = [output for output in seen.outputs if output.is_inference()]
+    if inference:
+        raise proven_failure(f"{what}: the block's output is an inference tensor; the rest of the step cannot use it "
+                             "as a factor of anything it records (autograd refuses to save it).", INFERENCE_OUTPUTS)
 
 
-def _judge_value(answer, dropout_on: bool, saved: list, model, inputs, targets, what: str) -> None:
+def _expect_restored(model: nn.Module, modes: list[bool], recording: bool, what: str, *, raised: bool,
+                     nested: bool) -> None:
+    """Fail unless every module's training flag and the grad mode are as they were before the block."""
     __tracebackhide__ = True
-    if dropout_on:
-        raise proven_failure(f"{what} ran the model's dropout in training mode: the loss it returned is one random "
-                             "draw of dropped activations.", DROPOUT_ON)
-    if saved:
-        raise proven_failure(f"{what} recorded a graph: autograd saved {len(saved)} tensor(s) for backward while it "
-                             "ran.", RECORDED_GRAPH)
-    if isinstance(answer, torch.Tensor) or not isinstance(answer, float):
-        raise proven_failure(f"{what} returned {type(answer).__name__} {answer!r:.60}; expected a Python float.",
-                             NOT_A_NUMBER)
-    modes = {module: module.training for module in model.modules()}
-    with torch.no_grad():
-        predictions = model.eval()(inputs)
-    for module, training in modes.items():
-        module.training = training
-    errors = (predictions.reshape(-1) - targets.reshape(-1)) ** 2
-    pairwise = ((predictions - targets.reshape(1, -1)) ** 2).mean()  # every prediction minus every target
-    # the pairwise mean can lie within 1e-4 of the answer: told apart at the check's own tolerance
-    symptoms = [SUM_NOT_MEAN.looks_like(errors.sum()), ROOT_MEAN.looks_like(errors.mean().sqrt()),
-                (BROADCAST_LOSS if targets.dim() == 1 else SQUEEZED_AGAINST_COLUMN).looks_like(pairwise, rtol=1e-8,
-                                                                                             atol=1e-12)]
-    expect_close(answer, errors.mean(), what=what, source="expected", rtol=1e-9, atol=1e-12, symptoms=symptoms)
+    ended = "raised, and the block " if raised else ""
+    now = torch.is_grad_enabled()
+    if now != recording:
+        mistake = NOT_RESTORED_ON_ERROR if raised else GRAD_MODE_LEFT if recording else GRAD_MODE_FORCED
+        raise proven_failure(f"{what} {ended}left autograd's recording {'on' if now else 'off'} (it was "
+                             f"{'on' if recording else 'off'} when the block began).", mistake)
+    now = _modes(model)
+    if now != modes:
+        if nested:
+            raise proven_failure(f"{what}: two blocks, one inside the other, left the modules' flags "
+                                 f"{_flags(now)}; one block alone puts back {_flags(modes)}.", NESTED_STATE)
+        if len(set(modes)) > 1 and now == [modes[0]] * len(now):
+            raise proven_failure(f"{what} {ended}left every module's training flag {modes[0]}; the model came in "
+                                 f"{modes[0]} but its batch norm layer {not modes[0]}: {_flags(modes)} became "
+                                 f"{_flags(now)}.", MODES_FLATTENED)
+        mistake = NOT_RESTORED_ON_ERROR if raised else EVAL_MODE_LEFT if modes[0] else TRAIN_MODE_FORCED
+        raise proven_failure(f"{what} {ended}left model.training {model.training} (it was {modes[0]}; every "
+                             f"module's flag: {_flags(modes)} became {_flags(now)}): the rest of the training step "
+                             "finds the model in another mode.", mistake)
+
+
+def _state(model: nn.Module) -> dict[str, tuple]:
+    """Every parameter and buffer: (value, version counter, requires_grad, .grad)."""
+    return {name: (tensor.detach().clone(), tensor._version, tensor.requires_grad,
+                   None if tensor.grad is None else tensor.grad.clone())
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]}
+
+
+def _same(a, b) -> bool:
+    return (a is None) == (b is None) and (a is None or torch.equal(a, b))
+
+
+def _expect_state(model: nn.Module, before: dict[str, tuple], what: str) -> None:
+    """The parameters and buffers as the step left them before the block: flags, gradients, values, versions."""
+    __tracebackhide__ = True
+    now = _state(model)
+    unfrozen = [name for name in before if now[name][2] != before[name][2]]
+    if unfrozen:
+        raise proven_failure(f"{what}: requires_grad of {unfrozen} went from {before[unfrozen[0]][2]} to "
+                             f"{now[unfrozen[0]][2]}; the model came in with its first layer "
+                             f"{'frozen' if not before[unfrozen[0]][2] else 'trained'}.", UNFROZE)
+    touched = [name for name in before if not _same(now[name][3], before[name][3])]
+    if touched:
+        old, new = before[touched[0]][3], now[touched[0]][3]
+        describe = [None if g is None else f"norm {float(g.norm()):.6g}" for g in (old, new)]
+        raise proven_failure(f"{what}: the .grad of {touched} changed ({touched[0]}: {describe[0]} before the block, "
+                             f"{describe[1]} after): the first micro-batch's gradients were waiting there.",
+                             GRADS_TOUCHED)
+    moved = [name for name in before if not torch.equal(now[name][0], before[name][0])]
+    if moved:
+        raise proven_failure(f"{what}: the block changed {moved}"
+                             + (f"; num_batches_tracked went from {int(before['1.num_batches_tracked'][0])} to "
+                                f"{int(now['1.num_batches_tracked'][0])}" if "1.num_batches_tracked" in moved else "")
+                             + ".", STATS_UPDATED)
+    bumped = [name for name in before if now[name][1] != before[name][1]]
+    if bumped:
+        raise proven_failure(f"{what}: every value came back, but the version counters of {bumped} moved "
+                             f"({bumped[0]}: {before[bumped[0]][1]} before the block, {now[bumped[0]][1]} after).",
+                             WRITTEN_BACK)
+
+
+def _expect_step(step: Step, twin: nn.Module, what: str) -> None:
+    """The pending backward runs and accumulates exactly the gradients the step gives without the evaluation."""
+    __tracebackhide__ = True
+    try:
+        step.loss.backward()
+    except RuntimeError as error:
+        raise proven_failure(f"{what}: the training step's backward, after the block, raised RuntimeError: "
+                             f"{str(error).splitlines()[0]:.200}", WRITTEN_BACK) from None
+    wrong = [name for (name, p), (_, q) in zip(step.model.named_parameters(), twin.named_parameters())
+             if not _same(p.grad, q.grad)]
+    if wrong:
+        raise proven_failure(f"{what}: after the block the training step's gradients of {wrong} are not the ones the "
+                             "same step gives without an evaluation in it.", GRADS_TOUCHED)
 
 
 @check
-def check_held_out_loss(held_out_loss, grading_seed: int | None = None) -> None:
-    """Part B1: held_out_loss(model, inputs, targets) is the mean squared error of model(inputs) in evaluation mode
-    against targets ((n,) or (n, 1)), as a Python float, computed without recording a graph; the model's mode (every
-    module's training flag) and the grad mode are as they were when it returns, and when the model raises, the
-    exception reaches the caller with both put back.
+def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
+    """Part B1: ``with evaluating(model):`` used between a training step's forward pass and its backward: inside,
+    every module in evaluation mode and nothing recorded, outputs ordinary tensors; afterwards (also when the block
+    raises, whose exception must reach the caller, and after a block nested in another) every module's own training
+    flag and the grad mode as before, the parameters and buffers unchanged in value, version counter, requires_grad
+    and .grad, and the pending backward giving exactly the gradients of the same step without the evaluation.
 
     Domain: ``model`` a float64 MLP (Linear, BatchNorm1d with drawn running statistics, Tanh, Dropout with p in
-    [0.3, 0.6), Linear) from d inputs to one output, parameters that require grad, in training or evaluation mode, or
-    in training mode with its batch norm frozen in evaluation mode; ``inputs`` float64 of shape (n, d), 1 <= d <= 4,
-    values in [-2, 2), or (n, d + 1) for a batch the model cannot take (its first Linear raises a RuntimeError);
-    ``targets`` float64 (n,) or (n, 1) in [-2, 2); n = 1 (pinned, both target shapes) or 6 to 12. Called with
-    recording on, or inside torch.no_grad(). Corners at every seed: see :data:`LOSS_CASES`.
-    Contracts checked: a Python float (a tensor, even 0-d, is named); every dropout and batch norm layer in evaluation
-    mode while the model runs (forward pre-hooks); the batch norm's buffers unchanged (named); no tensor saved for
-    backward while it runs (saved-tensor hooks); the arguments unchanged (values, requires_grad, .grad, versions:
-    call_learner); every module's training flag and the grad mode as before, after a return and after a raise (one flag
-    for all, where they differed, is named); the model's RuntimeError propagated. Both broadcasts are named where they
-    differ from the answer.
+    [0.3, 0.6), Linear) from d inputs to one output, in training or evaluation mode, or in training mode with its batch
+    norm frozen in evaluation mode, its first Linear frozen (requires_grad False) or not; the block runs the model on
+    a held-out float64 batch (n, d), n = 1 (pinned) or 6 to 12, or (n, d + 1), which raises inside the block; the
+    caller records, or is inside torch.no_grad(). The step: two micro-batches of 6 to 12 examples, the first one's
+    backward done, the second one's pending. Corners at every seed: see :data:`LOSS_CASES`.
+    Contracts checked: dropout and batch norm in evaluation mode inside the block (forward pre-hooks), no tensor saved
+    for backward inside it (saved-tensor hooks), outputs not inference tensors; every module's flag and the grad mode
+    after the block (one flag for all, where they differed, is named; a nested block too); the block's RuntimeError
+    reaching the caller; requires_grad, .grad, values and _version of every parameter and buffer; the pending
+    backward running and its gradients equal (exactly) to a copy's that ran the same step without the block.
     """
     __tracebackhide__ = True
-    for case, model, inputs, targets in _loss_cases(grading_seed):
+    gen = case_stream("09/evaluating", grading_seed)
+    for case, model, inputs, _targets in _loss_cases(grading_seed):
         with trial():
+            if case.frozen_linear:
+                model[0].requires_grad_(False)
+            twin = copy.deepcopy(model)
+            step = _start_step(model, gen)
+            _finish_twin(twin, step)
             n, d = inputs.shape
             mode = "training" if case.training else "evaluation"
-            caller = ", called inside torch.no_grad()" if case.no_grad else ""
-            what = (f"held_out_loss(model in {mode} mode, inputs of shape {(n, d)}, targets of shape "
-                    f"{tuple(targets.shape)}){caller}")
-            modes, recording = _modes(model), not case.no_grad
+            mode += ", batch norm frozen" if case.frozen else ""
+            mode += ", first Linear frozen" if case.frozen_linear else ""
+            caller = " inside torch.no_grad()" if case.no_grad else ""
+            inner = " with a second `with evaluating(model):` inside it" if case.nested else ""
+            what = (f"`with evaluating(model):`{caller}{inner}, model in {mode} mode, between a training step's "
+                    f"forward and backward, its block running the model on a held-out batch of shape {(n, d)}")
+            modes, recording, before, seen = _modes(model), not case.no_grad, _state(model), Seen()
             try:
                 with torch.no_grad() if case.no_grad else contextlib.nullcontext():
-                    answer, dropout_on, saved = _call(held_out_loss, model, inputs, targets, what, breaks=case.breaks)
-                    _expect_restored(model, modes, recording, what, raised=case.breaks and answer is not None)
+                    try:
+                        call_learner(_block(evaluating, model, inputs, case, seen), what=what)
+                    except GradingFailure as failure:
+                        if any(seen.flags) and isinstance(failure.raised, ValueError):
+                            raise proven_failure(f"{failure.message}\n(its batch norm layer ran in training mode, "
+                                                 "where it needs more than one example to compute the batch's "
+                                                 "statistics)", DROPOUT_ON) from None
+                        raise
+                    _expect_inside(seen, what)
+                    if case.breaks and seen.escaped is None:
+                        raise proven_failure(f"{what}: the model raised RuntimeError inside the block (one feature "
+                                             "too many), and the `with` statement ended without it: the caller "
+                                             "never learns that the batch was wrong.", SWALLOWED_ERROR)
+                    _expect_restored(model, modes, recording, what, raised=case.breaks, nested=case.nested)
             finally:
                 torch.set_grad_enabled(True)
-            if case.breaks:
-                _judge_error(answer, what)
-            else:
-                _judge_value(answer, dropout_on, saved, model, inputs, targets, what)
+            _expect_state(model, before, what)
+            _expect_step(step, twin, what)

@@ -48,6 +48,12 @@ NOISE_AS_BOUNCE = Misconception(
     "missing zero_grad makes the loss climb several times above its best after it has fallen: set your threshold in "
     "the gap the traces show between the two.",
     question="How far above its best does a healthy mini-batch loss climb, and how far does a missing zero_grad's?")
+BOUNCE_IN_UNITS = Misconception(
+    "a bounce measured in the loss's own units",
+    "A rise of the loss measured as a difference grows with the loss's scale: a healthy run that sums its loss over "
+    "the mini-batch logs every loss 256 times larger, so its ordinary wiggles become differences of tens. How many "
+    "times above its best the loss climbs does not depend on the scale.",
+    question="Would your bounce still look the same if every loss of the run were 256 times larger?")
 MISSED_BOUNCE = Misconception(
     "missed the bounce",
     "This run fell fast and then climbed back several times above its best loss, with ordinary per-layer norms: "
@@ -98,49 +104,31 @@ CHANGED_TRACE = Misconception(
     "(sorted(...), a list comprehension) instead of assigning into the trace or sorting its lists in place.",
     question="Which of your quantities writes into the lists it was given?")
 
-# ------------------------------------------------------------------------------------------ Part B1: held_out_loss
+# ------------------------------------------------------------------------------------------ Part B1: evaluating
 
 RECORDED_GRAPH = Misconception(
     "recorded a graph during evaluation",
-    "Autograd saved tensors for a backward pass that never comes: evaluation needs no gradients. Run the model "
-    "inside torch.no_grad() (or torch.inference_mode()) so that nothing is recorded; detaching or calling .item() "
-    "afterwards is too late, the graph was already built.",
-    question="Was recording off while the model ran, or only afterwards?")
-BROADCAST_LOSS = Misconception(
-    "(n, 1) predictions against (n,) targets",
-    "The model returns shape (n, 1); targets shaped (n,) broadcast against it to an (n, n) matrix of every "
-    "prediction minus every target, and its mean is not the mean squared error. Bring both to the same shape first "
-    "(targets.reshape(predictions.shape), or flatten both).",
-    question="What shape does (n, 1) minus (n,) give?")
-SUM_NOT_MEAN = Misconception(
-    "summed the squared errors",
-    "The mean squared error divides the sum of squared errors by the number of examples, so that it does not grow "
-    "with the size of the held-out set.",
-    question="Does your loss grow with the number of held-out examples?")
-SQUEEZED_AGAINST_COLUMN = Misconception(
-    "(n,) predictions against (n, 1) targets",
-    "Your predictions were flattened to (n,) but the targets here are (n, 1): the subtraction broadcasts to an (n, n) "
-    "matrix of every prediction minus every target again, whose mean is not the mean squared error (it can even lie "
-    "close to it). Bring BOTH to one shape (reshape one to the other's shape, or flatten both).",
-    question="What shape does (n,) minus (n, 1) give?")
+    "Autograd saved tensors for a backward pass that never comes: evaluation needs no gradients. Inside the block "
+    "recording must be off, so that nothing is recorded; detaching or calling .item() afterwards is too late, the "
+    "graph was already built.",
+    question="Was recording off while the model ran inside the block, or only afterwards?")
 GRAD_MODE_LEFT = Misconception(
     "switched recording off for the rest of training",
-    "torch.set_grad_enabled(False) (or torch.autograd.set_grad_enabled) called on its own switches autograd off for "
-    "everything that runs after it, the next training steps included: their backward finds no graph. Use it as a "
-    "context manager, `with torch.no_grad():`, so that recording comes back when the evaluation ends.",
-    question="Is recording on again for the caller's next training step?")
+    "Switching autograd off with a plain call (not a block that ends) leaves it off for everything that runs after "
+    "it: the training step's later forward passes record nothing, and their backward finds no graph. The grad mode "
+    "must come back when the evaluation ends.",
+    question="Is recording on again for the rest of the caller's training step?")
 GRAD_MODE_FORCED = Misconception(
     "switched recording on for a caller that had it off",
-    "torch.set_grad_enabled(True) at the end turns recording on whatever it was before: a caller evaluating inside "
-    "its own torch.no_grad() now records again. A context manager (with torch.no_grad():) puts back the mode it "
-    "found.",
-    question="What was the caller's grad mode before the call, and what is it after?")
+    "Switching recording on at the end turns it on whatever it was before: a caller evaluating inside its own "
+    "torch.no_grad() now records again. Put back the mode you found, not the mode you expect.",
+    question="What was the caller's grad mode before the block, and what is it after?")
 EVAL_MODE_LEFT = Misconception(
     "left the model in eval mode",
-    "held_out_loss runs in the middle of training: switching to evaluation mode without putting the flags back "
-    "leaves dropout and batch norm in evaluation mode for every later training step. Note each module's training "
-    "flag before the call and put each back when the evaluation is over.",
-    question="In which mode does the caller's next training step find the model?")
+    "The evaluation runs in the middle of training: switching to evaluation mode without putting the flags back "
+    "leaves dropout and batch norm in evaluation mode for the rest of training. Note each module's training flag "
+    "before the block and put each back when it ends.",
+    question="In which mode does the rest of the training step find the model?")
 TRAIN_MODE_FORCED = Misconception(
     "put the model in training mode whatever its mode was",
     "Switching to training mode at the end turns a model that came in evaluation mode into a training one. Note "
@@ -161,25 +149,52 @@ STATS_UPDATED = Misconception(
 DROPOUT_ON = Misconception(
     "evaluated in training mode",
     "In training mode dropout zeroes a random part of the activations at every call, and batch norm normalises with "
-    "the batch's own statistics (it refuses a batch of one): the held-out loss is noisy and not the model's. "
-    "Evaluate with the model in evaluation mode, and put its modes back afterwards.",
+    "the batch's own statistics (it refuses a batch of one, and moves its running statistics): what the block "
+    "measures is noisy and not the model's. Inside the block every module must be in evaluation mode.",
     question="Which layers of this model behave differently in training and in evaluation mode?")
 NOT_RESTORED_ON_ERROR = Misconception(
-    "restored the state only when the model returned",
-    "When the model raises, the lines after the call never run: a model.train(...) or set_grad_enabled(...) at the "
-    "end of the function is skipped, and the caller, who catches the error and goes on training, finds the model in "
-    "evaluation mode or recording off. Put the restoring in a finally: block (or use context managers).",
-    question="Which of your lines run when model(inputs) raises?")
+    "restored the state only when the block ended normally",
+    "When the block raises, the exception comes out of the manager at the point where the block ran: whatever "
+    "restoring follows that point runs only if it is written to run on the way out of an exception too. The caller "
+    "who catches the error and goes on training then finds the model in evaluation mode or recording off.",
+    question="Which of your lines run when the body of the `with` block raises?")
 SWALLOWED_ERROR = Misconception(
-    "swallowed the model's exception",
-    "A batch the model cannot take is the caller's problem to see: catching the exception and returning a number "
-    "(or None) hides it. Let it propagate, after putting the model's mode and the grad mode back (finally:).",
-    question="What does the caller learn when the model raises inside your function?")
-ROOT_MEAN = Misconception(
-    "root of the mean squared error",
-    "The traces log the mean squared error itself, without a square root, so that it compares with the training "
-    "loss.",
-    question="Is a square root part of the mean squared error?")
+    "swallowed the block's exception",
+    "A batch the model cannot take is the caller's problem to see: a manager that catches the exception (or whose "
+    "exit reports it as handled) makes the `with` statement end as if all went well. Put the modes back and let the "
+    "exception go on.",
+    question="What does the caller learn when the model raises inside your block?")
+NESTED_STATE = Misconception(
+    "one shared memory for every block",
+    "A block inside another block (an evaluation helper that itself uses evaluating, inside an evaluation loop) "
+    "must undo only its own changes: the inner block notes the modes it found (all evaluation) and puts those back, "
+    "and the outer block still has what it noted. Modes kept in one place that every call overwrites are lost.",
+    question="Where does each of two nested blocks keep the modes it found?")
+UNFROZE = Misconception(
+    "unfroze the frozen layer",
+    "Turning requires_grad off for the evaluation and back on afterwards switches it on for every parameter, those "
+    "the caller had frozen too: the optimizer then trains a layer that was meant to stay fixed. Recording can be "
+    "switched off without touching the parameters' flags.",
+    question="Which parameters required grad before the block, and which after?")
+GRADS_TOUCHED = Misconception(
+    "the pending gradients touched",
+    "In the middle of a step the .grad fields hold gradients that are not finished (gradient accumulation: earlier "
+    "micro-batches) and the step's backward has still to add to them. The evaluation reads the model; it has no "
+    "business with its gradients.",
+    question="What were the .grad fields holding when the block began, and who still needs them?")
+WRITTEN_BACK = Misconception(
+    "put the state back by writing it",
+    "Writing the saved values back (copy_, load_state_dict, an assignment into .data) is an in-place write: every "
+    "tensor written gets a new version counter, even when the values are the same. The training step's graph saved "
+    "some of these tensors (batch norm keeps its running statistics and the Linear layers their weights) and its "
+    "backward refuses tensors whose version moved. State that was never changed needs no writing back.",
+    question="What do the _version counters of the model's buffers and parameters say before and after the block?")
+INFERENCE_OUTPUTS = Misconception(
+    "inference tensors out of the block",
+    "Under inference_mode the outputs are inference tensors: lesson 09 showed that a recorded computation may not "
+    "save them, so the rest of the training step cannot multiply by what the evaluation computed (a weight, a "
+    "pseudo-label scaled by a learnable factor). no_grad gives ordinary tensors.",
+    question="What may the rest of the step still do with a tensor computed inside your block?")
 
 # ------------------------------------------------------------------------------------------ Part B2: predicted_bytes
 

@@ -17,6 +17,7 @@ from ...checking import GradingFailure, Misconception, call_learner, check, fmt,
 from ...seeding import generator
 from .misconceptions import (
     ACCUMULATION_AS_EXPLOSION,
+    BOUNCE_IN_UNITS,
     CHANGED_TRACE,
     CLIMB_BEFORE_PROFILE,
     GRADIENT_SIZE,
@@ -32,7 +33,7 @@ from .misconceptions import (
     TRUSTED_TRAINING_LOSS,
     WAITED_FOR_NAN,
 )
-from .traces import EDGE_RUNS, KINDS, LABELS, VISIBLE_RUNS, depth_ratio, finite, held_out, training_trace
+from .traces import BATCH, EDGE_RUNS, KINDS, LABELS, VISIBLE_RUNS, depth_ratio, finite, held_out, training_trace
 
 #: How far the visible test moves each threshold, up and down (a factor): a threshold that sits within this factor of
 #: a run of the kinds it separates is at the edge of its gap, where fresh runs cross it.
@@ -219,6 +220,18 @@ def _past_gap(rules: list[Rule], trace: dict, mode: str, what: str) -> str | Non
     return None
 
 
+def _named_when_averaged(rules: list[Rule], trace: dict, mode: str, what: str) -> bool:
+    """Whether the rules name a summed run right once its losses and gradients are divided by the batch size (the
+    same run with its loss averaged): then the size of a number, not its shape, misled them."""
+    probe = copy.deepcopy(trace)
+    for key in ("loss", "grad_norm", "layer_grad_norms"):
+        probe[key] = [value / BATCH for value in trace[key]]
+    try:
+        return _walk(rules, probe, what)[0] == mode
+    except GradingFailure:
+        return False
+
+
 def _judge(rules: list[Rule], trace: dict, mode: str, variant: str, what: str) -> None:
     """Fail unless the rules name ``trace`` (a run of ``mode``) right and leave it unchanged."""
     __tracebackhide__ = True
@@ -237,6 +250,8 @@ def _judge(rules: list[Rule], trace: dict, mode: str, variant: str, what: str) -
     if proof:
         raise proven_failure(f"{message}\n{proof}", THRESHOLD_PAST_GAP)
     mistake = _misread(mode, variant, label)
+    if variant == "summed" and label == "missing zero_grad" and _named_when_averaged(rules, before, mode, what):
+        mistake = BOUNCE_IN_UNITS
     raise GradingFailure(message, suspects=(mistake,) if mistake else ())
 
 
