@@ -4,12 +4,14 @@
   one node of many inputs whose backward the learner derives, then training an MLP on two moons generated in code,
   to a clean boundary (:mod:`.value_mlp`: the helpers they share);
 * :mod:`.norm` (C.1: the row-wise Euclidean norm's backward, at its kink and where its squares leave float64's
-  range) and :mod:`.residual` (C.2: a residual block's backward, SiLU in its branch, with the learner's SiLU backward
-  that Part E's given code calls, checked by :mod:`.silu`),
+  range) and :mod:`.residual` (C.2: a residual block's forward and backward, SiLU in its branch, held to a memory
+  budget on what the forward saves, with the learner's SiLU backward that Part E's given code calls, checked by
+  :mod:`.silu`),
   :mod:`.batchnorm` (D: batch normalisation by hand, training-mode batch statistics against evaluation-mode running
   statistics), :mod:`.bughunt` (E: a given backward of the digits network Linear -> BatchNorm -> SiLU -> Linear that
-  trains and has a planted bug, found with a gradcheck gate and fixed) and :mod:`.digits` (F: training the network
-  on the handwritten digits with global-norm clipping and a gradcheck gate) on hand-derived tensor backward passes;
+  trains and has a planted bug, found with a gradcheck gate, its error measured against the batch size, and fixed) and
+  :mod:`.digits` (F: training the network on the handwritten digits with global-norm clipping and a gradcheck gate)
+  on hand-derived tensor backward passes;
   :mod:`.network` holds the network itself and its right backward;
 * :mod:`.misconceptions`: every mistake the six parts name.
 

@@ -5,8 +5,10 @@ hidden among plausible lines: its BatchNorm backward takes the route through the
 the biased one (divided by N). Nothing in the code says N − 1, so reading for it is not enough: one gradient,
 d loss / d W1, is off by a term that shrinks as the batch grows. The learner finds it with the course's tools (a
 gradcheck gate against autograd, intermediate tensors made leaves, batches of several sizes), names the parameter
-(``WRONG_GRADIENT``) and writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central
-differences on batches from 2 to 64 examples.
+(``WRONG_GRADIENT``), measures how far off that gradient is at six batch sizes (``W1_ERRORS``, checked against the
+check's own measurement: the size of the error, not a verdict, is what says which gate would have caught it) and
+writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central differences on batches
+from 2 to 64 examples.
 
 :func:`given_gradients` is the notebook's given code with the course's exercise-04 references; :func:`staged_gradients`
 computes it and the variants a catalogued mistake computes instead (the bug left in, N − 1 in both routes, the
@@ -14,6 +16,9 @@ cross-entropy without its 1/N).
 """
 
 from __future__ import annotations
+
+import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +34,7 @@ from ...checking import (
     trial,
 )
 from ...checking import proven_failure as _proven
+from ...datasets import digits_split
 from ...oracles import autograd_gradient, central_difference
 from ...routes import watch_calls
 from ..cases import case_stream, randint
@@ -42,6 +48,9 @@ from .misconceptions import (
     LIBRARY_BATCHNORM,
     N_MINUS_1_IN_BACKWARD,
     RIGHT_STAGE_CHANGED,
+    W1_ERRORS_AS_VERDICTS,
+    W1_ERRORS_FROM_NORMS,
+    W1_ERRORS_OF_A_RIGHT_BACKWARD,
     WRONG_GRADIENT_NAMED,
 )
 from .network import DIGITS_KEYS, mlp_case, mlp_logits, mlp_loss, with_large_logits
@@ -52,6 +61,75 @@ Tensor = torch.Tensor
 BUGGY_KEY = "W1"
 #: The batch size of the notebook's try-it cell, pinned at every seed: a fix tuned on it must fail elsewhere.
 TRY_IT_BATCH = 64
+#: The batch sizes at which the learner measures the given backward's W1 error (W1_ERRORS), and the relative
+#: tolerance on each measurement.
+ERROR_SIZES = (2, 4, 8, 16, 32, 64)
+ERROR_RTOL = 0.02
+
+
+def start_params(gen: torch.Generator, hidden: int = 32) -> dict[str, Tensor]:
+    """The notebook's try-it start (its ``start_params``): the draw ``train_with`` starts from."""
+    return {"W1": torch.randn(64, hidden, generator=gen, dtype=torch.float64) / 8,
+            "gamma": torch.ones(hidden, dtype=torch.float64), "beta": torch.zeros(hidden, dtype=torch.float64),
+            "W2": torch.randn(hidden, 10, generator=gen, dtype=torch.float64) / math.sqrt(hidden),
+            "b2": torch.zeros(10, dtype=torch.float64)}
+
+
+def w1_errors(*, norms: bool = False) -> dict[int, float]:
+    """The check's own measurement: ||G − A|| / ||A|| for W1, G the given backward's gradient and A autograd's, at
+    the try-it start on the first n training digits of digits_split(seed=0), for each n of ERROR_SIZES;
+    ``norms``: what comparing the norms gives instead, | ||G|| − ||A|| | / ||A||."""
+    params = start_params(torch.Generator().manual_seed(0))
+    X_train, y_train, _, _ = digits_split(seed=0)
+    names = list(params)
+    errors = {}
+    for n in ERROR_SIZES:
+        X, targets = X_train[:n], y_train[:n]
+        right = autograd_gradient(lambda *v, X=X, t=targets: mlp_loss(dict(zip(names, v)), X, t), *params.values())[0]
+        given = given_gradients(params, X, targets)["W1"]
+        gap = abs(given.norm() - right.norm()) if norms else (given - right).norm()
+        errors[n] = float(gap / right.norm())
+    return errors
+
+
+def _check_w1_errors(measured) -> None:
+    """W1_ERRORS: one number per batch size of ERROR_SIZES, each within ERROR_RTOL of the check's own."""
+    __tracebackhide__ = True
+    if not isinstance(measured, dict) or set(measured) != set(ERROR_SIZES):
+        keys = sorted(measured, key=str) if isinstance(measured, dict) else type(measured).__name__
+        raise GradingFailure(f"W1_ERRORS is {keys!r:.80}; expected a dict whose keys are the batch sizes "
+                             f"{', '.join(map(str, ERROR_SIZES))}.")
+    values = [measured[n] for n in ERROR_SIZES]
+    if any(isinstance(v, bool) for v in values):
+        raise _proven("W1_ERRORS holds True/False: a verdict, where the part asks for the size of the error.",
+                      W1_ERRORS_AS_VERDICTS)
+    if not all(isinstance(v, numbers.Real) or (isinstance(v, torch.Tensor) and v.numel() == 1) for v in values) \
+            or not all(math.isfinite(float(v)) for v in values):
+        raise GradingFailure("W1_ERRORS must map each batch size to a finite number (a Python float).")
+    got = {n: float(measured[n]) for n in ERROR_SIZES}
+    own = w1_errors()
+
+    def agree(theirs: dict[int, float], mine: dict[int, float]) -> bool:
+        return all(abs(theirs[n] - mine[n]) <= ERROR_RTOL * mine[n] for n in ERROR_SIZES)
+
+    if agree(got, own):
+        return
+    if all(abs(v) < 1e-8 for v in got.values()):
+        raise _proven("W1_ERRORS holds round-off (largest "
+                      f"{max(abs(v) for v in got.values()):.1e}), not the error of given_gradients.",
+                      W1_ERRORS_OF_A_RIGHT_BACKWARD)
+    if agree(got, w1_errors(norms=True)):
+        raise _proven("W1_ERRORS are far smaller than the check's measurement of ||given − autograd|| / ||autograd||"
+                      " at every batch size.", W1_ERRORS_FROM_NORMS)
+    if agree({n: v / 100 for n, v in got.items()}, own):
+        raise GradingFailure("W1_ERRORS are 100 times the check's measurement at every batch size: is each one a "
+                             "fraction (0.05 for 5 %), as asked, or a percentage?")
+    off = [f"{n} ({'too large' if got[n] > own[n] else 'too small'})" for n in ERROR_SIZES
+           if abs(got[n] - own[n]) > ERROR_RTOL * own[n]]
+    raise GradingFailure(f"W1_ERRORS differs from the check's own measurement by more than {ERROR_RTOL:.0%} at the "
+                         f"batch sizes {', '.join(off)}. Measured as the part says: ||G − A|| / ||A|| for W1, at "
+                         "start_params(torch.Generator().manual_seed(0)) on the first n training digits of "
+                         "digits_split(seed=0)?")
 
 
 def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
@@ -167,7 +245,7 @@ def _expect_named(wrong_gradient) -> None:
 
 
 @check
-def check_bug_hunt(mlp_gradients, wrong_gradient, grading_seed: int | None = None) -> None:
+def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors_, grading_seed: int | None = None) -> None:
     """Part E: WRONG_GRADIENT names the parameter whose gradient the given backward gets wrong, and
     mlp_gradients(params, X, targets), the given backward with its bug fixed, returns every parameter's gradient of
     the mean cross-entropy of silu(batchnorm(X·W1; gamma, beta))·W2 + b2 (training mode, eps = BN_EPS), by hand (no
@@ -179,10 +257,16 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, grading_seed: int | None = Non
     overflows); a batch of TRY_IT_BATCH, the try-it cell's size (a fix tuned on it passes there and fails elsewhere,
     which names the mistake). Contracts checked: a dict with exactly the five keys, each a plain tensor of its
     parameter's shape; checked against autograd and central differences in float64; no autograd (Route); no torch
-    batch normalisation; params, X and targets unchanged; WRONG_GRADIENT one of the five keys, the wrong one.
+    batch normalisation; params, X and targets unchanged; WRONG_GRADIENT one of the five keys, the wrong one;
+    W1_ERRORS (``w1_errors_``) maps each batch size of ERROR_SIZES to the given backward's relative W1 error there,
+    within ERROR_RTOL of :func:`w1_errors` (the same numbers at every seed: it is a measurement on the notebook's
+    fixed start and data).
     """
     __tracebackhide__ = True
     _expect_named(wrong_gradient)
+    if w1_errors_ is None:
+        raise NotWritten("Not written yet: W1_ERRORS is still None. Set it, in its cell below WRONG_GRADIENT, to "
+                         "your measurement of the given backward's W1 error at each batch size.")
     outcomes = []
     for params, X, targets, note in _bug_hunt_cases(grading_seed):
         wrong = {"raised"}
@@ -203,3 +287,4 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, grading_seed: int | None = Non
         raise _proven(f"WRONG_GRADIENT is {wrong_gradient!r}, but the given backward's d loss / d {wrong_gradient} "
                       f"agrees with autograd (largest difference {gap:.1g} on a batch of {len(X)}).",
                       WRONG_GRADIENT_NAMED)
+    _check_w1_errors(w1_errors_)

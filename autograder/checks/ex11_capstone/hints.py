@@ -62,24 +62,27 @@ hint = HintBook({
         checks=("check_norm_backward",), cells=("norm_backward",)),
     "C2": PartHints(texts=(
         "$u\\,\\sigma(u)$ is a product of two functions of $u$: which two terms does the product rule give for "
-        "SiLU? And $x$ reaches $y$ by two routes, one through the branch and one around it: what does each add to "
-        "$dx$, and which tensors of the forward pass does the branch's backward need to keep?",
+        "SiLU? For the block: three $(N, H)$ tensors pass through the forward, the pre-activation, its sigmoid and "
+        "SiLU's output; from which of them can the other two be computed again, elementwise, at every value, and "
+        "which gradients need each of them?",
         "SiLU's derivative, from the reference: 0.5 at 0, 0.9277 at 1 and 1.0908 at 2 (above 1: SiLU overshoots), "
         "-0.0908 at -2 (negative), 1 at 40 and at 1000, 0 at -1000 (not nan); if you get 0.7311 at 1, the "
-        "product rule lost a term. "
+        "product rule lost a term. Two inputs, one output: SiLU gives -0.18877 at -0.5 and at -2.5088, where its "
+        "derivatives are 0.2600 and -0.0993. The sigmoid is exactly 1.0 from 37 up in float64, so 37, 40 and 1000 "
+        "share one sigmoid. "
         "A smaller case to test against, $D = H = 1$: $x$ = [[0.5]], W1 = [[2]], b1 = [0], W2 = [[-1]], "
         "b2 = [0.25] and dy = [[1]]. The pre-activation is 1, and the five gradients are dx = [[-0.8553]], "
         "dW1 = [[-0.4638]], db1 = [-0.9277], dW2 = [[0.7311]] and db2 = [1]. If you get dx = [[-1.8553]], one "
-        "route is missing; dx = [[0.0689]] or db1 = [-0.4656] means a nonlinearity's rule other than SiLU's. With "
-        "a second example, $x$ = [[0.5], [-1]] and dy = [[1], [2]], dx becomes [[-0.8553], [2.3631]] and db2 = [3]. "
-        "With W2 and b2 at zero, dx equals dy and the first layer's two gradients are zero, whatever $x$ is.",
-        "For SiLU, compute the sigmoid of the input once with torch's own function (finite at ±40) and write both "
-        "terms of the product rule with it, times the arriving gradient, into a new tensor. "
-        "Run the branch's forward and keep its pre-activation and SiLU's output. Then go back through the branch "
-        "from the top: the second linear layer turns dy into the gradient reaching SiLU's output and gives W2's and "
-        "b2's gradients; SiLU's backward, at its input, turns that into the gradient of the pre-activation; the "
-        "first linear layer gives W1's and b1's gradients and the branch's share of dx. Last, the route around the "
-        "branch: an identity passes what arrives from above unchanged, and the shares of the two routes add up."),
+        "route is missing; dx = [[0.0689]] or db1 = [-0.4656] means a nonlinearity's rule other than SiLU's. "
+        "With W2 and b2 at zero, dx equals dy and the first layer's two gradients are zero, whatever $x$ is. The "
+        "try-it cell's block has a budget of 5 * 4 = 20 numbers of its own.",
+        "Make a table with one row per gradient of the five and one per intermediate gradient (the one reaching "
+        "SiLU's output, the one reaching its input), and write in each row the forward tensors it reads. Cross out "
+        "the inputs: they are free. What is left are hidden-layer tensors; ask of each whether another one in the "
+        "list determines it without a matrix product (the two inputs above with one output, and the sigmoid at 37 "
+        "and at 40, are the cases to ask it with). Keep only that one, and rebuild the rest in the backward. "
+        "Then trace your backward on the $D = H = 1$ case above at the pre-activations 40 and -40, by hand or "
+        "with prints, and compare with autograd there before you run the test."),
         checks=("check_residual_backward",), cells=("silu_backward", "residual_backward")),
     "D": PartHints(texts=(
         "There are two branches on `training`. In each: which mean and variance normalise the batch, which "
@@ -125,8 +128,9 @@ hint = HintBook({
         "0.5342, 0.5197, 2.4168 and 0.5830; on 64 digits 1.2582, 0.1860, 0.1486, 0.7956 and 0.1248. Set the given "
         "backward's norms beside these. A right hand-derived gradient agrees with autograd to about $10^{-12}$ "
         "relative, so an error of a percent is a bug, even where the norms agree to two digits: compare the "
-        "tensors, not only their norms. Measured that way (the norm of the difference over the norm of autograd's "
-        "gradient), the given backward's wrong gradient is 25 % off on 2 digits, 4.9 % on 16 and 0.84 % on 64.",
+        "tensors, not only their norms. A batch size outside `W1_ERRORS`, to test your measurement: on the first "
+        "3 digits the given backward's W1 gradient is 43.2 % off autograd's, while the difference of the two norms "
+        "is only 10.1 % of autograd's norm.",
         "Start from the loss and go down one stage at a time. Make an intermediate tensor of the forward pass (the "
         "logits, then the SiLU's output, its input, and the BatchNorm's input) a leaf that requires grad, run the "
         "rest of the loss from it, and compare autograd's gradient of that leaf with what the given backward "
@@ -137,7 +141,7 @@ hint = HintBook({
         "2, 4, 16 and 64 examples; how it shrinks with the batch tells you what the line does wrong. Re-derive "
         "that one stage from the forward's own formula, change only it in your copy, and check all five keys "
         "against autograd at several batch sizes."),
-        checks=("check_bug_hunt",), cells=("wrong_gradient", "mlp_gradients")),
+        checks=("check_bug_hunt",), cells=("wrong_gradient", "w1_errors", "mlp_gradients")),
     "F": PartHints(texts=(
         "Besides the step, your loop has three duties: which single number does global-norm clipping compare with "
         "`max_norm`, on which steps does the gate run and which gradients must it compare, and when do the running "

@@ -105,6 +105,19 @@ PRE_ACTIVATION_READ = Misconception(
     "The second linear layer reads h = silu(u), so the gradient of W2 is hᵀ·dy; the pre-activation u is what the "
     "first layer produces, before SiLU.",
     question="Which tensor does the second linear layer multiply by W2: the pre-activation or SiLU's output?")
+SAVED_TOO_MUCH = Misconception(
+    "the forward saved more than the backward needs",
+    "Every saved tensor stays in memory from the forward pass until the backward has run, for every layer of the "
+    "network at once. The inputs are kept by the caller anyway; of the new tensors, one of shape (N, H) is enough, "
+    "because everything else the backward reads can be rebuilt from it with elementwise work.",
+    question="Of the (N, H) tensors your forward saves, can the backward rebuild one from another, and which one "
+             "determines all the others?")
+FORWARD_RECOMPUTED = Misconception(
+    "the backward ran the forward's matrix product again",
+    "Recomputing x·W1 in the backward saves memory at the price of a whole matrix product per step, which this part "
+    "does not allow: the backward needs four products (two per linear layer) and elementwise work. Save what that "
+    "product gave, within the budget, and read it back.",
+    question="Which matrix products does the backward need, and is x·W1 among them?")
 
 # Part D: BatchNorm
 UNBIASED_NORMALISATION = Misconception(
@@ -218,6 +231,21 @@ LESSON_NETWORK_PORTED = Misconception(
     "and b2; the lesson's gradients() is the backward of a tanh network with b1 and no BatchNorm. Start from "
     "given_gradients, the backward of this network, and fix its one bug.",
     question="Which parameters does this part's network have, and which does the lesson's?")
+W1_ERRORS_FROM_NORMS = Misconception(
+    "the error measured by comparing norms",
+    "Two gradients can have nearly the same norm and still point in different directions: the relative error of a "
+    "gradient is the norm of the difference, ||given − autograd|| / ||autograd||, taken on the tensors themselves.",
+    question="For two tensors whose norms agree, how far apart can the tensors themselves be?")
+W1_ERRORS_OF_A_RIGHT_BACKWARD = Misconception(
+    "the error measured on a right backward",
+    "Your numbers are round-off: they measure a backward that agrees with autograd (your fix, or autograd against "
+    "itself), not the given one. The part asks how far given_gradients' W1 gradient is from autograd's.",
+    question="Which function's gradient did you compare with autograd's?")
+W1_ERRORS_AS_VERDICTS = Misconception(
+    "the gate's verdicts reported instead of the errors",
+    "A gate answers yes or no at one tolerance; the part asks for the size of the error at each batch size, a "
+    "number, which is what tells you whether a gate with a given tolerance and batch would have caught the bug.",
+    question="At which tolerance would your gate stop passing the given backward on 64 examples?")
 
 # Part F: training the digits
 TRAINED_WITH_AUTOGRAD = Misconception(

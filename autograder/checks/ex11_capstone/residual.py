@@ -1,20 +1,29 @@
 """Part C.2: ``silu_backward(x, dy)``, SiLU's backward derived by the learner (Part E's given backward calls it; its
-cases are :mod:`.silu`'s), then ``residual_backward(x, W1, b1, W2, b2, dy)``, the backward of a residual block the
-lesson never takes apart, y = x + silu(x·W1 + b1)·W2 + b2, by hand: the input reaches the output by two routes, the
-skip and the branch, and the branch is built of the exercise's pieces (two linear layers and SiLU)."""
+cases are :mod:`.silu`'s), then a residual block the lesson never takes apart, y = x + silu(x·W1 + b1)·W2 + b2, split
+as an engine splits a node: ``residual_forward(x, W1, b1, W2, b2)`` returns ``(y, saved)``, and
+``residual_backward(saved, dy)`` returns the five gradients from ``saved`` alone. The input reaches the output by two
+routes, the skip and the branch, and the part grades what the backward keeps, as autograd's saved tensors would:
+``saved`` may hold the inputs (the caller keeps them anyway) and at most N·H new numbers, and the backward may not
+run the forward's product x·W1 again. Lesson 11 saved tanh's output; SiLU's output does not determine its input, and
+σ(u) loses u where it saturates, so the one N×H tensor that serves both SiLU's derivative and W2's gradient is the
+pre-activation: the learner has to find that, and the corners (pre-activations ±40) grade it."""
 
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...checking import GradingFailure, Route, call_learner, check, expect_close, expect_tensor, trial
+from ...checking import proven_failure as _proven
 from ...oracles import autograd_gradient, central_difference
 from ...seeding import uniform
 from ..cases import case_stream, randint
 from .misconceptions import (
     BRANCH_FORGOTTEN,
+    FORWARD_RECOMPUTED,
     PRE_ACTIVATION_READ,
     PRODUCT_RULE_HALF,
+    SAVED_TOO_MUCH,
     SIGMOID_DERIVATIVE,
     SILU_AT_OUTPUT,
     SKIP_FORGOTTEN,
@@ -82,17 +91,73 @@ def _residual_cases(grading_seed: int | None) -> list[tuple[tuple[Tensor, ...], 
     return cases + [(_case(gen, randint(gen, 2, 7), randint(gen, 1, 4), randint(gen, 1, 5)), "") for _ in range(2)]
 
 
-def _run_residual(residual_backward, args: tuple[Tensor, ...], note: str) -> None:
+aten = torch.ops.aten
+#: aten's matrix-product kernels: x @ W1, torch.mm, einsum, F.linear... all end in one of them.
+PRODUCTS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv, aten.dot, aten.vdot}
+
+
+class _Products(TorchDispatchMode):
+    """A copy of what every matrix product returns while the mode is on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs: list[Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket in PRODUCTS and isinstance(out, Tensor):
+            self.outputs.append(out.detach().clone())
+        return out
+
+
+def _same_numbers(a: Tensor, b: Tensor) -> bool:
+    """The same multiset of numbers, whatever the layout (a transposed recomputation counts too)."""
+    return a.numel() == b.numel() and a.numel() > 0 and bool(torch.allclose(
+        a.reshape(-1).sort().values.to(b.dtype), b.reshape(-1).sort().values, rtol=1e-9, atol=1e-12))
+
+
+def _new_numbers(saved: tuple, inputs: tuple[Tensor, ...]) -> tuple[int, list[str]]:
+    """How many numbers ``saved`` holds in memory of its own (an input's storage, or a view of it, costs nothing: the
+    caller keeps the inputs anyway), counted per storage, and a description of each new tensor."""
+    free = {t.untyped_storage().data_ptr() for t in inputs}
+    seen, count, described = set(), 0, []
+    for i, tensor in enumerate(saved):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() in free or storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        numbers = storage.nbytes() // max(tensor.element_size(), 1)
+        count += numbers
+        described.append(f"saved[{i}] {tuple(tensor.shape)} ({numbers} numbers)")
+    return count, described
+
+
+def _run_residual(residual_forward_, residual_backward, args: tuple[Tensor, ...], note: str) -> None:
     __tracebackhide__ = True
     x, W1, b1, W2, b2, dy = args
-    what = (f"residual_backward(x, W1, b1, W2, b2, dy) with x {tuple(x.shape)}, W1 {tuple(W1.shape)}, "
-            f"W2 {tuple(W2.shape)}{note}")
-    answer = call_learner(residual_backward, *args, what=what, forbid=[Route.AUTOGRAD])
-    if not isinstance(answer, (tuple, list)) or len(answer) != len(NAMES):
-        raise GradingFailure(f"{what} returned {answer!r:.80}; expected a tuple (dx, dW1, db1, dW2, db2).")
     inputs = (x, W1, b1, W2, b2)
-    got = {name: expect_tensor(value, f"{what}: {name}", tuple(of.shape))
-           for name, value, of in zip(NAMES, answer, inputs)}
+    shapes = f"x {tuple(x.shape)}, W1 {tuple(W1.shape)}, W2 {tuple(W2.shape)}{note}"
+    what = f"residual_forward(x, W1, b1, W2, b2) with {shapes}"
+    answer = call_learner(residual_forward_, *inputs, what=what, forbid=[Route.AUTOGRAD])
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2 or not isinstance(answer[1], (tuple, list)):
+        raise GradingFailure(f"{what} returned {answer!r:.80}; expected a pair (y, saved), saved a tuple of tensors.")
+    y, saved = answer[0], tuple(answer[1])
+    expect_close(expect_tensor(y, f"{what}: y", tuple(x.shape)), residual_forward(*inputs), what=f"{what}: y",
+                 source="expected")
+    strays = [f"saved[{i}] is {type(t).__name__}" for i, t in enumerate(saved) if type(t) is not torch.Tensor]
+    if strays:
+        raise GradingFailure(f"{what}: {'; '.join(strays)}; saved must hold plain tensors only (the numbers the "
+                             "backward needs, counted against the budget).")
+    new, described = _new_numbers(saved, inputs)
+    budget = x.shape[0] * W1.shape[1]
+    products = _Products()
+    back = f"residual_backward(saved, dy) with {shapes}"
+    with products:
+        got_all = call_learner(residual_backward, saved, dy, what=back, forbid=[Route.AUTOGRAD])
+    if not isinstance(got_all, (tuple, list)) or len(got_all) != len(NAMES):
+        raise GradingFailure(f"{back} returned {got_all!r:.80}; expected a tuple (dx, dW1, db1, dW2, db2).")
+    got = {name: expect_tensor(value, f"{back}: {name}", tuple(of.shape))
+           for name, value, of in zip(NAMES, got_all, inputs)}
 
     def weighted(*values):
         return (residual_forward(*values) * dy).sum()
@@ -101,21 +166,34 @@ def _run_residual(residual_backward, args: tuple[Tensor, ...], note: str) -> Non
     fds = dict(zip(NAMES, central_difference(weighted, *inputs)))
     variants = {name: residual_gradients(*args, mistake=name) for name in MISTAKES}
     for name in ("db2", "dW2", "db1", "dW1", "dx"):  # from the output down: the first wrong one leads
-        expect_close(got[name], expected[name], fd=fds[name], what=f"{what}: {name}",
+        expect_close(got[name], expected[name], fd=fds[name], what=f"{back}: {name}",
                      symptoms=[mistake.looks_like(variants[key][name]) for key, mistake in MISTAKES.items()])
+    if new > budget:
+        raise _proven(f"{what} saved {new} numbers of its own ({', '.join(described)}) where the budget is N·H = "
+                      f"{budget}; the inputs themselves cost nothing.", SAVED_TOO_MUCH)
+    product = x @ W1
+    again = [out for out in products.outputs if _same_numbers(out, product) or _same_numbers(out, product + b1)]
+    if again:
+        raise _proven(f"{back} computed the forward's product x·W1 {tuple(product.shape)} again "
+                      f"({len(products.outputs)} matrix products in all).", FORWARD_RECOMPUTED)
 
 
 @check
-def check_residual_backward(residual_backward, silu_backward, grading_seed: int | None = None) -> None:
-    """Part C.2: silu_backward(x, dy) = dy · d(x·σ(x))/dx (the cases of :mod:`.silu`), then
-    residual_backward(x, W1, b1, W2, b2, dy) = the gradients (dx, dW1, db1, dW2, db2) of
-    sum(dy · y) for y = x + silu(x·W1 + b1)·W2 + b2, by hand (no autograd), the inputs unchanged.
+def check_residual_backward(residual_forward_, residual_backward, silu_backward,
+                            grading_seed: int | None = None) -> None:
+    """Part C.2: silu_backward(x, dy) = dy · d(x·σ(x))/dx (the cases of :mod:`.silu`), then the residual block
+    y = x + silu(x·W1 + b1)·W2 + b2 split in two: residual_forward(x, W1, b1, W2, b2) returns (y, saved), and
+    residual_backward(saved, dy) the gradients (dx, dW1, db1, dW2, db2) of sum(dy · y), by hand (no autograd), from
+    saved alone; the inputs unchanged.
 
     Domain (the part's text): x and dy float64 (N, D), W1 (D, H), b1 (H,), W2 (H, D), b2 (D,), N, D, H >= 1, any
     values. Corners pinned at every seed: a batch of one; a branch that starts at zero (W2 = 0, b2 = 0: dx = dy, and
-    W1 and b1 get no gradient); D = H = 1 with pre-activations 40, 0, -40 and 10 (SiLU saturated and at 0) and a
-    zero in dy. Contracts checked: a tuple of five plain tensors shaped like x, W1, b1, W2, b2; against autograd and
-    central differences in float64; no autograd; the inputs unchanged.
+    W1 and b1 get no gradient); D = H = 1 with pre-activations 40, 0, -40 and 10 (SiLU and σ saturated: σ(40) is 1
+    in float64, so u cannot be rebuilt from σ(u)) and a zero in dy. Contracts checked: y right; saved a tuple of plain
+    tensors holding at most N·H numbers in memory of their own (an input, or a view of one, is free; counted per
+    storage, so a float32 copy costs as many numbers as a float64 one); five plain tensors shaped like x, W1, b1,
+    W2, b2, against autograd and central differences in float64; no matrix product in the backward that returns
+    x·W1 (or x·W1 + b1) again; no autograd; the inputs (and saved, in the backward) unchanged.
     """
     __tracebackhide__ = True
     for x, dy in _silu_cases(grading_seed):
@@ -123,4 +201,4 @@ def check_residual_backward(residual_backward, silu_backward, grading_seed: int 
             _run_silu(silu_backward, x, dy)
     for args, note in _residual_cases(grading_seed):
         with trial():
-            _run_residual(residual_backward, args, note)
+            _run_residual(residual_forward_, residual_backward, args, note)
