@@ -79,9 +79,12 @@ VIEW_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "x[2, 0] (a view of x)": lambda x: x[2, 0],
 }
 
-#: Run only with large elements (LARGE_X): a slope of ±1 where f is about 1e9.
+#: Run only with large elements (LARGE_X): a slope of ±1 where f is about 1e9; and, at the default step only, a
+#: function that curves fast near 0 (third derivative -1e6·cos), where a step of 1e-4 is off by 1.7e-5, relatively:
+#: the V's right arm, as x = 1e9 is its left one (CURVED_X).
 LARGE_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum(sqrt(1 + x**2))": lambda x: torch.sqrt(1 + x**2).sum(),
+    "sum(sin(100 * x))": lambda x: torch.sin(100 * x).sum(),
 }
 
 SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
@@ -174,11 +177,11 @@ def _scaled_fd(f, x: torch.Tensor) -> torch.Tensor:
 
 
 def _difference_symptoms(f, x: torch.Tensor, h: float, quotient: torch.Tensor,
-                         derivative: torch.Tensor) -> list[Symptom]:
+                         derivative: torch.Tensor, right_in_float64: bool = False) -> list[Symptom]:
     symptoms = [FORWARD_DIFFERENCE.looks_like(forward_difference(f, x.to(torch.float64), h=h)[0]),
                 SIGN_ERROR.looks_like(-quotient), DIVIDED_BY_H.looks_like(2 * quotient),
                 HALF_STEP.looks_like(quotient / 2)]
-    if x.dtype == torch.float32:  # the only float32-specific way to be wrong where float64 is right
+    if x.dtype == torch.float32 and right_in_float64:  # float32-specific: the same call in float64 was right
         # Named only when the answer is off by no more than float32 steps can make it: rounding of f's values
         # (eps·|f|/h) and of x + h itself (eps·|x|/h of the step, times the slope), with a wide margin.
         x64 = x.detach().to(torch.float64)
@@ -236,6 +239,13 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
             raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
                                  "tensor, the estimate at full float64 precision.")
         return
+    right_in_float64 = False
+    if x.dtype == torch.float32:  # round-off is named only if the same call on x in float64 is right (not truncation)
+        with contextlib.suppress(GradingFailure):
+            again = call_learner(central_difference_fn, f, x.to(torch.float64), what=what, forbid=[Route.AUTOGRAD],
+                                 **kwargs)
+            right_in_float64 = isinstance(again, torch.Tensor) and again.shape == x.shape and bool(
+                torch.allclose(again.to(torch.float64), derivative, rtol=1e-5, atol=1e-6))
     if name in VIEW_FUNCTIONS:  # outputs of f that changed after f returned them: kept, then written into
         changed = any(not torch.equal(out.detach(), value) for out, value in outputs)
         symptoms.append(KEPT_VIEW.when(lambda got: changed and bool((got == 0).all())))
@@ -247,7 +257,8 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
         (fd,) = central_difference(f, x, h=1e-6)
         # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
         expect_close(received, derivative, what=what, fd=fd, rtol=1e-5, atol=1e-6,
-                     symptoms=[*_difference_symptoms(f, x, step, derivative, derivative), *symptoms])
+                     symptoms=[*_difference_symptoms(f, x, step, derivative, derivative, right_in_float64),
+                               *symptoms])
     if received.dtype != torch.float64:  # a tensor: expect_close accepted it
         raise GradingFailure(f"{what} returned a tensor of dtype {received.dtype}; the part asks for a float64 "
                              "tensor, the estimate at full float64 precision.")
@@ -270,6 +281,8 @@ CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
                    ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None),
                    ("x[1] (a view of x)", _t64([0.5, -1.0, 2.0]), None),
                    ("x[2, 0] (a view of x)", _t64([[0.3, -0.8], [1.1, 0.0], [-2.0, 0.6]]), 1e-3)]
+#: A fast-curving function at the default step, every seed (the hidden test adds a drawn x): |cos(100·x)| ≥ 0.88.
+CURVED_X = ("sum(sin(100 * x))", _t64([0.0, 0.03, -0.065]), None)
 #: Large elements at the default step, run last at every seed: where x + 1e-6 is no longer x moved by 1e-6 and f's
 #: round-off over a 1e-6 step swamps the slope (FIXED_STEP).
 LARGE_X = [("sum(sqrt(1 + x**2))", _t64([[3e8, -2e8], [6e8, -1e9]]), None),
@@ -287,7 +300,8 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
     both signs); f maps a tensor shaped like x to a scalar tensor, possibly a view of its argument (VIEW_FUNCTIONS,
     where an answer that keeps f's output while it writes into its copy returns zeros: KEPT_VIEW); h is None (the
     learner's step), 1e-3, or a large step (0.5, 0.25) where the quotient is not the derivative; with no h, elements
-    up to 1e9 in size (LARGE_X, last at every seed, and one drawn: FIXED_STEP). Contracts and their
+    up to 1e9 in size (LARGE_X, last at every seed, and one drawn: FIXED_STEP), and a function that curves fast
+    near 0 (CURVED_X and one drawn: a step of 1e-4 fails there). Contracts and their
     checks: "a float64 tensor shaped like x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's
     shape (as_answer), of dtype float64; "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in
     place even if undone); "it may arrive as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the
@@ -303,7 +317,7 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
                  ("sum(exp(x / 2))", _t32([[0.5, 1.5], [2.0, 1.0]]), None),
                  ("sum(x**3)", _t64([1.0, 2.0, 3.0]), 0.5),
                  ("sum(exp(x / 2))", _t64([[0.5, 1.5], [2.0, 1.0]]), 0.25),
-                 *CENTRAL_CORNERS]
+                 *CENTRAL_CORNERS, CURVED_X]
         large_cases = LARGE_X
     else:
         gen = generator("01/central_difference", grading_seed)
@@ -318,7 +332,8 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
                  for shape, (dtype, h) in zip(shapes, settings)]
         large = (10 ** uniform(gen, (choice(gen, [2, 3, 4]),), 6.0, 9.0)) * torch.where(
             torch.rand(1, generator=gen) < 0.5, -1.0, 1.0).double()
-        cases = [*CENTRAL_CORNERS, *drawn]
+        curved = (torch.randint(-3, 4, (3,), generator=gen) * math.pi + uniform(gen, (3,), -0.5, 0.5)) / 100
+        cases = [*CENTRAL_CORNERS, CURVED_X, *drawn, ("sum(sin(100 * x))", curved.round(decimals=5).double(), None)]
         large_cases = [*LARGE_X, ("sum(sqrt(1 + x**2))", large, None)]
     passed = []
     for name, x, h in cases:
@@ -519,8 +534,8 @@ def _route_dict(answer, *, what: str) -> dict[tuple[str, ...], float]:
                                  "directly: every step of a route is one equation's input → its result.")
     missed = [route for route in ROUTES if route not in answer]
     if missed:
-        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}; x reaches "
-                             f"z along {len(ROUTES)}.", suspects=(MISSED_ROUTE,))
+        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}, and "
+                             "misses some path of arrows from x to z.", suspects=(MISSED_ROUTE,))
     return {route: _python_number(answer[route], what=what, name=f"the route {_show_route(route)}")
             for route in ROUTES}
 
@@ -533,8 +548,8 @@ def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
     Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
     VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "a dict with one entry per route
     from x to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str, each
-    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: the count is said,
-    never the routes); "the value that route's share" -> each compared with its own route (the right numbers on
+    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: neither their count
+    nor the routes are said); "the value that route's share" -> each compared with its own route (the right numbers on
     other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
     TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so
     a finite-difference estimate fails (FINITE_DIFFERENCE_ESTIMATE).
@@ -611,7 +626,7 @@ NO_GUARD = Misconception(
 FLAT_INDEX = Misconception(
     "flat index", "argmax on a flattened tensor gives a position in the flat view; the part asks for the element's "
     "position in the tensor's own shape, one index per dimension.",
-    question="How many numbers does a position in a tensor of shape (2, 3) need?")
+    question="What does the part ask worst_index to be: one number, or one entry per dimension of the tensor?")
 WRONG_UNRAVEL = Misconception(
     "flat position unravelled with the wrong sizes",
     "In a tensor of shape (R, C) the flat position of element (i, j) is i·C + j: the row is the flat position // C "
@@ -657,7 +672,7 @@ SIZES_NOT_DIFFERENCE = Misconception(
 KINDS = ("large", "tiny", "zero", "unused")
 #: Planted mistakes: each changes one element of the analytic gradient by at least 1 % and 1e-4 (the text's promise).
 BUGS = {"tiny": "60 % too large at a gradient of about 2e-4 to 1e-3",
-        "zero": "3e-4 where the gradient is exactly 0",
+        "zero": "1.05e-4 away from the central difference where the gradient is exactly 0",
         "sign": "the sign flipped", "dropped": "0 where the gradient is large",
         "percent": "1 % to 2 % off a gradient of several hundred"}
 #: What a planted mistake needs at its element.
@@ -685,30 +700,56 @@ def _function(terms: list[tuple[float, ...]]) -> Callable[[torch.Tensor], torch.
                       + B * (t.reshape(-1) - c) ** 2).sum()
 
 
+#: The round-off of a right gradient at an exact zero of a function of size just below 1000 (the text's largest),
+#: two units in the last place of f over 2h; every case stays at or below it, and PINNED_RIGHT's "near 1000"
+#: reaches it. With the planted error at a zero, ZERO_BUG (1e-4 and 5 %), the floors that pass are the same at
+#: every seed: from RIGHT_ROUND_OFF / TOLERANCE ≈ 0.114 up to ZERO_BUG / TOLERANCE = 105.
+RIGHT_ROUND_OFF, ZERO_BUG = 2 * math.ulp(999.0) / 2e-6, 1.05e-4
+
+
 def _gradient_pair(gen: torch.Generator, shape: tuple[int, ...], kinds: list[str]):
     """(analytic, numerical, |f|) for a right gradient: autograd, and the course's float64 central difference at
     h = 1e-6. A "zero" element is redrawn until its central difference is not exactly 0 (round-off against an
-    exact 0)."""
+    exact 0), a small one whose round-off exceeds RIGHT_ROUND_OFF until it does not."""
     terms = [_term(gen, kind) for kind in kinds]
     for _ in range(60):
         f = _function(terms)
         x = torch.tensor([term[4] for term in terms], dtype=torch.float64).reshape(shape)
         (numerical,) = central_difference(f, x)
-        silent = [i for i, kind in enumerate(kinds) if kind == "zero" and numerical.reshape(-1)[i] == 0]
-        if not silent:
+        (analytic,) = autograd_gradient(f, x)
+        off = (analytic - numerical).abs().reshape(-1)
+        redraw = [i for i, kind in enumerate(kinds) if kind != "large" and (
+            off[i] > RIGHT_ROUND_OFF or (kind == "zero" and numerical.reshape(-1)[i] == 0))]
+        if not redraw:
             break
-        for i in silent:
-            terms[i] = _term(gen, "zero")
-    (analytic,) = autograd_gradient(f, x)
+        for i in redraw:
+            terms[i] = _term(gen, kinds[i])
     return analytic, numerical, abs(float(f(x)))
 
 
-def _plant(analytic: torch.Tensor, at: int, bug: str, gen: torch.Generator) -> None:
+#: Right gradients pinned at every seed, each of f(t) = offset + Σ 100·(exp(t - c) - t) at x = c + shift (slope 0
+#: where the shift is 0): the measurement cell's (|f| ≈ 735), and two of size 980 to 990 whose round-off at a zero
+#: is RIGHT_ROUND_OFF, the largest any case holds (the first one's last zero, exact on both sides, takes ZERO_BUG).
+PINNED_RIGHT = {"measured": (400.0, (0.6, -0.6, 0.55, 0.1), (0.0, 0.0, 2e-6, -3e-6), (4,)),
+                "near 1000": (308.2, (0.02, -0.22, -0.28, -0.53, 0.31, -0.12), (0.0, 4e-3, 0.0, 3e-6, -2e-3, 0.0),
+                              (2, 3)),
+                "near 1000, again": (421.7, (-0.12, 0.67, 0.15, -0.05, 0.02, -0.26),
+                                     (0.0, 4e-3, 0.0, 3e-6, -2e-3, 0.0), (3, 2))}
+
+
+def _pinned(offset: float, c, shift, shape) -> tuple[torch.Tensor, torch.Tensor, float]:
+    c = torch.tensor(c, dtype=torch.float64)
+    f = lambda t: offset + (100 * (torch.exp(t.reshape(-1) - c) - t.reshape(-1))).sum()  # noqa: E731
+    x = (c + torch.tensor(shift, dtype=torch.float64)).reshape(shape)
+    return autograd_gradient(f, x)[0], central_difference(f, x)[0], abs(float(f(x)))
+
+
+def _plant(analytic: torch.Tensor, numerical: torch.Tensor, at: int, bug: str, gen: torch.Generator) -> None:
     flat = analytic.view(-1)
     if bug == "tiny":
         flat[at] *= 1.6
-    elif bug == "zero":
-        flat[at] = 3e-4 * choice(gen, [-1.0, 1.0])
+    elif bug == "zero":  # ZERO_BUG away from the central difference: round-off neither adds nor takes away
+        flat[at] = numerical.view(-1)[at] + ZERO_BUG * choice(gen, [-1.0, 1.0])
     elif bug == "sign":
         flat[at] = -flat[at]
     elif bug == "dropped":
@@ -762,14 +803,20 @@ def _checker_plan(grading_seed: int | None) -> list:
 
 
 def _checker_cases(grading_seed: int | None):
-    """(analytic, numerical, |f|, bug, flat position of the bug)."""
+    """(analytic, numerical, |f|, bug, flat position of the bug): the plan, then the corners pinned at every seed,
+    PINNED_RIGHT and the function near 1000 with ZERO_BUG at its last zero."""
     gen = generator("01/gradient_checker/visible" if grading_seed is None else "01/gradient_checker/values",
                     0 if grading_seed is None else grading_seed)
     for shape, kinds, bug, at in _checker_plan(grading_seed):
         analytic, numerical, size = _gradient_pair(gen, shape, kinds)
         if bug is not None:
-            _plant(analytic, at, bug, gen)
+            _plant(analytic, numerical, at, bug, gen)
         yield analytic, numerical, size, bug, at
+    for spec in PINNED_RIGHT.values():
+        yield *_pinned(*spec), None, None
+    analytic, numerical, size = _pinned(*PINNED_RIGHT["near 1000"])
+    _plant(analytic, numerical, 5, "zero", generator("01/gradient_checker/near 1000", 0))
+    yield analytic, numerical, size, "zero", 5
 
 
 def _index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -897,10 +944,13 @@ def check_worst_relative_error(worst_relative_error, grading_seed: int | None = 
     Domain: two float64 tensors of one shape (0-d, 1-D, non-square 2-D, 3-D), numerical a float64 central difference
     at h = 1e-6 of a function of size below 1000, analytic autograd's gradient (right) or that gradient with
     ONE element wrong by at least 1 % and 1e-4 (BUGS). Every case holds tiny gradients; most hold exact zeros on one
-    side (round-off against an exact 0, "zero") or both ("unused"). The verdicts pin the floor between round-off /
-    TOLERANCE (FLOOR_BELOW_ROUND_OFF below it) and 1e-4 / TOLERANCE (FLOOR_TOO_LARGE above it); a sign flip catches
-    ||a| - |n|| (SIZES_NOT_DIFFERENCE); a 1 % error on a large gradient needs the error relative there (ABSOLUTE);
-    a non-finite error is NO_GUARD; index type, length, range and unravelling as _index_tuple says.
+    side (round-off against an exact 0, "zero") or both ("unused"). Pinned at every seed (PINNED_RIGHT): the
+    measurement cell's gradient and two functions of size near 1000 whose round-off reaches RIGHT_ROUND_OFF (no case
+    exceeds it), one also with ZERO_BUG planted at a zero; so the verdicts pin the floor between RIGHT_ROUND_OFF /
+    TOLERANCE (FLOOR_BELOW_ROUND_OFF below it) and ZERO_BUG / TOLERANCE (FLOOR_TOO_LARGE above it) whatever the
+    seed; a sign flip catches ||a| - |n|| (SIZES_NOT_DIFFERENCE); a 1 % error on a large gradient needs the error
+    relative there (ABSOLUTE); a non-finite error is NO_GUARD; index type, length, range and unravelling as
+    _index_tuple says.
     """
     __tracebackhide__ = True
     for analytic, numerical, size, bug, at in _checker_cases(grading_seed):

@@ -47,16 +47,25 @@ from .programs import (
 
 # Part C: backward() alone, on nodes that carry the course's local rules
 
-#: The trace number of the spare node: a node made from an input that the output does not use.
-SPARE = -1
-#: The spare node's leftover gradient (as if from an earlier backward) and its local derivative: running its rule
+#: The spare nodes, made from an input that the output does not use, by trace number: one made after the
+#: program's first step, so BEFORE out (a backward that replays every node made up to out runs it), one after out.
+SPARES = {-1: "s1 = 3 * x", -2: "s2 = 3 * x"}
+#: A spare node's leftover gradient (as if from an earlier backward) and its local derivative: running its rule
 #: adds SPARE_GRAD * SPARE_LOCAL to the input it was made from, which the output's gradient shows.
 SPARE_GRAD, SPARE_LOCAL = 0.5, 3.0
 
 
+def _spare(Value: type, nodes: list, data: list, number: int, trace: list) -> None:
+    name = SPARES[number]
+    node = call_learner(Value, SPARE_LOCAL * data[0], (nodes[0],), what=f"Value(..., (x,)) for `{name}`")
+    _write(node, "_backward", _recording_rule(node, number, [(nodes[0], SPARE_LOCAL)], trace), f"`{name}`")
+    _write(node, "grad", SPARE_GRAD, f"`{name}`")
+
+
 def _build_traced(Value: type, program: Program, values: Sequence[float], *, spare: bool = False):
     """Learner Value nodes for the program whose _backward are the course's rules, logging (node, node.grad); with
-    ``spare``, one more node made from the first input, holding SPARE_GRAD, that the output does not use."""
+    ``spare``, two more nodes made from the first input, each holding SPARE_GRAD, that the output does not use: s1
+    right after the program's first step (before out), s2 after out."""
     nodes = [call_learner(Value, v, what=f"Value({fmt(v)})") for v in values]
     data = [float(v) for v in values]
     trace: list[tuple[int, float]] = []
@@ -68,10 +77,10 @@ def _build_traced(Value: type, program: Program, values: Sequence[float], *, spa
         _write(node, "_backward", _recording_rule(node, len(nodes), shares, trace), f"`{program.line(index)}`")
         nodes.append(node)
         data.append(value)
+        if spare and index == 0:
+            _spare(Value, nodes, data, -1, trace)
     if spare:
-        node = call_learner(Value, SPARE_LOCAL * data[0], (nodes[0],), what="Value(..., (x,)) for `spare = 3 * x`")
-        _write(node, "_backward", _recording_rule(node, SPARE, [(nodes[0], SPARE_LOCAL)], trace), "`spare = 3 * x`")
-        _write(node, "grad", SPARE_GRAD, "`spare = 3 * x`")
+        _spare(Value, nodes, data, -2, trace)
     return nodes, trace
 
 
@@ -95,9 +104,11 @@ def _diagnose_traversal(program: Program, trace: list[tuple[int, float]]) -> tup
     internal = range(first, first + len(program.steps))
     root = internal[-1]
     calls = Counter(number for number, _ in trace)
-    if calls[SPARE]:
-        return UNREACHABLE_RAN, ("the _backward of spare = 3 * x ran, though out does not use spare (spare held "
-                                 f".grad = {fmt(SPARE_GRAD)} from before)")
+    ran = [SPARES[n] for n in SPARES if calls[n]]
+    if ran:
+        return UNREACHABLE_RAN, (f"the _backward of {' and of '.join(ran)} ran, though out does not use "
+                                 f"{'them' if len(ran) > 1 else 'it'} (each spare held .grad = {fmt(SPARE_GRAD)} "
+                                 "from before)")
     twice = [n for n in internal if calls[n] > 1]
     if twice:
         return NO_VISITED, f"{program.name(twice[0])}'s _backward ran {calls[twice[0]]} times"
@@ -122,7 +133,7 @@ def _diagnose_traversal(program: Program, trace: list[tuple[int, float]]) -> tup
 
 def _check_traced(Value, program: Program, values: Sequence[float], *, spare: bool = False) -> None:
     __tracebackhide__ = True
-    extra = "; spare = 3 * x (out does not use it)" if spare else ""
+    extra = "; s1 = 3 * x made after u1 and s2 = 3 * x after out (out uses neither)" if spare else ""
     what = f"backward() on `{program.text()}{extra}` with {program.at(values)}"
     nodes, trace = _build_traced(Value, program, values, spare=spare)
     _run_backward(nodes[-1], what)
@@ -169,17 +180,17 @@ def _long_and_short() -> Program:
                                 Step("+", (5, 3))))
 
 
-#: Part C's cases: (program or None for a leaf output, values, with a spare node).
+#: Part C's cases: (program or None for a leaf output, values, with spare nodes made before and after out).
 def _traced_cases(grading_seed: int | None) -> list[tuple[Program | None, tuple[float, ...], bool]]:
     if grading_seed is None:
         return [(_two_routes(), (3.0, 5.0), False), (_diamond(1.0, 2.0), (1.5, -2.0), False),
-                (_long_and_short(), (0.5, -0.8), False), (None, (0.7,), False), (_two_routes(), (-1.2, 0.9), True)]
+                (_long_and_short(), (0.5, -0.8), True), (None, (0.7,), False), (_two_routes(), (-1.2, 0.9), True)]
     gen = generator("02/backward", grading_seed)
     x, y = _signed(gen, 0.5, 2.0), _signed(gen, 0.5, 2.0)
     c1 = round(math.copysign(float(uniform(gen, (), 0.5, 2.0)), x * y), 2)  # u1 + c1 stays away from 0
     cases = [(_diamond(c1, _signed(gen, 0.5, 3.0, 2)), (x, y), False)]
     corners = generator("02/backward/corners", grading_seed)
-    cases += [(_long_and_short(), (_signed(corners, 0.3, 0.8), _signed(corners, 0.5, 1.0)), False),
+    cases += [(_long_and_short(), (_signed(corners, 0.3, 0.8), _signed(corners, 0.5, 1.0)), True),
               (None, (_signed(corners, 0.5, 2.0),), False),
               (_two_routes(), (_signed(corners, 0.5, 2.0), _signed(corners, 0.5, 2.0)), True)]
     cases += [(*_random_program(gen, in_place=False), False) for _ in range(2)]
@@ -280,7 +291,8 @@ def check_backward(Value, grading_seed: int | None = None) -> None:
     numbers, under Python's recursion limit, unchanged); a Value made from nothing is an output too. Pinned at every
     seed (the program's numbers drawn): a diamond (u1 used
     by two nodes that meet again), a node used by the output directly and through a longer path, a leaf output, and
-    a node made from an input that the output does not use and that holds gradient from before. Contracts and their
+    nodes made from an input that the output does not use and that hold gradient from before, one made before out
+    (a backward that replays every node made up to out runs it) and one after (twice at every seed). Contracts and their
     checks: "a topological order of every node reachable from self ... each node appears once" -> the course's rules
     log each run (NO_VISITED, NOT_ALL, UNREACHABLE_RAN); "seed self.grad = 1.0" -> the output's rule sees 1.0
     (NOT_SEEDED); "call node._backward() for every node in the reversed order" -> every node runs after all its

@@ -175,8 +175,8 @@ AS_WRITTEN = {"log_softmax_first": lambda v: torch.log_softmax(v - v.max().detac
 
 
 def _hunt_points(grading_seed: int | None) -> list[list[float]]:
-    if grading_seed is None:
-        return [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75, 1.0]]
+    if grading_seed is None:  # not GAP_AT: a failure there would print the gradient the gap is measured from
+        return [[0.8, -1.4, 0.3], [1.5, 0.25, -0.75, 1.0]]
     gen = generator("02/bug_hunt", grading_seed)
     return [[round(float(v), 3) for v in uniform(gen, (n,), 0.3, 2.0) * torch.tensor([1.0, -1.0] * 3)[:n]]
             for n in (3, 4, 5)]

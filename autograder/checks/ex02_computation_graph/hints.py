@@ -25,12 +25,12 @@ hint = HintBook({
         "In the measuring cell, at which x does each candidate form of tanh's derivative first miss the exact value "
         "by more than 1e-9, relatively, and at which x does it stop returning a number at all? Could one form be "
         "rewritten so that none of its intermediate numbers is close to 1 - 1 or beyond a float's range?",
-        "Check values of tanh's derivative: exact, about 1.5100538e-10 at x = 12, 1.2556531e-16 at 19, 1.6993417e-17 "
-        "at 20, 3.5026043e-26 at 30, and 0.0 (below the smallest float) at 400 and 800. 1 - t² gives about "
-        "1.5100543e-10, 2.2204460e-16, 0.0 and 0.0 at the first four; `1 / math.cosh(x) ** 2` raises OverflowError "
-        "at 400. Other functions, the new node's gradient 1.0 and the input's 0 before `out._backward()`: exp at 0.5 "
-        "about 1.64872; log at 4 0.25; `Value(4.0) ** 0.5` 0.25, `Value(2.0) ** -1` -0.25, `Value(-2.0) ** 3` 12.0, "
-        "`Value(0.0) ** 3` 0.0; relu at -1 0.0, at 2 1.0.",
+        "Check values of tanh's derivative: exact, about 1.5100538e-10 at x = 12, 1.2556531e-16 at 19, 1.6993417e-17 at"
+        " 20, 3.5026043e-26 at 30, 4.5039294e-278 at 320, and 0.0 (below the smallest float) at 400 and 800. 1 - t² "
+        "gives about 1.5100543e-10, 2.2204460e-16, 0.0 and 0.0 at the first four; `1 / math.cosh(x) ** 2` raises "
+        "OverflowError at 400. Other functions, the new node's gradient 1.0 and the input's 0 before `out._backward()`:"
+        " exp at 0.5 about 1.64872; log at 4 0.25; `Value(4.0) ** 0.5` 0.25, `Value(2.0) ** -1` -0.25, `Value(-2.0) ** "
+        "3` 12.0, `Value(0.0) ** 3` 0.0; relu at -1 0.0, at 2 1.0.",
         "Where tanh saturates, t is 1 minus a tiny amount that rounding has already lost, so any form that subtracts "
         "from 1 keeps only rounding error; cosh and eˣ, on the other hand, grow past the largest float. Start from "
         "the exact 4 / (eˣ + e⁻ˣ)², which is even in x, and multiply its top and bottom by the square of e raised "

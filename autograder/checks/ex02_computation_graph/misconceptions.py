@@ -66,6 +66,13 @@ TANH_CANCELS = Misconception(
     "1 - t² too): only a reference computed in higher precision shows it. Choose among the algebraically equal forms "
     "by measuring their relative error against one.",
     "At x = 20, what does your rule give, and what is the exact derivative of tanh there?")
+TANH_ZEROED = Misconception(
+    "tanh's derivative taken as 0 where it is tiny but still a float",
+    "Beyond |x| ≈ 19 the derivative of tanh, sech²(x) ≈ 4e^(-2|x|), is tiny but far from 0 as a float: about 3.5e-26 "
+    "at 30, 5.5e-87 at 100, 4.5e-278 at 320, and above 1e-300 up to |x| ≈ 346. A rule that returns 0 there (a "
+    "cut-off, or 1 - t² once t rounds to ±1) is 100 % wrong, although the number is small. Keep a form that stays "
+    "accurate over the whole range: no cancellation and no overflow.",
+    "Over which range of x does your rule return exactly 0, and is the exact derivative 0 anywhere in that range?")
 RELU = Misconception("relu gradient on the wrong side",
                "relu lets the gradient through where its input was positive and blocks it where it was negative: "
                "self.grad += (1.0 if self.data > 0 else 0.0) * out.grad.")

@@ -41,6 +41,7 @@ from .misconceptions import (
     TANH_CANCELS,
     TANH_INPUT,
     TANH_OVERFLOW,
+    TANH_ZEROED,
 )
 from .programs import (
     METHODS,
@@ -156,13 +157,33 @@ def _check_one_step(Value, case: Case) -> None:
     tie = step.op == "max" and len({values[a] if isinstance(a, int) else a for a in step.args}) == 1
     for i, (name, node, before) in enumerate(zip(program.inputs, inputs, case.preset)):
         local = float(grads[i]) / g + 0.0  # + 0.0: a blocked relu reads 0, not -0
+        if tie:
+            _expect_tie(_read(node, "grad", f"{what}: {name}"), before + grads[i], program, values, i,
+                        what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
+                             f"{fmt(before)} before)", symptoms=_gradient_mistakes(program, values, i, g, before))
+            continue
         expect_close(_read(node, "grad", f"{what}: {name}"), before + grads[i], fd=before + fds[i],
                      what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
                           f"{fmt(before)} before)",
-                     # At a tie the local derivative is the part's question: the oracles' numbers only.
-                     extra="" if tie else f"  expected:           {fmt(before)} already there + out.grad {fmt(g)} × "
-                                          f"local derivative {fmt(local)}",
+                     extra=f"  expected:           {fmt(before)} already there + out.grad {fmt(g)} × "
+                           f"local derivative {fmt(local)}",
                      symptoms=_gradient_mistakes(program, values, i, g, before))
+
+
+def _expect_tie(got, expected, program: Program, values: Sequence[float], i: int, *, what: str, symptoms) -> None:
+    """x.grad at a tie of maximum: the evidence is the slope of out measured on each side of the tie (float64, a
+    step of 1e-6), never the expected value or the error, from which the split could be read off."""
+    __tracebackhide__ = True
+    try:
+        expect_close(got, expected, what=what, symptoms=symptoms)
+    except GradingFailure as failure:
+        h, at = 1e-6, list(values)
+        out = [float(_run_torch(program, as_float64(*at[:i], at[i] + d, *at[i + 1:]))) for d in (h, 0.0, -h)]
+        up, down = (out[0] - out[1]) / h, (out[1] - out[2]) / h
+        raise GradingFailure(f"{what} is wrong.\n  your value:         {fmt(got)}\n  a tie: the slope of out in "
+                             f"{program.inputs[i]}, one side at a time (float64, step 1e-6): {up:.6g} nudged up, "
+                             f"{down:.6g} nudged down. Which gradient does that make, and "
+                             "what do central differences and torch.maximum say?", suspects=failure.suspects) from None
 
 
 #: Where tanh counts as saturated (x.grad against the exact derivative): 1 - tanh(x)² has lost 1e-10 of its accuracy.
@@ -193,19 +214,27 @@ def _expect_exact_tanh(got, x: float, g: float, *, what: str) -> None:
     fd = (math.tanh(x + 1e-6) - math.tanh(x - 1e-6)) / 2e-6
     extra = (f"  autograd (float64): {fmt(g * (1 - t * t))} and central differences: {fmt(g * fd)}: both computed "
              "from tanh's rounded values, so neither can tell")
-    expect_close(got, g * exact_tanh_derivative(x), what=what, rtol=TANH_RTOL, atol=TANH_ATOL, extra=extra,
-                 source="exact (50 digits)", symptoms=[TANH_CANCELS.looks_like(g * (1 - t * t), rtol=1e-6, atol=0.0)])
+    # 1 - t² names its cancellation only where it is not yet 0 (|x| < 19.1): from there on a 0 is what any rule that
+    # drops the tiny derivative gives, named TANH_ZEROED wherever the derivative is still above the allowance.
+    exact = exact_tanh_derivative(x)
+    symptoms = [TANH_CANCELS.looks_like(g * form, rtol=1e-10, atol=0.0) for form in {1 - t * t, (1 - t) * (1 + t)}
+                if form]
+    if exact > 2 * TANH_ATOL:
+        symptoms.append(TANH_ZEROED.looks_like(0.0, rtol=0.0, atol=0.0))
+    expect_close(got, g * exact, what=what, rtol=TANH_RTOL, atol=TANH_ATOL, extra=extra,
+                 source="exact (50 digits)", symptoms=symptoms)
 
 
 # Part A's operations; "c" and "C" stand for two numbers: on either side, the same node twice, in-place forms.
 # Operations that are often built from others (a - b as a + (-b)) come after the ones they are built from; the
-# reflected - and / come twice (with c and with C), so that a flipped one shows in two cases and can be named.
+# reflected - and / come twice (with c and with C), so that a flipped one shows in two cases and can be named; a / a
+# last: the quotient rule's two shares on one node, which cancel (a rule that keeps one share shows).
 ARITHMETIC = [("+", (0, 1)), ("+", (0, "c")), ("+", ("c", 0)), ("+", (0, 0)),
               ("*", (0, 1)), ("*", (0, "c")), ("*", ("c", 0)), ("*", (0, 0)),
               ("/", (0, 1)), ("/", (0, "c")), ("/", ("c", 0)), ("neg", (0,)),
               ("-", (0, 1)), ("-", (0, "c")), ("-", ("c", 0)),
               ("+=", (0, 1)), ("-=", (0, 1)), ("*=", (0, 1)), ("/=", (0, "c")),
-              ("/", ("C", 0)), ("-", ("C", 0))]
+              ("/", ("C", 0)), ("-", ("C", 0)), ("/", (0, 0))]
 
 
 # maximum's cases: (arguments, a, b); "t" stands for a number equal to a (a tie with a constant). One input wins
@@ -281,8 +310,8 @@ def check_arithmetic(Value, grading_seed: int | None = None) -> None:
     """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules.
 
     Domain: Values holding any real float, numbers (int or float) on either side, a divisor never 0; the same node
-    twice (a + a, a * a, a.maximum(a)); maximum with a Value or a number as other, a winner on either side or a tie
-    (MAXIMUM: the tie split half and half, as central differences and torch.maximum measure, MAX_TIE; the gradient
+    twice (a + a, a * a, a / a, a.maximum(a)); maximum with a Value or a number as other, a winner on either side or
+    a tie (MAXIMUM: the tie split half and half, as central differences and torch.maximum measure, MAX_TIE; the gradient
     to the smaller input, MAX_LOSER); a node that already holds gradient (.grad preset) and an output gradient other
     than 1.
     Pinned at every seed: each operation with both operand orders and in-place forms (ARITHMETIC), reflected - and /
@@ -323,10 +352,14 @@ VISIBLE_FUNCTIONS = [("relu", None, 0.75), ("relu", None, -1.5), ("tanh", None, 
 FUNCTION_CORNERS = [("relu", None, 1.3), ("relu", None, -0.4), ("**", 2, 0.0), ("**", 3, 0.0), ("**", 2, -1.25),
                     ("**", -2, -0.8)]
 #: tanh where it saturates, the corners its form decides (x.grad starts at 0, or the tiny gradient would vanish in
-#: it): 1 - t² is off by more than 1e-9 from |x| ≈ 9.5 and exactly 0 from 19.1 (TANH_CANCELS), a form through cosh
-#: or exp overflows past 355 or 710 (TANH_OVERFLOW). Visible: these; hidden: one x drawn in each signed band.
-SATURATED_TANH = (12.0, -19.0, 20.0, 400.0, 800.0, -750.0)
-SATURATED_BANDS = ((11.0, 18.5), (19.5, 30.0), (360.0, 700.0), (712.0, 1000.0))
+#: it): 1 - t² is off by more than 1e-9 from |x| ≈ 9.5 and exactly 0 from 19.1 (TANH_CANCELS); the derivative stays
+#: above the 1e-300 allowance up to |x| ≈ 346, so a rule that returns 0 past some cut-off fails in the band from 19.1
+#: to 346 (TANH_ZEROED: 1/cosh² is accurate up to 355, where its square overflows); a form through cosh or exp
+#: overflows past 355 or 710 (TANH_OVERFLOW). Visible: these; hidden: two x drawn in each signed band, the whole
+#: promised domain (|x| from about 10 to 1000) at every seed.
+SATURATED_TANH = (12.0, -19.0, 20.0, -25.0, 45.0, -100.0, 200.0, -320.0, 345.0, 400.0, 800.0, -750.0)
+SATURATED_BANDS = ((11.0, 18.5), (19.5, 30.0), (30.0, 100.0), (100.0, 200.0), (200.0, 300.0), (300.0, 340.0),
+                   (340.0, 345.5), (346.0, 360.0), (360.0, 700.0), (712.0, 1000.0))
 
 
 def _saturated_cases(grading_seed: int | None) -> list[Case]:
@@ -367,7 +400,8 @@ def check_functions(Value, grading_seed: int | None = None) -> None:
     relu twice on each side of 0 (RELU is named only where its value differs from "no gradient at all"; a relu rule
     without out.grad, NO_UPSTREAM, shows on the positive side only), x ** 2 and x ** 3 at x = 0, a negative base
     under k = 2 and k = -2 (FUNCTION_CORNERS); tanh saturated (SATURATED_TANH, SATURATED_BANDS: x.grad against the
-    exact sech², 1e-9 relative, where 1 - t² cancels, TANH_CANCELS, and where cosh or exp overflow, TANH_OVERFLOW);
+    exact sech², 1e-9 relative, where 1 - t² cancels, TANH_CANCELS, over the band up to |x| ≈ 346 where a derivative
+    cut to 0 is wrong, TANH_ZEROED, and where cosh or exp overflow, TANH_OVERFLOW);
     an int and a float
     exponent, an int power of a negative base. Contracts and their checks: "a new Value (one input: (self,)) with
     its local rule" -> as Part A (NOT_RECORDED, RETURNED_SELF, OVERWRITE, NO_UPSTREAM); each function's derivative
