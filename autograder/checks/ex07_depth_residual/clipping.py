@@ -19,7 +19,7 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ...checking import GradingFailure, Routes, call_learner, check, expect_close, proven_failure, trial
+from ...checking import GradingFailure, Routes, as_answer, call_learner, check, expect_close, proven_failure, trial
 from ...contracts import CHANGED_INPUT
 from ...oracles import autograd_gradient, central_difference
 from ...routes import CallWatch
@@ -30,12 +30,15 @@ from .misconceptions import (
     BATCH_CLIPPED,
     BIAS_NOT_IN_NORM,
     CLIPPED_BELOW,
+    FIRST_PASS_LEFT,
     FORWARD_PER_EXAMPLE,
     HOOKS_LEFT,
     LOOPED_BACKWARD,
     NO_EPS,
+    NO_SQRT,
     NORM_AFTER,
     PER_EXAMPLE_HELD,
+    PER_LAYER,
     PER_TENSOR,
     SHARE_CLIPPED,
     SUMMED,
@@ -95,24 +98,60 @@ def clipped_mean(grads: torch.Tensor, max_norm: float) -> torch.Tensor:
     return (grads * _factors(grads.norm(dim=1), max_norm)[:, None]).mean(dim=0)
 
 
+def _pieces(grads: torch.Tensor, model: nn.Module):
+    """(name, columns of ``grads``) for every parameter, in model.parameters() order."""
+    named = list(model.named_parameters())
+    return list(zip([name for name, _ in named], grads.split([p.numel() for _, p in named], dim=1)))
+
+
+def _layer_norms(grads: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
+    """Each example's norm over one layer's parameters (its weight and bias together), by layer."""
+    squares: dict[str, torch.Tensor] = {}
+    for name, piece in _pieces(grads, model):
+        layer = name.rpartition(".")[0]
+        squares[layer] = squares.get(layer, 0) + (piece ** 2).sum(dim=1)
+    return {layer: total.sqrt() for layer, total in squares.items()}
+
+
+def _norm_symptoms(grads: torch.Tensor, model: nn.Module, max_norm: float) -> list:
+    """What the catalogued mistakes make of the returned norms."""
+    norms = grads.norm(dim=1)
+    pieces = _pieces(grads, model)
+    weights_only = torch.cat([p for name, p in pieces if not name.endswith("bias")], dim=1)
+    return [NORM_AFTER.looks_like(norms * _factors(norms, max_norm)),
+            NORM_AFTER.looks_like(norms.clamp(max=max_norm)),
+            NO_SQRT.looks_like(norms ** 2),
+            BIAS_NOT_IN_NORM.looks_like(weights_only.norm(dim=1)),
+            TENSOR_NORMS_ADDED.looks_like(sum(p.norm(dim=1) for _, p in pieces)),
+            TENSOR_NORMS_ADDED.looks_like(sum(_layer_norms(grads, model).values())),
+            SHARE_CLIPPED.looks_like(norms / grads.shape[0]),
+            BATCH_CLIPPED.looks_like(grads.mean(dim=0).norm().expand(grads.shape[0]))]
+
+
 def _symptoms(grads: torch.Tensor, model: nn.Module, max_norm: float) -> list:
-    """What the catalogued mistakes make of these per-example gradients."""
+    """What the catalogued mistakes make of the .grad, once the norms are right."""
     batch = grads.shape[0]
     norms = grads.norm(dim=1)
     mean = grads.mean(dim=0)
-    named = list(model.named_parameters())
-    pieces = grads.split([p.numel() for _, p in named], dim=1)
-    per_tensor = torch.cat([p * _factors(p.norm(dim=1), max_norm)[:, None] for p in pieces], dim=1).mean(dim=0)
-    weights_only = torch.cat([p for (name, _), p in zip(named, pieces) if not name.endswith("bias")], dim=1)
-    tensor_norms = sum(p.norm(dim=1) for p in pieces)
+    pieces = _pieces(grads, model)
+    per_tensor = torch.cat([p * _factors(p.norm(dim=1), max_norm)[:, None] for _, p in pieces], dim=1).mean(dim=0)
+    layer_norms = _layer_norms(grads, model)
+    per_layer = torch.cat([p * _factors(layer_norms[name.rpartition(".")[0]], max_norm)[:, None]
+                           for name, p in pieces], dim=1).mean(dim=0)
+    weights_only = torch.cat([p for name, p in pieces if not name.endswith("bias")], dim=1)
+    tensor_norms = sum(p.norm(dim=1) for _, p in pieces)
+    right = clipped_mean(grads, max_norm)
 
     def scaled(by: torch.Tensor) -> torch.Tensor:
         return (grads * by[:, None]).mean(dim=0)
 
     return [BATCH_CLIPPED.looks_like(mean * _factors(mean.norm(), max_norm)),
             PER_TENSOR.looks_like(per_tensor),
+            PER_LAYER.looks_like(per_layer),
+            FIRST_PASS_LEFT.looks_like(grads.sum(dim=0) + right),
+            FIRST_PASS_LEFT.looks_like(mean + right),
             SHARE_CLIPPED.looks_like(scaled(_factors(norms / batch, max_norm))),
-            SUMMED.looks_like(batch * clipped_mean(grads, max_norm)),
+            SUMMED.looks_like(batch * right),
             CLIPPED_BELOW.looks_like(scaled(max_norm / (norms + EPS))),
             BIAS_NOT_IN_NORM.looks_like(scaled(_factors(weights_only.norm(dim=1), max_norm))),
             TENSOR_NORMS_ADDED.looks_like(scaled(_factors(tensor_norms, max_norm))),
@@ -264,7 +303,9 @@ def check_per_example_clip(per_example_clip, grading_seed: int | None = None) ->
     and above it, an example whose gradient is zero. Corners pinned at every seed: :func:`_corners`. Contracts: each
     Linear runs once; at most two backward runs (Routes); no tensor created during the call larger than
     :func:`_budget` (a dispatch mode; NumPy and lists refused); no hook left; every .grad (None before the call)
-    holds the answer; the parameters' values and x, y unchanged.
+    holds the answer; the parameters' values and x, y unchanged. The returned norms are compared before .grad: a
+    mistake in the norms also makes .grad wrong, and the norms show it where it is (:func:`_norm_symptoms`); the
+    mistakes of the clipping itself are then named from .grad (:func:`_symptoms`).
     """
     __tracebackhide__ = True
     module_api = torch.nn.modules.module
@@ -292,6 +333,13 @@ def check_per_example_clip(per_example_clip, grading_seed: int | None = None) ->
                 if not torch.equal(param.detach(), before):
                     raise proven_failure(f"{what}: parameter {index}'s values changed.", CHANGED_INPUT)
             _expect_contract(model, x.shape[0], routes, calls, largest, exits, what)
+            # The norms first: a wrong norm also makes .grad wrong, and the norms show where the mistake is.
+            got = as_answer(returned, what=f"{what}: the returned norms")
+            if tuple(got.shape) != tuple(norms.shape):
+                raise GradingFailure(f"{what}: the returned norms have shape {tuple(got.shape)}; expected shape "
+                                     f"{tuple(norms.shape)} (one norm per example, as a 1-D tensor).")
+            expect_close(got, norms, fd=fd.norm(dim=1), rtol=1e-6, atol=1e-9, what=f"{what}: the returned norms",
+                         symptoms=_norm_symptoms(grads, model, max_norm))
             for index, param in enumerate(params):
                 if param.grad is None or param.grad.shape != param.shape:
                     raise GradingFailure(f"{what}: parameter {index}'s .grad is "
@@ -300,7 +348,5 @@ def check_per_example_clip(per_example_clip, grading_seed: int | None = None) ->
             expect_close(torch.cat([p.grad.reshape(-1) for p in params]), clipped_mean(grads, max_norm),
                          fd=clipped_mean(fd, max_norm), rtol=1e-6, atol=1e-9,
                          what=f"{what}: the .grad afterwards (all parameters, flattened in order)",
-                         symptoms=_symptoms(grads, model, max_norm))
-            expect_close(returned, norms, fd=fd.norm(dim=1), rtol=1e-6, atol=1e-9,
-                         what=f"{what}: the returned norms",
-                         symptoms=[NORM_AFTER.looks_like(norms.clamp(max=max_norm))])
+                         symptoms=_symptoms(grads, model, max_norm),
+                         extra="  (your returned norms are right: the mistake is in what .grad holds.)")

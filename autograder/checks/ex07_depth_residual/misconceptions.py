@@ -106,6 +106,24 @@ TENSOR_NORMS_ADDED = Misconception(
     "An example's gradient is one long vector over all parameters: its norm is the square root of the sum of the "
     "squared norms of its pieces (every weight and bias), not the sum of their norms.",
     question="Is the length of a vector cut into pieces the sum of the pieces' lengths?")
+PER_LAYER = Misconception(
+    "each example clipped layer by layer",
+    "An example's gradient is one long vector over the parameters of ALL layers: one norm per example (the square "
+    "root of the sum of its layers' squared norms) and one factor that scales every layer's part of it. Clipping "
+    "each layer's part by its own norm bends the example's gradient: a layer whose part is short keeps it whole "
+    "while a long one is cut.",
+    question="How many clipping factors does one example get: one, or one per layer?")
+FIRST_PASS_LEFT = Misconception(
+    "a first backward pass's gradients left in .grad",
+    "backward() adds into .grad: what a first .backward() of the batch's losses put there (their summed or mean "
+    "gradient) is still there when the clipped mean is added to it. The part asks for .grad to hold the clipped "
+    "mean alone, so the first pass's parameter gradients must not stay in .grad.",
+    question="What did each .grad already hold when the clipped mean was added to it?")
+NO_SQRT = Misconception(
+    "the squared norms returned (no square root)",
+    "Summing ‖g_i‖²‖a_i‖² over the layers (plus ‖g_i‖² for each bias) gives the example's SQUARED norm; the norm the "
+    "part asks for, and the one the clipping factor divides by, is its square root.",
+    question="Is the sum of the squares of a vector's entries its length, or its length squared?")
 NO_EPS = Misconception(
     "the clipping factor without the + 1e-6",
     "The part's formula (torch's clip_grad_norm_'s) divides max_norm by the norm plus 1e-6; without it the factor of "
