@@ -1,8 +1,8 @@
 """Checks for exercise 08, broadcasting, one module per part: the backward of out = a + (b * c).sum(-1) when all three
 operands broadcast, by hand (:mod:`.backward`); which output columns of a batch function depend on an example's
 batch-mates (:mod:`.mixing`); a bug hunt in a colleague's scorer of four hand-written Functions (:mod:`.colleague`),
-one of whose backward passes takes a mean over the wrong axis (:mod:`.pooling`); :mod:`.misconceptions` holds every
-mistake they name; the hint book (:data:`hint`) is here.
+one of whose backward passes divides by the batch's mean sentence length, right on most test batches
+(:mod:`.pooling`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: autograd and central differences in float64 (Parts A and C), functions whose mixing
@@ -47,18 +47,19 @@ hint = HintBook({
         "to the column's size."),
         checks=("check_mixed_features",), cells=("mixed_features",)),
     "C": PartHints(texts=(
-        "gradcheck of the whole scorer says False: with respect to which of `w`, `b` and `scale` (run it with "
-        "`raise_exception=True`, or one parameter at a time)? A stage's backward passes on the gradient it "
-        "receives: is the stage where that parameter enters wrong, or is the gradient that reaches it wrong already?",
-        "Check values. At the fitted parameters, on the notebook's data in float64, the relative errors are 0 for `w` "
-        "and `b` (round-off at most) and about 0.0045 for `scale`; for a batch of one sentence, `scale`'s is exactly "
-        "1. For a backward on a smaller case: a stage input of shape `(1, 3)` and an upstream gradient `[[1., 0., "
-        "0.]]`, central differences of `(grad * stage_output).sum()` give you the numbers to match.",
-        "gradcheck each stage alone, on float64 inputs shaped as the scorer gives them, with two sentences or more "
-        "(some bugs vanish with one), or hook the tensor between two stages and compare what arrives there with what "
-        "autograd sends through the formula written in plain tensor operations. For the measurement, run the loss "
-        "twice, through the stages and through that plain formula, and compare each parameter's gradient. For the "
-        "fix, count the routes by which one entry of the stage's input reaches the stage's outputs, as in lesson "
-        "01, on the 1-by-3 case."),
+        "gradcheck of the whole scorer says False: with respect to which of `w`, `b` and `scale` (one parameter at a "
+        "time)? If every stage then passes a gradcheck alone, what do the notebook's sentences have that your test "
+        "batch did not?",
+        "Check values. On the notebook's data in float64 at the fitted parameters, the relative errors are round-off "
+        "for `w` and `b` (below 1e-9) and about 1.37 for `scale`; for the first sentence alone all three are "
+        "round-off, and so they are for the 64 sentences when every mask row holds 3 real tokens. A small batch to "
+        "test a stage on: two sentences of one feature, padded to 3 positions, with mask `[[1., 1., 1.], [1., 0., "
+        "0.]]` and an upstream gradient of ones of shape `(2, 1)`; central differences give you the numbers to match.",
+        "gradcheck each stage alone on float64 inputs built like the notebook's batch: several sentences, padded, of "
+        "different lengths (some bugs vanish with one sentence, or when every sentence has the same length); the "
+        "mask is data, so gradcheck with respect to the other input only. For the prediction, follow each "
+        "parameter's gradient from the loss back to the stage where the parameter enters: does it pass through the "
+        "wrong backward? For the fix, as in lesson 01, count the routes by which a real token's feature, and a "
+        "padding position's, reach the pooled vector, on the two-sentence batch."),
         checks=("check_bug_hunt",), cells=("bug_stage", "bug_hunt")),
 })

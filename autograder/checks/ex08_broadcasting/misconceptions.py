@@ -133,14 +133,27 @@ ROUNDOFF_COUNTED = Misconception(
 SYMPTOM_STAGE = Misconception(
     "the stage where the wrong gradient shows blamed",
     "scale's gradient is wrong, but a backward can only pass on what it receives: the scale stage multiplies the "
-    "gradient that reaches q by p, and that gradient comes back through the stages after it. Test each stage alone "
-    "(gradcheck on float64 inputs of your own), or look at the gradient arriving at each stage's input with a hook.",
+    "gradient that reaches its output by the token features, and that gradient comes back through the stages after "
+    "it. Test each stage alone (gradcheck on float64 inputs of your own, shaped and filled like the notebook's), or "
+    "look at the gradient arriving at each stage's input with a hook.",
     "Is the scale stage's backward wrong, or is the gradient it receives already wrong?")
 OTHER_STAGE = Misconception(
     "a stage whose backward is right blamed",
-    "Each stage is a Function of its own: gradcheck it alone, on float64 inputs of the notebook's shapes, and the "
-    "stage whose backward is wrong says False; the others say True.",
-    "What does gradcheck say about each stage alone?")
+    "Each stage is a Function of its own: gradcheck it alone, on float64 inputs like the notebook's batch (several "
+    "sentences, padded, of different lengths; the mask is data, with no gradient), and the stage whose backward is "
+    "wrong says False; the others say True on any inputs.",
+    "What does gradcheck say about each stage alone, on a batch like the notebook's?")
+AFFECTED_DOWNSTREAM = Misconception(
+    "a parameter after the wrong stage counted as affected",
+    "A backward runs from the loss towards the inputs: a parameter's gradient is made by the stage where it enters, "
+    "from the gradient that reaches that stage. w and b enter after pool, so their gradients never pass through "
+    "pool's backward and stay exact; only scale's does.",
+    "On its way from the loss to that parameter, does the gradient pass through the wrong stage's backward?")
+AFFECTED_MISSED = Misconception(
+    "a parameter before the wrong stage counted as safe",
+    "scale enters before pool: its gradient is the gradient that pool's backward passes back, times the token "
+    "features, so a wrong pool backward makes it wrong.",
+    "Which parameters enter the scorer before the wrong stage?")
 RELATIVE_TO_GIVEN = Misconception(
     "the error measured relative to the given gradient",
     "The part asks for ||given - right|| / ||right||: the error relative to the RIGHT gradient, which is what the "
@@ -152,18 +165,23 @@ NOT_RELATIVE = Misconception(
     "the norm of the right gradient.",
     "Is your number relative to the gradient's size?")
 COLLEAGUE_BACKWARD = Misconception(
-    "the given backward's mean over the batch",
-    "The forward subtracts each sentence's own mean over its d features; the given backward subtracts the mean over "
-    "the n sentences, which broadcasts back to the same shape at every size and mixes sentences. The backward of a "
-    "per-sentence mean stays per sentence.",
-    "Over which axis does the forward take its mean, and over which does this backward?")
-MEAN_PATH_FORGOTTEN = Misconception(
-    "the mean's own path to the loss left out",
-    "Every entry q[i, j] reaches z twice: directly in z[i, j], and through the mean it helps to form, which every "
-    "entry z[i, :] subtracts. Returning grad unchanged treats the mean as a constant.",
-    "Through how many routes does q[i, j] reach the entries of z?")
-CENTRE_NO_KEEPDIM = Misconception(
-    "a per-sentence mean without keepdim",
-    "A mean over dim 1 of an (n, d) tensor has shape (n,): subtracted from (n, d) it lines up with the features, "
-    "which raises when n != d and is silently wrong when n == d. Keep it as a column, (n, 1).",
-    "Against an (n, d) tensor, which axis does a tensor of shape (n,) line up with?")
+    "the given backward's count: the batch's mean length",
+    "The forward divides each sentence's sum by that sentence's own number of real tokens; the given backward "
+    "divides by the batch's mean number, which is the same only for one sentence, for sentences of one length, or "
+    "without padding.",
+    "By which count does the forward divide sentence i, and by which does this backward?")
+PADDING_COUNTED = Misconception(
+    "padding counted in the mean",
+    "The forward averages over a sentence's real tokens only: dividing by the padded length L counts the padding, "
+    "and is right only for sentences without any.",
+    "How many tokens does sentence i's mean divide by in the forward?")
+PADDING_GRADIENT = Misconception(
+    "a gradient sent to padding positions",
+    "A padding position is multiplied by a 0 of the mask in the forward: its features never reach the output, so "
+    "their gradient is 0.",
+    "Does a padding token's feature change the pooled vector?")
+NOT_AVERAGED = Misconception(
+    "the pool's division left out of its backward",
+    "Each real token's feature enters its sentence's mean with a weight of one over the sentence's count: the "
+    "backward carries that weight too.",
+    "By how much does p[i] move when one real token's feature moves by 1?")
