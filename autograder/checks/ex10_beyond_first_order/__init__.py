@@ -1,15 +1,17 @@
 """Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product by double backward for
-a function of several tensors (:mod:`.hvp`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one
-batched pass, and the number of probes a given accuracy needs (:mod:`.hutchinson`); the WGAN-GP gradient penalty at
-interpolates (:mod:`.penalty`); the DP-SGD step with torch.func for a model with frozen parameters and running
-statistics (:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows
-(:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
+a function of several tensors (:mod:`.hvp`) and the largest eigenvalue of the Hessian at a saddle
+(:mod:`.sharpness`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one batched pass, and the number of
+probes a given accuracy needs (:mod:`.hutchinson`), and the fewest probes that make it exact for a banded Hessian
+(:mod:`.probing`); the WGAN-GP gradient penalty at interpolates (:mod:`.penalty`); the DP-SGD step with torch.func
+for a model with frozen parameters and running statistics (:mod:`.clipping`); activation checkpointing of the fewest
+blocks a memory budget allows (:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint
+book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
-the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), the
-exact expected error and a measurement of drawn probes (B.2), a loop of per-example backward passes (Part D),
-central differences of the penalty (Part C), a plain forward from the same random state and the check's own
-measurement of each block's saved bytes (Part E).
+the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), its
+eigenvalues (A.2), the means of the probes' products (B.1), the exact expected error and a measurement of drawn
+probes (B.2), a loop of per-example backward passes (Part D), central differences of the penalty (Part C), a plain
+forward from the same random state and the check's own measurement of each block's saved bytes (Part E).
 """
 
 from ...hints import HintBook, PartHints
@@ -18,45 +20,65 @@ from .clipping import check_clipped_mean_gradient
 from .hutchinson import check_hessian_diagonal, check_probes_needed
 from .hvp import check_hvp
 from .penalty import check_gradient_penalty
+from .probing import check_exact_probes
+from .sharpness import check_sharpness
 
-__all__ = ["check_budgeted_forward", "check_clipped_mean_gradient", "check_gradient_penalty",
-           "check_hessian_diagonal", "check_hvp", "check_probes_needed", "hint"]
+__all__ = ["check_budgeted_forward", "check_clipped_mean_gradient", "check_exact_probes", "check_gradient_penalty",
+           "check_hessian_diagonal", "check_hvp", "check_probes_needed", "check_sharpness",
+           "hint"]
 
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
     "A": PartHints(texts=(
-        r"With one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ tensors and "
-        r"$m$ directions, which single scalar has every entry of $Hv$ as its gradient, cross terms included?",
-        r"Smaller cases to test against: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and "
-        r"$(Hv)_s = 2$. Then run your function on $f(u, w) = \sum u^4/4 + 2\sum w$ (linear in $w$) and on "
-        r"$f(u, W) = 3\sum u - \sum W$ (linear in both): what does autograd say in each, and what does the "
-        "mathematics say the answer is there?",
-        "In words: leaves of your own, one gradient call that records its work, one scalar that pairs every gradient "
-        "with its direction, one more gradient call over all the leaves. Where the gradient does not depend on a "
-        "tensor, autograd has nothing to differentiate: the docstring of torch.autograd.grad has two arguments about "
-        "inputs that were not used, and whether the scalar requires grad tells you, before the second call, if there "
-        "is anything to differentiate at all."),
-        checks=("check_hvp",), cells=("hvp",)),
+        r"For A.1: with one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ "
+        r"tensors and $m$ directions, which single scalar has every entry of $Hv$ as its gradient, cross terms "
+        r"included? For A.2: for $H = \mathrm{diag}(1.5, -4)$, which eigenvalue does multiplying by $H$ again and "
+        "again single out, and what could you change about the matrix you multiply by, keeping its eigenvectors, "
+        "so that 1.5 wins instead?",
+        r"A.1: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and $(Hv)_s = 2$. Then run your "
+        r"function on $f(u, w) = \sum u^4/4 + 2\sum w$ (linear in $w$) and on $f(u, W) = 3\sum u - \sum W$ (linear "
+        "in both): what does autograd say in each, and what does the mathematics say the answer is there? A.2: the "
+        "try-it saddle has λmax = −1 + √6 ≈ 1.449490, while the eigenvalue of largest size is −1 − √6 ≈ −3.449490 "
+        "(what the lesson's loop returns there). f(a, b) = 1.5 (a − b)**2 − (a + b)**2 has 6 along (1, −1) and −4 "
+        "along (1, 1): does your start ever see the 6? For 3 sum(u) − sum(W) the answer is 0: what does your "
+        "normalisation do with a zero product?",
+        "A.1 in words: leaves of your own, one gradient call that records its work, one scalar that pairs every "
+        "gradient with its direction, one more gradient call over all the leaves. Where the gradient does not depend "
+        "on a tensor, autograd has nothing to differentiate: the docstring of torch.autograd.grad has two arguments "
+        "about inputs that were not used, and whether the scalar requires grad tells you, before the second call, if "
+        "there is anything to differentiate at all. A.2, traced: H = diag(1.5, −4) from v = (1, 1) gives (1.5, −4) "
+        "after one product and (7.59, −1024) after five: the −4 wins. Add 4v to every product instead and trace "
+        "again. Which eigenvalue of H does the winner give back, how large must the added multiple be at least, and "
+        "where can your function learn a large enough one from products alone?"),
+        checks=("check_hvp", "check_sharpness"), cells=("hvp", "sharpness")),
     "B": PartHints(texts=(
-        "For B.1: from one probe to the next, what changes in the computation of Hz and what stays exactly the "
-        "same, and how many backward walks through the part that stays the same does that really call for? For "
+        "For hessian_diagonal: from one probe to the next, what changes in the computation of Hz and what stays "
+        "exactly the same, and how many backward walks through the part that stays the same does that really call "
+        r"for? For exact_probes: in the formula for the mean of $z_i (Hz)_i$, which means over the probes must be 1 "
+        r"and which must be 0 for every $H$ of the bandwidth, and must a probe's entries be $\pm 1$ for that? For "
         r"B.2: of the terms of $z_i (Hz)_i$, which change from one draw of the signs to the next, and which are the "
         "same in every draw?",
-        r"A smaller case for B.1: in its try-it cell, $H = \begin{pmatrix}4 & 2\\ 2 & 12\end{pmatrix}$ at x = (1, 2). "
-        "The probes (1, 1) and (1, −1) stacked as two rows have the products Hz = (6, 14) and (2, −10), the "
-        "estimates (6, 14) and (2, 10), and the mean (4, 12); your function must get there with the engine run "
-        "twice in all (once for a linear f). Check values for B.2: for a Hessian "
+        r"A smaller case for hessian_diagonal: in its try-it cell, $H = \begin{pmatrix}4 & 2\\ 2 & 12\end{pmatrix}$ "
+        "at x = (1, 2). The probes (1, 1) and (1, −1) stacked as two rows have the products Hz = (6, 14) and "
+        "(2, −10), the estimates (6, 14) and (2, 10), and the mean (4, 12); your function must get there with the "
+        "engine run twice in all (once for a linear f). For exact_probes: with n = 4 and bandwidth 1, are the rows "
+        "(1, 1, −1, −1) and (1, −1, −1, 1) exact (work out the mean of z_i z_j for every pair one apart)? They are, "
+        "and no single row can be. For bandwidth 2, rows of signs need four: three mutually orthogonal sign vectors "
+        "need a length divisible by 4. Check values for B.2: for a Hessian "
         r"$\begin{pmatrix}2 & 1\\ 1 & 2\end{pmatrix}$ a target of 0.2 needs 7 probes; for f(x) = log(1 + sum(x**2)) "
         "at x = (1, 2, 3) a target of 0.5 needs 7, 0.2 needs 44 and 0.1 needs 173; any f with a diagonal Hessian "
         "needs 1. Your formula must also agree with the try-it cell's measurement.",
-        "In words, for B.1: one first gradient that records its work; then a single call of torch.autograd.grad "
-        "that receives all the probes at once, stacked as a batch of output gradients (row k for probe k), with the "
-        "switch its documentation describes for a batch along the first dimension; each row of what comes back "
-        "times its own probe, then the mean over the rows. For B.2: write the expected squared error of one probe's "
-        "estimate as a sum over entries of H (which entries enter it, and which never do?); the mean of k "
-        "independent probes divides it by k; compare it with the bound, squared on both sides, and take the "
-        "smallest whole k that keeps the bound."),
-        checks=("check_hessian_diagonal", "check_probes_needed"), cells=("hessian_diagonal", "probes_needed")),
+        "In words, for hessian_diagonal: one first gradient that records its work; then a single call of "
+        "torch.autograd.grad that receives all the probes at once, stacked as a batch of output gradients; each row "
+        "of what comes back times its own probe, then the mean over the rows. For exact_probes, read the probes by "
+        "columns: column i holds what entry i sees in the k probes. Exactness asks every column to have mean square 1 "
+        "and to be orthogonal to the columns of the entries within the bandwidth of it. How many mutually orthogonal "
+        "nonzero columns fit in k rows, which entries may reuse a column, and what scale gives the mean square 1? "
+        "For B.2: write the expected squared error of one probe's estimate as a sum over entries of H (which entries "
+        "enter it, and which never do?); the mean of k independent probes divides it by k; compare it with the "
+        "bound, squared on both sides, and take the smallest whole k that keeps the bound."),
+        checks=("check_hessian_diagonal", "check_exact_probes", "check_probes_needed"),
+        cells=("hessian_diagonal", "exact_probes", "probes_needed")),
     "C": PartHints(texts=(
         "Autograd differentiates only with respect to a tensor that requires grad, and real and fake do not: which "
         "tensor is it here, and why does the gradient of the summed scores hold every row's own gradient?",

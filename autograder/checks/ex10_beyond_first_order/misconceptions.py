@@ -402,3 +402,81 @@ DETACHED_INPUT = Misconception(
     "a graph of its own and x gets no gradient. Pass x itself to the first checkpoint.",
     question='Does your output depend on the x you were given, or on a copy cut off from it?'
 )
+LARGEST_MAGNITUDE = Misconception(
+    "power iteration on H itself: it finds the eigenvalue of largest size, not the largest",
+    "Multiplying by H again and again turns v towards the eigenvector whose eigenvalue is largest in absolute value. "
+    "At a saddle that can be the most negative one. Iterate with an operator whose largest eigenvalue belongs to "
+    "λmax of H: shifted by a constant that makes every eigenvalue non-negative (a bound on max |λ| gives one), and "
+    "remove the shift from the answer.",
+    question="Power iteration grows the component whose eigenvalue is largest in size: is that λmax when the most "
+    "negative eigenvalue is bigger in size?"
+)
+SPECTRAL_RADIUS = Misconception(
+    "returned the size of the dominant eigenvalue, without its sign",
+    "‖Hv‖ for a unit v tends to max |λ|, a size: the eigenvalue itself has a sign, and the largest one need not be the "
+    "one of largest size. Use it as a bound, not as the answer.",
+    question="Is the number you returned an eigenvalue of H with its sign, or the size of the largest one?"
+)
+SHIFT_KEPT = Misconception(
+    "kept the shift in the answer",
+    "H + cI has the eigenvalues λ + c of H: the eigenvalue your iteration found belongs to H + cI, and λmax of H is "
+    "that minus c.",
+    question="Your iteration ran with a shifted operator: which eigenvalue of H corresponds to the one it found?"
+)
+ZERO_NORMALISED = Misconception(
+    "divided by the norm of a zero vector (H = 0)",
+    "Where f is linear, H·v is zero for every v, its norm is 0 and normalising gives 0/0 = nan. Every eigenvalue of "
+    "H = 0 is 0: test for a zero product before you divide.",
+    question="What is H·v, and its norm, when f is linear, and what does your normalisation do with it?"
+)
+FIXED_START = Misconception(
+    "started the iteration from a fixed vector that was an eigenvector",
+    "A start that happens to be an eigenvector (or orthogonal to the top one) never leaves that direction: power "
+    "iteration can only grow components the start already has. Start from a random vector (seeded, to be repeatable).",
+    question="Which components can power iteration grow that your starting vector did not already have?"
+)
+BUILT_MATRIX = Misconception(
+    "built the full Hessian (an n × n matrix) to find one eigenvalue",
+    "The point of H·v products is never to hold n² numbers: at n = 10⁷ the Hessian is 800 TB. Power iteration (or "
+    "Lanczos) needs a few vectors of n entries and one product per step.",
+    question="How many numbers does your method hold at once, and how many does one product H·v need?"
+)
+BAND_OFF_BY_ONE = Misconception(
+    "probes that repeat too soon: neighbours at the band's edge share a pattern",
+    "Entries i and j with |i − j| equal to the bandwidth still interact (H_ij may be nonzero), so their columns of "
+    "the probes must average z_i z_j to 0 as well: a pattern may repeat only after bandwidth + 1 places.",
+    question="At distance exactly bandwidth, can H_ij be nonzero, and what does your pattern give z_i z_j there?"
+)
+EVERY_ELEMENT = Misconception(
+    "one probe per element (the full Hessian's count)",
+    "n probes (one per element, as the identity's rows) are exact for any Hessian, but they cost n products, what "
+    "the full Hessian costs. A band of width w lets elements far apart share a probe.",
+    question="Which pairs of elements can share one probe without their H_ij leaking into each other's estimate?"
+)
+INDICATORS_UNSCALED = Misconception(
+    "0/1 indicator probes without the scale the mean needs",
+    "With k probes whose entries are 0 or 1, each entry is covered by one probe only, and the mean over the k probes "
+    "divides its H_ii by k. The estimate is the MEAN of z ⊙ Hz: scale the probes so that the mean of z_i² is 1.",
+    question="What is the mean over your probes of z_i², and what does it multiply H_ii by?"
+)
+RANDOM_PROBES = Misconception(
+    "random sign probes where the structure allows exact ones",
+    "Random signs average the noise Σ_{j≠i} H_ij z_i z_j down only as 1/k. When H is banded, probes designed so that "
+    "z_i z_j averages to exactly 0 for every pair inside the band remove that noise with a handful of rows.",
+    question="Which pairs (i, j) carry the noise in the estimate of H_ii, and can you choose the probes so that each "
+    "of those pairs averages to exactly zero?"
+)
+SIGNS_ONLY = Misconception(
+    "kept the probes to ±1 entries (signs need more rows than real numbers)",
+    "Exactness needs each column to be orthogonal to its neighbours' within the band, with mean square 1. Three "
+    "mutually orthogonal sign vectors need a length divisible by 4; real entries (zeros allowed, scaled) need only "
+    "as many rows as there are columns to keep apart.",
+    question="Must a probe's entries be ±1 for the mean of z ⊙ Hz to be exact, and how many rows do real entries "
+    "need?"
+)
+WASTED_PROBES = Misconception(
+    "rows that are zero (or repeat) and cost a product each",
+    "A probe of zeros contributes nothing but still costs one product H·z (and changes the mean's divisor). When n is "
+    "smaller than bandwidth + 1, every element needs its own pattern, and no more than n of them.",
+    question="How many of your rows does the estimate need, when x has fewer elements than bandwidth + 1?"
+)
