@@ -27,6 +27,7 @@ from .misconceptions import (
     NESTED_STATE,
     NOT_RESTORED_ON_ERROR,
     RECORDED_GRAPH,
+    SOME_MODULES_EVAL,
     STATS_UPDATED,
     SWALLOWED_ERROR,
     TRAIN_MODE_FORCED,
@@ -135,10 +136,14 @@ def _flags(modes: list[bool]) -> str:
 
 @dataclass
 class Seen:
-    """What the test's block saw: the training flags dropout and batch norm ran with, the tensors saved for backward,
-    the outputs, the modes after an inner block, and the exception that left the block."""
+    """What the test's block saw: the training flags dropout and batch norm ran with, those every other module ran
+    with (by type), the tensors saved for backward, the outputs, the modes when the (outer) block began and after an
+    inner block, and the exception that left the block."""
 
     flags: list[bool] = field(default_factory=list)
+    others: list[tuple[str, bool]] = field(default_factory=list)
+    entered: list[bool] | None = None
+    modes: list[bool] = field(default_factory=list)  # every module's flag before the block
     saved: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     inner: tuple | None = None
@@ -147,8 +152,13 @@ class Seen:
 
 
 def _forward_watched(model: nn.Module, inputs: torch.Tensor, seen: Seen) -> None:
-    hooks = [module.register_forward_pre_hook(lambda module, args: seen.flags.append(module.training))
-             for module in model.modules() if isinstance(module, (nn.Dropout, nn.BatchNorm1d))]
+    def watch(module, args):
+        if isinstance(module, (nn.Dropout, nn.BatchNorm1d)):
+            seen.flags.append(module.training)
+        else:
+            seen.others.append((type(module).__name__, module.training))
+
+    hooks = [module.register_forward_pre_hook(watch) for module in model.modules()]
     try:
         with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.saved.append(tuple(t.shape)) or t, lambda t: t):
             seen.outputs.append(model(inputs))
@@ -171,6 +181,7 @@ def _block(evaluating, model: nn.Module, inputs: torch.Tensor, case: LossCase, s
                                  "manager: the test uses it as `with evaluating(model):`.")
         try:
             with manager:
+                seen.entered = _modes(model)
                 if case.nested:
                     with evaluating(model):
                         _forward_watched(model, inputs, seen)
@@ -191,13 +202,25 @@ def _expect_inside(seen: Seen, what: str) -> None:
     if any(seen.flags):
         raise proven_failure(f"{what}: inside the block, dropout or batch norm ran in training mode "
                              f"({sum(seen.flags)} of {len(seen.flags)} such layer calls).", DROPOUT_ON)
+    trained = list(dict.fromkeys(name for name, training in seen.others if training))
+    if trained:
+        raise proven_failure(f"{what}: inside the block, dropout and batch norm ran in evaluation mode, but "
+                             f"{', '.join(trained)} ran with the training flag on (every module's flag when the "
+                             f"block began: {_flags(seen.entered or [])}).", SOME_MODULES_EVAL)
     if seen.saved:
         raise proven_failure(f"{what}: inside the block, autograd saved {len(seen.saved)} tensor(s) for backward "
                              f"(shapes {seen.saved[:3]}) during the held-out forward pass.", RECORDED_GRAPH)
-    if seen.inner is not None and (any(seen.inner[0]) or seen.inner[1]):
+    if seen.inner is not None and seen.inner[1]:
         raise proven_failure(f"{what}: after the inner `with evaluating(model):` ended, the outer block was still "
-                             f"running, but the modules' flags were {_flags(seen.inner[0])} and recording was "
-                             f"{'on' if seen.inner[1] else 'off'}.", NESTED_STATE)
+                             "running, but autograd's recording was on again.", GRAD_MODE_FORCED)
+    if seen.inner is not None and seen.inner[0] != seen.entered:
+        message = (f"{what}: the outer block set the modules' flags to {_flags(seen.entered or [])}; after the inner "
+                   f"`with evaluating(model):` ended, with the outer block still running, they were "
+                   f"{_flags(seen.inner[0])}.")
+        if seen.inner[0] == seen.modes:  # the inner block put back what the outer one found: one memory for both
+            raise proven_failure(message + " Those are the flags the model came in with, before the outer block.",
+                                 NESTED_STATE)
+        raise GradingFailure(message)
     inference = [output for output in seen.outputs if output.is_inference()]
     if inference:
         raise proven_failure(f"{what}: the block's output is an inference tensor; the rest of the step cannot use it "
@@ -298,8 +321,10 @@ def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
     a held-out float64 batch (n, d), n = 1 (pinned) or 6 to 12, or (n, d + 1), which raises inside the block; the
     caller records, or is inside torch.no_grad(). The step: two micro-batches of 6 to 12 examples, the first one's
     backward done, the second one's pending. Corners at every seed: see :data:`LOSS_CASES`.
-    Contracts checked: dropout and batch norm in evaluation mode inside the block (forward pre-hooks), no tensor saved
-    for backward inside it (saved-tensor hooks), outputs not inference tensors; every module's flag and the grad mode
+    Contracts checked: every module in evaluation mode inside the block (forward pre-hooks on all of them, dropout
+    and batch norm told apart from the rest), the outer block's flags and grad mode back after an inner one, no
+    tensor saved for backward inside it (saved-tensor hooks), outputs not inference tensors; every module's flag and
+    the grad mode
     after the block (one flag for all, where they differed, is named; a nested block too); the block's RuntimeError
     reaching the caller; requires_grad, .grad, values and _version of every parameter and buffer; the pending
     backward running and its gradients equal (exactly) to a copy's that ran the same step without the block.
@@ -321,7 +346,8 @@ def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
             inner = " with a second `with evaluating(model):` inside it" if case.nested else ""
             what = (f"`with evaluating(model):`{caller}{inner}, model in {mode} mode, between a training step's "
                     f"forward and backward, its block running the model on a held-out batch of shape {(n, d)}")
-            modes, recording, before, seen = _modes(model), not case.no_grad, _state(model), Seen()
+            modes, recording, before = _modes(model), not case.no_grad, _state(model)
+            seen = Seen(modes=modes)
             try:
                 with torch.no_grad() if case.no_grad else contextlib.nullcontext():
                     try:

@@ -152,6 +152,12 @@ DROPOUT_ON = Misconception(
     "the batch's own statistics (it refuses a batch of one, and moves its running statistics): what the block "
     "measures is noisy and not the model's. Inside the block every module must be in evaluation mode.",
     question="Which layers of this model behave differently in training and in evaluation mode?")
+SOME_MODULES_EVAL = Misconception(
+    "evaluation mode for some modules only",
+    "Dropout and batch norm are the layers of torch.nn that read their training flag, but any module may: a custom "
+    "layer of the caller's (its own noise, its own statistics) reads self.training as they do. A manager that picks "
+    "the layers it knows to matter guesses at code it has not seen; the contract is every module of the model.",
+    question="Which modules of a model you did not write could read their own training flag?")
 NOT_RESTORED_ON_ERROR = Misconception(
     "restored the state only when the block ended normally",
     "When the block raises, the exception comes out of the manager at the point where the block ran: whatever "

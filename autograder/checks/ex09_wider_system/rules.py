@@ -33,7 +33,7 @@ from .misconceptions import (
     TRUSTED_TRAINING_LOSS,
     WAITED_FOR_NAN,
 )
-from .traces import BATCH, EDGE_RUNS, KINDS, LABELS, VISIBLE_RUNS, depth_ratio, finite, held_out, training_trace
+from .traces import BATCH, EDGE_RUNS, KINDS, LABELS, VISIBLE_RUNS, climb, depth_ratio, finite, held_out, training_trace
 
 #: How far the visible test moves each threshold, up and down (a factor): a threshold that sits within this factor of
 #: a run of the kinds it separates is at the edge of its gap, where fresh runs cross it.
@@ -268,10 +268,49 @@ def _judge_wobble(rules: list[Rule], named: list[tuple[dict, str, str, str]]) ->
                 kind = f" ({variant})" if variant else ""
                 value = f" reads {fmt(values[number - 1])} there" if len(values) >= number else ""
                 raise proven_failure(
-                    f"Your rules name every visible run right, but with rule {number} ({rule.describe()}) moved to "
-                    f"{fmt(rule.threshold * factor)} ({'up' if factor > 1 else 'down'} by a quarter) they name {what}, "
-                    f"a run of {mode!r}{kind}, {label!r}. Rule {number}'s quantity{value}: a fresh run of that kind "
-                    "can fall on the other side of the threshold.", THRESHOLD_AT_EDGE)
+                    f"Your rules name all {len(named)} visible runs right; the last case moves each threshold a "
+                    f"quarter. With rule {number} ({rule.describe()}) moved to {fmt(rule.threshold * factor)} "
+                    f"({'up' if factor > 1 else 'down'} by a quarter), {what}, a {mode!r}{kind} run, is named "
+                    f"{label!r}. Rule {number}'s quantity{value}: a fresh run of that kind can fall on the other side "
+                    "of the threshold.", THRESHOLD_AT_EDGE)
+
+
+def _held_out_at(step: int) -> Callable[[dict], float]:
+    return lambda trace: trace["val_loss"][step] / trace["baseline_loss"]
+
+
+#: The measurements the hidden test's promise covers (the margins of :data:`.traces.MARGINS` and ``raised``), as
+#: functions of a clean trace: a learner's quantity that orders the clean visible runs as one of these does (up to a
+#: monotone change of scale, a logarithm or a reciprocal) is one of them.
+COVERED = (lambda trace: float(trace["raised"] is not None), depth_ratio, climb,
+           lambda trace: trace["grad_norm"][-1] / trace["grad_norm"][0], _held_out_at(-1), _held_out_at(-2),
+           _held_out_at(-3), lambda trace: held_out(trace)[0], lambda trace: held_out(trace)[1],
+           lambda trace: sum(trace["val_loss"][-3:]) / 3 / trace["baseline_loss"])
+
+
+def _order(values: list[float]) -> list[int]:
+    return [(a > b) - (a < b) for i, a in enumerate(values) for b in values[i + 1:]]
+
+
+def _uncovered(rules: list[Rule], named: list[tuple[dict, str, str, str]]) -> list[str]:
+    """A line for every rule whose quantity orders the clean visible runs as none of :data:`COVERED` does."""
+    clean = [trace for trace, *_ in named if trace["raised"] is None and finite(trace)]
+    covered = [_order([measure(trace) for trace in clean]) for measure in COVERED]
+    lines = []
+    for number, rule in enumerate(rules, start=1):
+        try:
+            values = [_value(rule, number, copy.deepcopy(trace), "a visible run") for trace in clean]
+        except GradingFailure:
+            continue
+        if not all(math.isfinite(value) for value in values):
+            continue
+        order = _order(values)
+        if not any(order in (known, [-sign for sign in known]) for known in covered):
+            lines.append(f"  Note: rule {number} ({rule.describe()}) reads a quantity that orders the visible runs "
+                         "like none of the four ratios the hidden test's promise covers (nor `raised`): the visible "
+                         "runs nearest its gap are not pinned for it, and a fresh run may cross its threshold at some "
+                         "grading seed.")
+    return lines
 
 
 @check
@@ -310,3 +349,5 @@ def check_rules(rules, grading_seed: int | None = None) -> None:
     if grading_seed is None and len(named) == len(runs):
         with trial():
             _judge_wobble(stated, named)
+            for line in _uncovered(stated, named):
+                print(line)
