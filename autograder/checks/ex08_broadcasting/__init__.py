@@ -13,9 +13,10 @@ from ...hints import HintBook, PartHints
 from . import colleague
 from .backward import check_add_dot_backward
 from .mixing import check_mixed_features
-from .pooling import check_bug_hunt, sentence_data
+from .pooling import check_bug_batches, check_bug_hunt, sentence_data
 
-__all__ = ["check_add_dot_backward", "check_bug_hunt", "check_mixed_features", "colleague", "hint", "sentence_data"]
+__all__ = ["check_add_dot_backward", "check_bug_batches", "check_bug_hunt", "check_mixed_features", "colleague", "hint",
+           "sentence_data"]
 
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
@@ -52,14 +53,15 @@ hint = HintBook({
         "batch did not?",
         "Check values. On the notebook's data in float64 at the fitted parameters, the relative errors are round-off "
         "for `w` and `b` (below 1e-9) and about 1.37 for `scale`; for the first sentence alone all three are "
-        "round-off, and so they are for the 64 sentences when every mask row holds 3 real tokens. A small batch to "
-        "test a stage on: two sentences of one feature, padded to 3 positions, with mask `[[1., 1., 1.], [1., 0., "
-        "0.]]` and an upstream gradient of ones of shape `(2, 1)`; central differences give you the numbers to match.",
-        "gradcheck each stage alone on float64 inputs built like the notebook's batch: several sentences, padded, of "
-        "different lengths (some bugs vanish with one sentence, or when every sentence has the same length); the "
-        "mask is data, so gradcheck with respect to the other input only. For the prediction, follow each "
-        "parameter's gradient from the loss back to the stage where the parameter enters: does it pass through the "
-        "wrong backward? For the fix, as in lesson 01, count the routes by which a real token's feature, and a "
-        "padding position's, reach the pooled vector, on the two-sentence batch."),
-        checks=("check_bug_hunt",), cells=("bug_stage", "bug_hunt")),
+        "round-off. A small batch to test a stage on: two sentences of one feature, padded to 3 positions, with "
+        "mask `[[1., 1., 1.], [1., 0., 0.]]` and an upstream gradient of ones of shape `(2, 1)`; central differences "
+        "give you the numbers to match.",
+        "gradcheck each stage alone on float64 inputs built like the notebook's batch: several sentences, padded, "
+        "with the mask as data (gradcheck with respect to the other input only). For the two masks, start from a "
+        "batch on which pool's gradcheck says False and change one thing at a time (how many sentences, how many "
+        "real tokens each has, where the padding is) until it says True: which change flips it? For the prediction, "
+        "follow each parameter's gradient from the loss back to the stage where the parameter enters: does it pass "
+        "through the wrong backward? For the fix, as in lesson 01, count the routes by which a real token's "
+        "feature, and a padding position's, reach the pooled vector, on the two-sentence batch."),
+        checks=("check_bug_batches", "check_bug_hunt"), cells=("bug_stage", "bug_batches", "bug_hunt")),
 })

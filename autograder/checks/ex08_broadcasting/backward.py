@@ -36,6 +36,7 @@ from .misconceptions import (
     FACTOR_MISSING,
     LEADING_KEPT,
     LEADING_SHIFTED,
+    LEFT_ALIGNED,
     MEAN_NOT_SUM,
     NO_KEEPDIM,
     NOT_A_TENSOR,
@@ -57,6 +58,7 @@ _SUM_TO_SIZE = torch.Tensor.sum_to_size
 CORNER_TRIPLES: list[tuple[Shape, Shape, Shape]] = [
     ((), (3,), (2, 3)),             # out (2,): grad times c without the summed axis back cannot line up
     ((3,), (3, 3), (3, 3)),         # square: grad times c without the summed axis back runs, along the wrong axis
+    ((3,), (2, 3, 4), (3, 1)),      # c's size 1 meets the product's 4: compared from the left, it meets the 3
     ((2, 1), (4,), (3, 4)),         # a stretched to (2, 3): b and c sum over the dimension a added
     ((3, 1, 1), (2, 1, 3), (4, 3)),  # a size-1 dimension in the middle of b; a adds a dimension in front of all
     ((2,), (2, 3), ()),             # a 0-d c: the product's last size 3 comes from b alone
@@ -129,6 +131,19 @@ def _wrong_axis(grad: Tensor, shape: Shape) -> Tensor | None:
     for dim, size in enumerate(shape):
         if size == 1:
             grad = grad.sum(dim=dim, keepdim=True)
+    return grad
+
+
+def _left_aligned(grad: Tensor, shape: Shape) -> Tensor | None:
+    """The mistake of summing the size-1 dimensions of ``shape`` compared with grad's FIRST dimensions, before the
+    dimensions broadcasting added in front are summed away (None when that cannot run or changes nothing)."""
+    if grad.dim() == len(shape):
+        return None
+    for dim, size in enumerate(shape):
+        if size == 1 and grad.shape[dim] != 1:
+            grad = grad.sum(dim=dim, keepdim=True)
+    while grad.dim() > len(shape):
+        grad = grad.sum(dim=0)
     return grad
 
 
@@ -237,13 +252,17 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, e
     if tuple(got.shape) != shape:
         copied = (other is not None and shape and shape[-1] != 1 and got.dim() == len(shape) and got.shape[-1] == 1
                   and tuple(got.shape[:-1]) == shape[:-1])
-        mistake = TERMS_NOT_COPIED if copied else _shape_mistake(tuple(got.shape), shape, tuple(upstream.shape))
+        left = _left_aligned(upstream, shape)
+        stripped = tuple(upstream.shape)[upstream.dim() - len(shape):]        # the leading dimensions summed alone
+        from_left = left is not None and tuple(left.shape) == tuple(got.shape) != stripped
+        mistake = (TERMS_NOT_COPIED if copied else LEFT_ALIGNED if from_left else
+                   _shape_mistake(tuple(got.shape), shape, tuple(upstream.shape)))
         raise GradingFailure(f"{label} has shape {tuple(got.shape)}; expected {shape}, the shape of {name}.",
                              suspects=(mistake,) if mistake else ())
     count = upstream.numel() // max(operand.numel(), 1)
     symptoms = [MEAN_NOT_SUM.looks_like(expected / count)] if count > 1 else []
-    for mistake, value in ((WRONG_AXIS, _wrong_axis(upstream, shape)), (LEADING_SHIFTED,
-                                                                         _shifted_leading(upstream, shape))):
+    for mistake, value in ((WRONG_AXIS, _wrong_axis(upstream, shape)), (LEFT_ALIGNED, _left_aligned(upstream, shape)),
+                           (LEADING_SHIFTED, _shifted_leading(upstream, shape))):
         if value is not None and tuple(value.shape) == shape:
             symptoms.append(mistake.looks_like(value))
     if other is not None:
@@ -311,7 +330,8 @@ def check_add_dot_backward(backward_fn, grading_seed: int | None = None) -> None
     Domain: b and c float64 tensors that broadcast together to a shape P of at least one dimension (either may be
     0-d), a a float64 tensor that broadcasts with P[:-1], grad a float64 tensor of the shape of a + (b * c).sum(-1);
     size-0 and size-1 dimensions anywhere, the summed one included. Corners at every seed (:data:`CORNER_TRIPLES`):
-    grad against c that cannot line up, a square product where it lines up along the wrong axis, a dimension a adds
+    grad against c that cannot line up, a square product where it lines up along the wrong axis, a (3, 1) c under a
+    (2, 3, 4) product (size-1 dimensions compared from the left go wrong), a dimension a adds
     in front, a size-1 dimension in the middle, a 0-d c, a size-1 summed dimension of b, a 0-d output, an empty
     batch, an empty sum; then 8 (public: fixed) or 10 (hidden: drawn) random triples.
 

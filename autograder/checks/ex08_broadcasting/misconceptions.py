@@ -70,6 +70,12 @@ OWN_FACTOR = Misconception(
     "In a term b_t * c_t the derivative with respect to b_t is c_t, not b_t: b's gradient is built from c, c's from "
     "b.",
     "In b_t * c_t, which factor does the derivative with respect to b_t leave behind?")
+LEFT_ALIGNED = Misconception(
+    "size-1 dimensions compared from the left",
+    "Broadcasting lines shapes up from the RIGHT: an operand's last dimension meets grad's last one. Comparing the "
+    "operand's size-1 dimensions with grad's first dimensions, before the dimensions broadcasting added in front "
+    "are gone, sums the wrong dimensions whenever the operand has fewer dimensions than grad.",
+    "When the operand has fewer dimensions than grad, which dimension of grad does the operand's dimension 0 meet?")
 AXIS_NOT_RESTORED = Misconception(
     "the summed axis not given back to grad",
     "grad has the output's shape, which has lost the product's last axis. Multiplied by a factor as it comes, its "
@@ -146,14 +152,26 @@ OTHER_STAGE = Misconception(
 AFFECTED_DOWNSTREAM = Misconception(
     "a parameter after the wrong stage counted as affected",
     "A backward runs from the loss towards the inputs: a parameter's gradient is made by the stage where it enters, "
-    "from the gradient that reaches that stage. w and b enter after pool, so their gradients never pass through "
-    "pool's backward and stay exact; only scale's does.",
-    "On its way from the loss to that parameter, does the gradient pass through the wrong stage's backward?")
+    "from the gradient that reaches that stage. A parameter that enters after the wrong stage has its gradient "
+    "before that backward runs.",
+    "On its way from the loss to each parameter you named, does the gradient pass through the wrong stage's "
+    "backward?")
 AFFECTED_MISSED = Misconception(
     "a parameter before the wrong stage counted as safe",
-    "scale enters before pool: its gradient is the gradient that pool's backward passes back, times the token "
-    "features, so a wrong pool backward makes it wrong.",
+    "A parameter that enters the scorer before the wrong stage gets its gradient from what that stage's backward "
+    "passes back: a wrong backward there makes it wrong, on the batches where the bug shows.",
     "Which parameters enter the scorer before the wrong stage?")
+HIDING_SHOWS = Misconception(
+    "a batch on which the bug shows offered as hiding it",
+    "On this batch the given backward and the formula's gradient disagree by far more than round-off: the bug "
+    "shows. A batch that hides it is one on which the given backward's arithmetic and the forward's coincide.",
+    "On the batches where your gradcheck of the wrong stage said True, what did the sentences have in common that "
+    "this batch's sentences lack?")
+SHOWING_HIDES = Misconception(
+    "a batch on which the bug hides offered as showing it",
+    "On this batch the given backward agrees with the formula's gradient to round-off, whatever the upstream "
+    "gradient: a gradcheck on it says True, and a test written with it would pass the bug.",
+    "Which batches made your gradcheck of the wrong stage say False, and what does this one lack?")
 RELATIVE_TO_GIVEN = Misconception(
     "the error measured relative to the given gradient",
     "The part asks for ||given - right|| / ||right||: the error relative to the RIGHT gradient, which is what the "
@@ -167,8 +185,7 @@ NOT_RELATIVE = Misconception(
 COLLEAGUE_BACKWARD = Misconception(
     "the given backward's count: the batch's mean length",
     "The forward divides each sentence's sum by that sentence's own number of real tokens; the given backward "
-    "divides by the batch's mean number, which is the same only for one sentence, for sentences of one length, or "
-    "without padding.",
+    "divides by the batch's mean number.",
     "By which count does the forward divide sentence i, and by which does this backward?")
 PADDING_COUNTED = Misconception(
     "padding counted in the mean",

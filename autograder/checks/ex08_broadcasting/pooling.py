@@ -33,12 +33,14 @@ from .misconceptions import (
     AFFECTED_DOWNSTREAM,
     AFFECTED_MISSED,
     COLLEAGUE_BACKWARD,
+    HIDING_SHOWS,
     NOT_AVERAGED,
     NOT_RELATIVE,
     OTHER_STAGE,
     PADDING_COUNTED,
     PADDING_GRADIENT,
     RELATIVE_TO_GIVEN,
+    SHOWING_HIDES,
     SYMPTOM_STAGE,
 )
 
@@ -207,7 +209,9 @@ def _check_stage(stage) -> None:
                              "shape, passes.", OTHER_STAGE)
 
 
-def _check_affected(affected) -> None:
+def _check_affected(affected, measure_fn) -> None:
+    """The prediction; a wrong one is answered with the learner's own measurement on the notebook's data, never with
+    the names it misses or holds in excess."""
     __tracebackhide__ = True
     if not isinstance(affected, (set, frozenset, list, tuple)) or not all(isinstance(p, str) for p in affected):
         raise GradingFailure(f"AFFECTED is {affected!r:.80}; expected a set of parameter names among "
@@ -216,12 +220,27 @@ def _check_affected(affected) -> None:
     if not names <= set(PARAMETERS):
         raise GradingFailure(f"AFFECTED holds {sorted(names - set(PARAMETERS))}; the parameters are "
                              f"{list(PARAMETERS)}.")
-    extra, missed = sorted(names - AFFECTED), sorted(AFFECTED - names)
-    if extra:
-        raise proven_failure(f"AFFECTED holds {extra}, whose gradient a wrong backward in the stage you found cannot "
-                             "change: measure it.", AFFECTED_DOWNSTREAM)
-    if missed:
-        raise proven_failure(f"AFFECTED leaves out {missed}.", AFFECTED_MISSED)
+    if names == AFFECTED:
+        return
+    message = (f"AFFECTED = {sorted(names)} is not the set of parameters whose gradient a wrong backward in the "
+               f"stage you found can change. {_own_measurement(measure_fn)} Does your prediction agree with it? One "
+               "batch can prove a gradient wrong, not that it is safe on every batch: for that, follow each "
+               "parameter's gradient from the loss back to the stage where the parameter enters.")
+    raise proven_failure(message, AFFECTED_DOWNSTREAM if names - AFFECTED else AFFECTED_MISSED)
+
+
+def _own_measurement(measure_fn) -> str:
+    """What the learner's measure_bug says on the notebook's data in float64 at the fitted parameters."""
+    x, mask, y = (t.double() for t in sentence_data())
+    w, b, scale = fitted_parameters()
+    what = "measure_bug on the notebook's data (float64, at the fitted parameters)"
+    try:
+        got = call_learner(measure_fn, x, mask, y, w, b, scale, what=what)
+        shown = ", ".join(f"{name} {float(got[name]):.3g}" for name in PARAMETERS)
+    except Exception:                                   # not written, raised, or not a dict of numbers
+        return f"Your {what} gives no relative error per parameter yet: measure, then compare."
+    return (f"Your {what} gives the relative errors {shown}, where round-off alone stays below "
+            f"{roundoff(x, mask, y, w, b, scale):.1g}.")
 
 
 def _check_measure(measure_fn, x, mask, y, w, b, scale) -> None:
@@ -243,8 +262,14 @@ def _check_measure(measure_fn, x, mask, y, w, b, scale) -> None:
     expected = torch.tensor([want[name] for name in PARAMETERS], dtype=torch.float64)
     symptoms = [m.looks_like(torch.tensor([v[name] for name in PARAMETERS], dtype=torch.float64))
                 for m, v in _measure_variants(x, mask, y, w, b, scale)]
-    expect_close(received, expected, what=f"{what}, the relative errors for {list(PARAMETERS)}", source="expected",
-                 rtol=1e-6, atol=max(1e-9, roundoff(x, mask, y, w, b, scale)), symptoms=symptoms)
+    atol = max(1e-9, roundoff(x, mask, y, w, b, scale))
+    off = (received - expected).abs()
+    wrong = off > atol + 1e-6 * expected.abs()
+    single = bool(wrong.any()) and bool((off[wrong] <= 1e-3 * expected[wrong].abs().clamp(min=1e-3)).all())
+    extra = ("  your values are off by about float32's round-off (some 1e-7 relative per operation), far above "
+             "float64's (1e-16): in which precision did your measurement compute?") if single else ""
+    expect_close(received, expected, what=f"{what}: the dict of relative errors for {list(PARAMETERS)}",
+                 source="expected", rtol=1e-6, atol=atol, symptoms=symptoms, extra=extra)
 
 
 def _check_fix(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> None:
@@ -256,6 +281,13 @@ def _check_fix(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> None:
         raise GradingFailure(f"{what} returned a {type(got).__name__} of {len(got)}; the part asks for a single "
                              "tensor, the gradient with respect to q (the mask is data: it gets none).")
     got = as_answer(got, what=what, shape=tuple(q.shape))
+    padded = (mask == 0).unsqueeze(-1).expand_as(q) & ~(got.abs() <= 1e-8)      # nan too
+    if padded.any():
+        index = tuple(int(i) for i in padded.nonzero()[0])
+        raise proven_failure(f"{what} gives a padding position a gradient: at index {index} (sentence {index[0]}, "
+                             f"position {index[1]}, where the mask holds 0) yours is {float(got[index]):.6g}; "
+                             "autograd and central differences (float64) give 0 (absolute error "
+                             f"{abs(float(got[index])):.3g}).", PADDING_GRADIENT)
 
     def f(q_):
         return (grad * pool_forward(q_, mask)).sum()
@@ -263,7 +295,6 @@ def _check_fix(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> None:
     spread = grad.unsqueeze(1) * mask.unsqueeze(-1)
     symptoms = [COLLEAGUE_BACKWARD.looks_like(spread / (mask.sum() / max(len(mask), 1))),
                 PADDING_COUNTED.looks_like(spread / mask.shape[1]),
-                PADDING_GRADIENT.looks_like(grad.unsqueeze(1).expand_as(q) / mask.sum(dim=1)[:, None, None]),
                 NOT_AVERAGED.looks_like(spread)]
     expect_close(got, autograd_gradient(f, q)[0], what=what, fd=central_difference(f, q)[0], symptoms=symptoms,
                  extra=f"  grad: {grad.tolist()}")
@@ -294,10 +325,78 @@ def check_bug_hunt(stage, affected, measure_fn, fix_fn, grading_seed: int | None
         if affected is None:
             raise GradingFailure("AFFECTED is still None: set it, in the BUG_STAGE cell, to the set of parameters "
                                  "whose gradient the bug can change.")
-        _check_affected(affected)
+        _check_affected(affected, measure_fn)
     for case in _measure_cases(grading_seed):
         with trial():
             _check_measure(measure_fn, *case)
     for grad, q, mask in _fix_cases(grading_seed):
         with trial():
             _check_fix(fix_fn, grad, q, mask)
+
+
+def _as_mask(mask, name: str) -> Tensor:
+    __tracebackhide__ = True
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or not mask.is_floating_point():
+        raise GradingFailure(f"{name} is {mask!r:.80}; expected a float tensor of shape (n, L), the way the scorer "
+                             "takes a mask.")
+    mask = mask.detach().to(torch.float64).clone()
+    if not bool(((mask == 0) | (mask == 1)).all()) or mask.numel() == 0 or not bool((mask.sum(dim=1) >= 1).all()):
+        raise GradingFailure(f"{name} of shape {tuple(mask.shape)} is not a mask the scorer takes: it holds 0.0 and "
+                             "1.0 only, at least one sentence, and every sentence at least one real token (a 1).")
+    return mask
+
+
+def _pool_gradients(mask: Tensor, gen) -> tuple[Tensor, Tensor, Tensor]:
+    """For a drawn q (n, L, d) and upstream gradient: q's gradient through the given pool, through the formula with
+    autograd, and by central differences."""
+    n, length = mask.shape
+    d = randint(gen, 2, 4)
+    q = torch.rand((n, length, d), generator=gen, dtype=torch.float64) * 4 - 2
+    grad = torch.rand((n, d), generator=gen, dtype=torch.float64) * 4 - 2
+    leaf = q.clone().requires_grad_(True)
+    given, = torch.autograd.grad(colleague.pool(leaf, mask), leaf, grad)
+
+    def f(q_):
+        return (grad * pool_forward(q_, mask)).sum()
+
+    return given.detach(), autograd_gradient(f, q)[0], central_difference(f, q)[0]
+
+
+def _check_batch(mask: Tensor, name: str, hides: bool, gen) -> None:
+    __tracebackhide__ = True
+    lengths = [int(v) for v in mask.sum(dim=1)]
+    what = f"{name} (shape {tuple(mask.shape)}, sentences of {lengths} real tokens)"
+    if hides and (len(mask) < 2 or bool((mask == 1).all())):
+        raise GradingFailure(f"{what} has {'one sentence' if len(mask) < 2 else 'no padding'}; the part asks for a "
+                             "batch like the scorer's, of at least two sentences and some padding, on which the bug "
+                             "hides.")
+    given, right, fd = _pool_gradients(mask, gen)
+    error = (given - right).abs()
+    worst = tuple(int(i) for i in torch.unravel_index(torch.argmax(error), error.shape))
+    evidence = (f"For a random input of shape {tuple(given.shape)} and upstream gradient, the colleague's wrong "
+                f"backward gives "
+                f"{float(given[worst]):.6g} at index {worst}, where autograd on the formula gives "
+                f"{float(right[worst]):.6g} and central differences (float64) {float(fd[worst]):.6g}; the largest "
+                f"difference is {float(error.max()):.3g}, round-off is below 1e-12.")
+    if hides and float(error.max()) > 1e-12 * (1 + float(right.abs().max())):
+        raise proven_failure(f"{what} should hide the bug, but it shows it. {evidence}", HIDING_SHOWS)
+    if not hides and float(error.max()) <= 1e-6 * (1 + float(right.abs().max())):
+        raise proven_failure(f"{what} should show the bug, but it hides it. {evidence}", SHOWING_HIDES)
+
+
+@check
+def check_bug_batches(hiding, showing, grading_seed: int | None = None) -> None:
+    """Part C: HIDING_MASK is a batch of at least two sentences with some padding on which the given pool's backward
+    is exact (up to round-off, for drawn q and upstream gradients); SHOWING_MASK a batch on which it is wrong by more
+    than round-off. Domain: masks (n, L) of 0.0 / 1.0, float, with at least one 1 per row. Cases: each mask with two
+    drawn (q, upstream gradient) pairs of 2 to 4 features, fixed (public) or from the grading seed (hidden)."""
+    __tracebackhide__ = True
+    for mask, name in ((hiding, "HIDING_MASK"), (showing, "SHOWING_MASK")):
+        if mask is None:
+            raise NotWritten(f"Not written yet: {name} is still None. Set it, in its cell, to a mask of shape (n, L).")
+    gen = case_stream("08/bug_hunt/batches", grading_seed)
+    for mask, name, hides in ((hiding, "HIDING_MASK", True), (showing, "SHOWING_MASK", False)):
+        with trial():
+            mask = _as_mask(mask, name)
+            for _ in range(2):
+                _check_batch(mask, name, hides, gen)
