@@ -87,6 +87,14 @@ LARGE_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum(sin(100 * x))": lambda x: torch.sin(100 * x).sum(),
 }
 
+#: Functions that read the caller's own x, the very tensor passed to central_difference, besides their argument t:
+#: f(t) = F(t, x). Its gradient is F's derivative in t alone; an answer that steps the caller's x in place (even
+#: one that puts the values back) moves both and measures the derivative of F(t, t) (STEPPED_CALLERS_X).
+CLOSURE_FUNCTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "sum(sin(x) * c), c the caller's x itself, read by f": lambda t, c: (torch.sin(t) * c).sum(),
+    "sum(x**2 * c), c the caller's x itself, read by f": lambda t, c: (t**2 * c).sum(),
+}
+
 SHAPES = [(3,), (2, 3), (4,), (2, 2, 2)]
 
 FORWARD_DIFFERENCE = Misconception(
@@ -122,6 +130,12 @@ KEPT_VIEW = Misconception(
     "you keep as a tensor follows the tensor you passed: writing into that tensor afterwards changed the values you "
     "had kept, and each quotient came out 0. Which of your tensors still change after f has read them?",
     question="Is what f returned a new tensor or a piece of its argument, and did that argument change afterwards?")
+STEPPED_CALLERS_X = Misconception(
+    "stepped the caller's x in place while f could read it",
+    "f may read the caller's x itself (here it multiplies its argument by it), so while your function has that "
+    "tensor stepped, f sees the step twice: once in its argument and once in what it reads. Putting the values back "
+    "afterwards does not undo the numbers measured meanwhile: your estimate is the derivative of f with both moved.",
+    question="Which tensor did you step, and could f see that tensor by any other way than its argument?")
 AUTOGRAD_IN_ESTIMATE = Misconception(
     "used autograd inside the finite-difference estimate",
     "A central difference is built from evaluations of f alone: it is the independent check that autograd's "
@@ -205,9 +219,18 @@ def _watched(f: Callable[[torch.Tensor], torch.Tensor], outputs: list) -> Callab
     return watched
 
 
+def _reading(name: str, x: torch.Tensor, x_before: torch.Tensor, seen: list) -> Callable:
+    """CLOSURE_FUNCTIONS[name] as f, reading the caller's x; each read of x while it is not x_before goes to seen."""
+    def f(t):
+        seen.extend([x.detach().clone()] * (not torch.equal(x.detach(), x_before)))
+        return CLOSURE_FUNCTIONS[name](t, x)
+    return f
+
+
 def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h: float | None) -> None:
     __tracebackhide__ = True
-    f = {**TEST_FUNCTIONS, **VIEW_FUNCTIONS, **LARGE_FUNCTIONS}[name]
+    x_before, seen = x.detach().clone(), []  # seen: the caller's x as f read it, when not x's own values
+    f = {**TEST_FUNCTIONS, **VIEW_FUNCTIONS, **LARGE_FUNCTIONS}.get(name) or _reading(name, x, x_before, seen)
     kwargs = {} if h is None else {"h": h}
     values = fmt(x.reshape(-1)) if x.dim() > 1 else fmt(x)  # the shape is said once, below
     what = f"central_difference(f, x{', h=' + format(h, 'g') if h is not None else ''}) for f(x) = {name}, " \
@@ -249,6 +272,12 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
     if name in VIEW_FUNCTIONS:  # outputs of f that changed after f returned them: kept, then written into
         changed = any(not torch.equal(out.detach(), value) for out, value in outputs)
         symptoms.append(KEPT_VIEW.when(lambda got: changed and bool((got == 0).all())))
+    extra = ""
+    if seen:  # f read the caller's x while the answer had it stepped: named where the numbers are f's with both moved
+        (both,) = autograd_gradient(lambda t: CLOSURE_FUNCTIONS[name](t, t), x)
+        symptoms.append(STEPPED_CALLERS_X.when(lambda got: bool(torch.allclose(got, both, rtol=1e-5, atol=1e-6))))
+        extra = (f"While your function ran, f read the caller's x {len(seen)} time(s) with values other than "
+                 f"{fmt(x_before)}, e.g. {fmt(seen[0])}; c in f is that tensor.")
     if h in LARGE_STEPS:  # the answer is the quotient the text defines, which here is not the derivative
         (quotient,) = central_difference(f, x, h=h)
         expect_close(received, quotient, what=what, rtol=1e-5, atol=1e-6, source=f"quotient at h={h:g}",
@@ -256,7 +285,7 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
     else:
         (fd,) = central_difference(f, x, h=1e-6)
         # h = 1e-3 keeps a forward difference's O(h) error far above the allowed error; central's O(h²) stays below.
-        expect_close(received, derivative, what=what, fd=fd, rtol=1e-5, atol=1e-6,
+        expect_close(received, derivative, what=what, fd=fd, rtol=1e-5, atol=1e-6, extra=extra,
                      symptoms=[*_difference_symptoms(f, x, step, derivative, derivative, right_in_float64),
                                *symptoms])
     if received.dtype != torch.float64:  # a tensor: expect_close accepted it
@@ -264,12 +293,10 @@ def _run_central_difference(central_difference_fn, name: str, x: torch.Tensor, h
                              "tensor, the estimate at full float64 precision.")
 
 
-def _t32(values) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float32)
+def _t32(values) -> torch.Tensor: return torch.tensor(values, dtype=torch.float32)
 
 
-def _t64(values) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float64)
+def _t64(values) -> torch.Tensor: return torch.tensor(values, dtype=torch.float64)
 
 
 #: Corners of Part A's domain, run at every seed (and in the visible test): a 0-d x (the text's "shaped like x"
@@ -280,7 +307,9 @@ CENTRAL_CORNERS = [("sum(sin(x) * x)", _t64(-0.7), 1e-3),
                    ("sum(exp(x / 2))", _t64([[0.0, -1.2, 0.8], [1.5, -0.4, 2.0]]), 1e-3),
                    ("sum(log(1 + x**2))", _t32([[[0.5, -1.5, 0.0]], [[-0.25, 1.0, 2.0]]]), None),
                    ("x[1] (a view of x)", _t64([0.5, -1.0, 2.0]), None),
-                   ("x[2, 0] (a view of x)", _t64([[0.3, -0.8], [1.1, 0.0], [-2.0, 0.6]]), 1e-3)]
+                   ("x[2, 0] (a view of x)", _t64([[0.3, -0.8], [1.1, 0.0], [-2.0, 0.6]]), 1e-3),
+                   ("sum(sin(x) * c), c the caller's x itself, read by f", _t64([1.0, -0.5, 2.0]), None),
+                   ("sum(x**2 * c), c the caller's x itself, read by f", _t64([[0.8, -1.5], [1.2, 0.4]]), 1e-3)]
 #: A fast-curving function at the default step, every seed (the hidden test adds a drawn x): |cos(100·x)| ≥ 0.88.
 CURVED_X = ("sum(sin(100 * x))", _t64([0.0, 0.03, -0.065]), None)
 #: Large elements at the default step, run last at every seed: where x + 1e-6 is no longer x moved by 1e-6 and f's
@@ -304,8 +333,10 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
     near 0 (CURVED_X and one drawn: a step of 1e-4 fails there). Contracts and their
     checks: "a float64 tensor shaped like x" -> a plain torch.Tensor (a Python float for a 0-d x fails), of x's
     shape (as_answer), of dtype float64; "x must not change at all" -> call_learner's snapshot (CHANGED_INPUT, in
-    place even if undone); "it may arrive as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the
-    large-step cases (IGNORED_STEP); "use only evaluations of f: no autograd" -> Route.AUTOGRAD forbidden, named
+    place even if undone), and "during the call" -> CLOSURE_FUNCTIONS, f reading the caller's x (two corners: a
+    change through .data, unseen by _version, gives f's derivative with both moved, STEPPED_CALLERS_X); "it may
+    arrive as float32" -> float32 cases (ROUND_OFF); "use the h you are given" -> the large-step cases
+    (IGNORED_STEP); "use only evaluations of f: no autograd" -> Route.AUTOGRAD forbidden, named
     AUTOGRAD_IN_ESTIMATE.
     """
     __tracebackhide__ = True
@@ -382,11 +413,9 @@ FINITE_DIFFERENCE_ESTIMATE = Misconception(
     "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
     "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.",
     question="How many digits does a float64 central difference get right, and how many does the part ask for?")
-STOPPED_EARLY = Misconception(
-    "route stopped before the output",
-    "A route's product runs all the way from x to z: every arrow along it contributes its local derivative, the "
-    "last one, into z, included. Your share for the route x → v → z stops after its first arrow.",
-    question="Does each route's product run all the way to z?")
+STOPPED_EARLY = Misconception("route stopped before the output", "A route's product runs all the way from x to z: "
+    "every arrow along it contributes its local derivative, the last one, into z, included. Your share for the route "
+    "x → v → z stops after its first arrow.", question="Does each route's product run all the way to z?")
 
 
 def _forward(x: float, y: float) -> tuple[float, float]:
@@ -405,12 +434,10 @@ def _all_routes(x: float, y: float, *, inner: bool = True, sign: float = 1.0, co
     return (du_dx * dz_du, du_dx * dv_du * dz_dv, dz_dv), (du_dy * dz_du, du_dy * dv_du * dz_dv)
 
 
-def _routes(x: float, y: float) -> tuple[float, float, float]:
-    return _all_routes(x, y)[0]
+def _routes(x: float, y: float) -> tuple[float, float, float]: return _all_routes(x, y)[0]
 
 
-def _y_routes(x: float, y: float) -> tuple[float, float]:
-    return _all_routes(x, y)[1]
+def _y_routes(x: float, y: float) -> tuple[float, float]: return _all_routes(x, y)[1]
 
 
 def _mistaken(x: float, y: float) -> dict[Misconception, tuple]:
@@ -610,6 +637,33 @@ def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
                 *(DROPPED_BRANCH.looks_like(r, rtol=1e-6) for r in y_routes),
                 AVERAGED_ROUTES.looks_like(sum(y_routes) / 2, rtol=1e-6),
                 *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
+
+
+ONE_CONSUMER = Misconception("dz/du gathered from one of u's consumers only", "u is used by z = u·v and by v = "
+    "sin(u) + x: ∂z/∂u sums a share from each, as lesson 02's u.grad gathers them with +=.",
+    question="Which equations use u, and does your dz_du hold a share from each of them?")
+LAST_WRITE = Misconception("the engine that writes = traced with the wrong share left standing", "With =, each "
+    "rule replaces what a .grad held: the share written LAST stays. The rules run z's, then v's, then u's.",
+    question="Which rule writes u.grad last, and which one writes x.grad last?")
+
+
+@check
+def check_branch_point(at_branch_point, grading_seed: int | None = None) -> None:
+    """Part B3: at_branch_point(x, y) returns (dz/du gathered from u's two consumers, v + u·cos u; the dz/dx an
+    engine writing = instead of += reports, rules run z, v, u: the route x → u → v → z alone), Python floats, by
+    hand. Domain as check_routes. ONE_CONSUMER when dz_du is one share; LAST_WRITE when the second number is the
+    sum or another route (the first write kept, or x's write from v's rule)."""
+    __tracebackhide__ = True
+    for x, y in _derivation_points("01/branch_point", grading_seed):
+        with trial():
+            what = f"at_branch_point({x!r}, {y!r})"
+            dz_du, kept = _numbers(_call_derivation(at_branch_point, x, y, what=what), ("dz_du", "dz_dx_overwrite"),
+                                   what=what)
+            (u, v), routes = _forward(x, y), _routes(x, y)
+            expect_close(dz_du, v + math.cos(u) * u, what=f"{what}: dz_du", rtol=EXACT, atol=1e-12, source="expected",
+                         symptoms=[ONE_CONSUMER.looks_like(share, rtol=1e-6) for share in (v, math.cos(u) * u)])
+            expect_close(kept, routes[1], what=f"{what}: dz_dx_overwrite", rtol=EXACT, atol=1e-12, source="expected",
+                         symptoms=[LAST_WRITE.looks_like(w, rtol=1e-6) for w in (routes[0], routes[2], sum(routes))])
 
 
 # ---------------------------------------------------------------------------------------------- Part C
@@ -855,8 +909,8 @@ def _index_tuple(index, *, what: str, shape: tuple[int, ...], want: tuple[int, .
         raise GradingFailure(f"{what} returned the index {fmt(index)}, a single number; expected {expected}{where}.",
                              suspects=(FLAT_INDEX,))
     if type(index) is not tuple:
-        raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({fmt(index)}); expected a tuple "
-                             "of ints.")
+        raise GradingFailure(f"{what} returned the index as {type(index).__name__} ({index!r:.60}); expected a "
+                             "tuple of ints.")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in index):  # numpy.int64 is not an int
         kinds = ", ".join(sorted({f"{type(i).__module__}.{type(i).__name__}".removeprefix("builtins.")
                                   for i in index}))
@@ -978,20 +1032,22 @@ hint = HintBook({
         checks=("check_central_difference",), cells=("central_difference",)),
     "B": PartHints(texts=(
         "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $u$, and which "
-        "forward values does each arrow's local derivative need?",
+        "forward values does each arrow's local derivative need? And with `=` in every rule, which rule is the last "
+        "to write `u.grad`, and which the last to write `x.grad`?",
         "At $(x, y) = (1.2, 0.6)$, where $u = 0.72$ and $v \\approx 1.8594$, the six arrow labels are $0.6$, $1.2$, "
         "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which), and $dz/dy \\approx "
         "2.8808$. A second point: at $(-1, 2)$ the routes' shares are about $-3.8186$, $1.6646$ and $-2.0$, and "
-        "`gradient_of_z` "
-        "gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and $dz/dy = 4$.",
+        "`gradient_of_z` gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and "
+        "$dz/dy = 4$. `at_branch_point(1.2, 0.6)` gives about $(2.4007, 0.3248)$.",
         "A trace of a smaller system with the same shape, $a = x\\,y$, $b = a + x$, $z = a\\,b$, at $(x, y) = (2, 3)$. "
         "Forward: $a = 6$, $b = 8$, $z = 48$. Arrow labels: $x \\to a$ 3 (it is $y$), $y \\to a$ 2 ($x$), "
         "$a \\to b$ 1, $x \\to b$ 1, $a \\to z$ 8 ($b$), $b \\to z$ 6 ($a$). Routes of $x$: $x \\to a \\to z$ "
         "$3 \\cdot 8 = 24$, $x \\to a \\to b \\to z$ $3 \\cdot 1 \\cdot 6 = 18$, $x \\to b \\to z$ "
         "$1 \\cdot 6 = 6$: $dz/dx = 48$, and $z = x^2y^2 + x^2y$ agrees ($2xy^2 + 2xy = 48$). Routes of $y$: "
-        "$2 \\cdot 8 + 2 \\cdot 1 \\cdot 6 = 28$. Your system differs in one arrow: which one, and at which "
-        "forward value is its label taken?"),
-        checks=("check_routes", "check_gradient_of_z"), cells=("worked_derivatives",)),
+        "$2 \\cdot 8 + 2 \\cdot 1 \\cdot 6 = 28$. At $a$: 8 from $z$ + 6 via $b$ = 14. With `=`, $b$'s rule "
+        "replaces $a$'s 8 by 6 (and sets $x$ 6), then $a$'s rule sets $x$ to $3 \\cdot 6 = 18$, not 48. Your system "
+        "differs in one arrow: which one, and at which forward value is its label taken?"),
+        checks=("check_routes", "check_gradient_of_z", "check_branch_point"), cells=("worked_derivatives",)),
     "C": PartHints(texts=(
         "Where a RIGHT gradient is exactly 0 or about 1e-4, how large is |analytic - numerical|, and what must your "
         "error make of a difference that size, compared with a 60 % error at a gradient of 2e-4?",

@@ -21,6 +21,7 @@ from ...checking import (
     trial,
 )
 from ...oracles import as_float64, autograd_gradient, central_difference
+from ...routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ...seeding import generator, uniform
 from .backward import _two_routes, check_backward
 from .operations import check_arithmetic, check_functions
@@ -160,6 +161,12 @@ CUT_GRAPH = Misconception(
     "A Value made from a plain number (Value(x.data), or any float from .data) is a new leaf: backward stops there, "
     "and the route through it is lost. Compute every part of the value that depends on the inputs from the Values.",
     "Which of your result's nodes are leaves that are none of the inputs?")
+TORCH_FOR_ENGINE = Misconception(
+    "let PyTorch's autograd compute the fix's gradients instead of your engine",
+    "The fix is a graph on your own engine: Value operations that keep the route through the mean, so that your "
+    "backward() reaches every input along it. Gradients that torch computed and copied into a node say nothing about "
+    "whether your engine's graph is whole.",
+    "Which engine computes the gradients your fix reports: yours, or PyTorch's?")
 GAP_SIGN = Misconception("the gap measured the other way round (central differences minus engine)",
                          "The gap is engine_gradient minus numeric_gradient: positive where the engine's is too large.")
 
@@ -224,7 +231,12 @@ def check_bug_hunt(Value, buggy, gap, fixed, grading_seed: int | None = None) ->
         with trial():
             what = f"fixed(values) with values = [{', '.join(f'Value({n})' for n in numbers)}]"
             values = [Value(n) for n in numbers]
-            out = call_learner(fixed, values, what=what, forbid=[Route.AUTOGRAD])
+            try:
+                out = call_learner(fixed, values, what=what, forbid=[Route.AUTOGRAD])
+            except GradingFailure as failure:  # named for what this part asks: operations of the learner's engine
+                if failure.proven is ROUTE_MISCONCEPTIONS[Route.AUTOGRAD]:
+                    raise proven_failure(failure.message, TORCH_FOR_ENGINE) from None
+                raise
             vector = torch.tensor(numbers, dtype=torch.float64)
             expect_close(_read(out, "data", what), _third_moment(vector), what=f"{what}: .data",
                          source="third_moment's value")

@@ -12,6 +12,13 @@ from ...checking import (
 OVERWRITE = Misconception("overwrote the gradient (= instead of +=)",
                     "A node can get gradient from several places (x * x, or x used by two later nodes), and "
                     "may already hold some; each _backward must add its share with +=, never replace it with =.")
+ONE_SHARE = Misconception(
+    "the same node on both sides kept only one of its two shares",
+    "When one node is both operands (a - a, a * a, a / a, a.maximum(a)), the operation's rule hands it two shares, "
+    "one per side, and both must reach its .grad: a rule that reads both old gradients before it writes (a tuple "
+    "assignment), or keeps the shares in a dict keyed by node, lets the second share replace the first.",
+    question="With a as both operands, how many times does your rule add to a.grad, and does the second addition "
+             "see the first one's result?")
 NO_UPSTREAM = Misconception("missing the upstream gradient (out.grad)",
                       "The chain rule multiplies each local derivative by the gradient arriving from above: "
                       "self.grad += local_derivative * out.grad.")
@@ -65,7 +72,8 @@ TANH_CANCELS = Misconception(
     "float up to |x| ≈ 354. Autograd and central differences in float64 make the same loss (torch's tanh backward is "
     "1 - t² too): only a reference computed in higher precision shows it. Choose among the algebraically equal forms "
     "by measuring their relative error against one.",
-    "At x = 20, what does your rule give, and what is the exact derivative of tanh there?")
+    "At the x of the case shown, how many of the digits of t = tanh(x) survive in 1 - t², and what does your rule "
+    "give against the exact derivative there?")
 TANH_ZEROED = Misconception(
     "tanh's derivative taken as 0 where it is tiny but still a float",
     "Beyond |x| ≈ 19 the derivative of tanh, sech²(x) ≈ 4e^(-2|x|), is tiny but far from 0 as a float: about 3.5e-26 "

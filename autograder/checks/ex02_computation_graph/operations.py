@@ -28,6 +28,7 @@ from .misconceptions import (
     NO_RULE,
     NO_UPSTREAM,
     NOT_RECORDED,
+    ONE_SHARE,
     OVERWRITE,
     OVERWRITE_NO_UPSTREAM,
     PART_B_IN_A,
@@ -117,6 +118,8 @@ def _gradient_mistakes(program: Program, values, node: int, upstream: float, pre
             else [MAX_LOSER.looks_like(preset + upstream * (1.0 - total))]
     if step.op not in METHODS and step.op not in ("**", "max"):  # a sign slip (for a power, |x| gives the same)
         specific.append(SIGN.looks_like(preset - upstream * total))
+    if len(shares) == 2:  # one node on both sides: only one of its two shares arrived
+        specific += [ONE_SHARE.looks_like(preset + upstream * p) for p in shares]
     return [*specific, *(OVERWRITE.looks_like(upstream * p) for p in shares), NO_UPSTREAM.looks_like(preset + total),
             *(OVERWRITE_NO_UPSTREAM.looks_like(p) for p in shares), *([] if tie else [NO_RULE.looks_like(preset)])]
 
@@ -156,7 +159,6 @@ def _check_one_step(Value, case: Case) -> None:
     step = program.steps[0]
     tie = step.op == "max" and len({values[a] if isinstance(a, int) else a for a in step.args}) == 1
     for i, (name, node, before) in enumerate(zip(program.inputs, inputs, case.preset)):
-        local = float(grads[i]) / g + 0.0  # + 0.0: a blocked relu reads 0, not -0
         if tie:
             _expect_tie(_read(node, "grad", f"{what}: {name}"), before + grads[i], program, values, i,
                         what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
@@ -165,8 +167,8 @@ def _check_one_step(Value, case: Case) -> None:
         expect_close(_read(node, "grad", f"{what}: {name}"), before + grads[i], fd=before + fds[i],
                      what=f"{what}: {name}.grad after out.grad = {fmt(g)} flowed back ({name}.grad was "
                           f"{fmt(before)} before)",
-                     extra=f"  expected:           {fmt(before)} already there + out.grad {fmt(g)} × "
-                           f"local derivative {fmt(local)}",
+                     extra=f"  expected:           {fmt(before)} already there + what out.grad {fmt(g)} brings "
+                           f"back through `{program.text()}`",
                      symptoms=_gradient_mistakes(program, values, i, g, before))
 
 
@@ -227,14 +229,15 @@ def _expect_exact_tanh(got, x: float, g: float, *, what: str) -> None:
 
 # Part A's operations; "c" and "C" stand for two numbers: on either side, the same node twice, in-place forms.
 # Operations that are often built from others (a - b as a + (-b)) come after the ones they are built from; the
-# reflected - and / come twice (with c and with C), so that a flipped one shows in two cases and can be named; a / a
-# last: the quotient rule's two shares on one node, which cancel (a rule that keeps one share shows).
+# reflected - and / come twice (with c and with C), so that a flipped one shows in two cases and can be named; the
+# same node on both sides last (a - a, its in-place forms, a / a): two shares on one node that cancel or add, where a
+# rule that keeps one share shows (ONE_SHARE; a + a and a * a come earlier).
 ARITHMETIC = [("+", (0, 1)), ("+", (0, "c")), ("+", ("c", 0)), ("+", (0, 0)),
               ("*", (0, 1)), ("*", (0, "c")), ("*", ("c", 0)), ("*", (0, 0)),
               ("/", (0, 1)), ("/", (0, "c")), ("/", ("c", 0)), ("neg", (0,)),
               ("-", (0, 1)), ("-", (0, "c")), ("-", ("c", 0)),
               ("+=", (0, 1)), ("-=", (0, 1)), ("*=", (0, 1)), ("/=", (0, "c")),
-              ("/", ("C", 0)), ("-", ("C", 0)), ("/", (0, 0))]
+              ("/", ("C", 0)), ("-", ("C", 0)), ("-", (0, 0)), ("-=", (0, 0)), ("*=", (0, 0)), ("/", (0, 0))]
 
 
 # maximum's cases: (arguments, a, b); "t" stands for a number equal to a (a tie with a constant). One input wins
@@ -310,7 +313,8 @@ def check_arithmetic(Value, grading_seed: int | None = None) -> None:
     """Part A: +, -, *, / with Values or numbers on either side, in-place forms and negation, with their local rules.
 
     Domain: Values holding any real float, numbers (int or float) on either side, a divisor never 0; the same node
-    twice (a + a, a * a, a / a, a.maximum(a)); maximum with a Value or a number as other, a winner on either side or
+    twice (a + a, a * a, a - a, a -= a, a *= a, a / a, a.maximum(a): ONE_SHARE when one of the two shares is
+    lost); maximum with a Value or a number as other, a winner on either side or
     a tie (MAXIMUM: the tie split half and half, as central differences and torch.maximum measure, MAX_TIE; the gradient
     to the smaller input, MAX_LOSER); a node that already holds gradient (.grad preset) and an output gradient other
     than 1.
