@@ -5,8 +5,10 @@ hidden among plausible lines: its BatchNorm backward takes the route through the
 the biased one (divided by N). Nothing in the code says N − 1, so reading for it is not enough: one gradient,
 d loss / d W1, is off by a term that shrinks as the batch grows. The learner finds it with the course's tools (a
 gradcheck gate against autograd, intermediate tensors made leaves, batches of several sizes), names the parameter
-(``WRONG_GRADIENT``), measures how far off that gradient is at six batch sizes (``W1_ERRORS``, checked against the
-check's own measurement: the size of the error, not a verdict, is what says which gate would have caught it) and
+(``WRONG_GRADIENT``), writes ``w1_errors(params, X, targets, sizes)``, the measurement of how far off that gradient
+is on the first n examples for each batch size n (checked against the check's own measurement on the notebook's case
+in the visible test and on fresh starts, digits and sizes in the hidden one, so numbers typed in from a run cannot
+pass: the size of the error, not a verdict, is what says which gate would have caught it) and
 writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central differences on batches
 from 2 to 64 examples.
 
@@ -51,6 +53,7 @@ from .misconceptions import (
     W1_ERRORS_AS_VERDICTS,
     W1_ERRORS_FROM_NORMS,
     W1_ERRORS_OF_A_RIGHT_BACKWARD,
+    W1_ERRORS_TYPED_IN,
     WRONG_GRADIENT_NAMED,
 )
 from .network import DIGITS_KEYS, mlp_case, mlp_logits, mlp_loss, with_large_logits
@@ -61,8 +64,8 @@ Tensor = torch.Tensor
 BUGGY_KEY = "W1"
 #: The batch size of the notebook's try-it cell, pinned at every seed: a fix tuned on it must fail elsewhere.
 TRY_IT_BATCH = 64
-#: The batch sizes at which the learner measures the given backward's W1 error (W1_ERRORS), and the relative
-#: tolerance on each measurement.
+#: The batch sizes of the notebook's case of ``w1_errors`` (the visible test), and the relative tolerance on each
+#: measurement.
 ERROR_SIZES = (2, 4, 8, 16, 32, 64)
 ERROR_RTOL = 0.02
 
@@ -75,61 +78,99 @@ def start_params(gen: torch.Generator, hidden: int = 32) -> dict[str, Tensor]:
             "b2": torch.zeros(10, dtype=torch.float64)}
 
 
-def w1_errors(*, norms: bool = False) -> dict[int, float]:
-    """The check's own measurement: ||G − A|| / ||A|| for W1, G the given backward's gradient and A autograd's, at
-    the try-it start on the first n training digits of digits_split(seed=0), for each n of ERROR_SIZES;
-    ``norms``: what comparing the norms gives instead, | ||G|| − ||A|| | / ||A||."""
-    params = start_params(torch.Generator().manual_seed(0))
-    X_train, y_train, _, _ = digits_split(seed=0)
+def measure_w1_errors(params: dict[str, Tensor], X: Tensor, targets: Tensor, sizes, *, norms: bool = False
+                      ) -> dict[int, float]:
+    """The check's own measurement: ||G − A|| / ||A|| for W1, G the given backward's gradient and A autograd's, on
+    the first n examples of X for each n of ``sizes``; ``norms``: what comparing the norms gives instead,
+    | ||G|| − ||A|| | / ||A||."""
     names = list(params)
     errors = {}
-    for n in ERROR_SIZES:
-        X, targets = X_train[:n], y_train[:n]
-        right = autograd_gradient(lambda *v, X=X, t=targets: mlp_loss(dict(zip(names, v)), X, t), *params.values())[0]
-        given = given_gradients(params, X, targets)["W1"]
+    for n in sizes:
+        Xn, tn = X[:n], targets[:n]
+        right = autograd_gradient(lambda *v, X=Xn, t=tn: mlp_loss(dict(zip(names, v)), X, t), *params.values())[0]
+        given = given_gradients(params, Xn, tn)["W1"]
         gap = abs(given.norm() - right.norm()) if norms else (given - right).norm()
         errors[n] = float(gap / right.norm())
     return errors
 
 
-def _check_w1_errors(measured) -> None:
-    """W1_ERRORS: one number per batch size of ERROR_SIZES, each within ERROR_RTOL of the check's own."""
+def _notebook_case() -> tuple[dict[str, Tensor], Tensor, Tensor, tuple[int, ...]]:
+    """The notebook's case: the try-it start, the first 96 training digits of digits_split(seed=0) (more rows than
+    the largest size: a measurement must take the first n), ERROR_SIZES."""
+    X_train, y_train, _, _ = digits_split(seed=0)
+    return start_params(torch.Generator().manual_seed(0)), X_train[:96], y_train[:96], ERROR_SIZES
+
+
+def _w1_cases(grading_seed: int | None) -> list[tuple[dict[str, Tensor], Tensor, Tensor, tuple[int, ...], str]]:
+    """The notebook's case (visible test), or two fresh draws (hidden): another start seed and hidden width, other
+    training digits in a random order, first at the notebook's batch sizes, then at five drawn ones from 2 to 96."""
+    if grading_seed is None:
+        params, X, targets, sizes = _notebook_case()
+        return [(params, X, targets, sizes, "start_params(torch.Generator().manual_seed(0)), the first 96 training "
+                 "digits of digits_split(seed=0)")]
+    gen = case_stream("11/bug_hunt/w1", grading_seed)
+    X_train, y_train, _, _ = digits_split(seed=0)
+    cases = []
+    for sizes in (ERROR_SIZES, None):
+        if sizes is None:
+            sizes = tuple(sorted(2 + int(i) for i in torch.randperm(95, generator=gen)[:5]))
+        seed, hidden = randint(gen, 1, 10 ** 6), randint(gen, 8, 48)
+        chosen = torch.randperm(len(y_train), generator=gen)[:max(sizes)]
+        cases.append((start_params(torch.Generator().manual_seed(seed), hidden), X_train[chosen], y_train[chosen],
+                      sizes, f"start_params(torch.Generator().manual_seed({seed}), {hidden}), {max(sizes)} training "
+                      "digits of digits_split(seed=0) drawn at random"))
+    return cases
+
+
+def _check_w1_case(w1_errors, params: dict[str, Tensor], X: Tensor, targets: Tensor, sizes: tuple[int, ...],
+                   note: str) -> None:
+    """w1_errors(params, X, targets, sizes): one number per batch size asked, each within ERROR_RTOL of the
+    check's own measurement on the same case."""
     __tracebackhide__ = True
-    if not isinstance(measured, dict) or set(measured) != set(ERROR_SIZES):
+    what = f"w1_errors(params, X, targets, sizes={sizes}) at {note}"
+    measured = call_learner(w1_errors, {k: v.clone() for k, v in params.items()}, X.clone(), targets.clone(),
+                            sizes, what=what)
+    if not isinstance(measured, dict) or set(measured) != set(sizes):
         keys = sorted(measured, key=str) if isinstance(measured, dict) else type(measured).__name__
-        raise GradingFailure(f"W1_ERRORS is {keys!r:.80}; expected a dict whose keys are the batch sizes "
-                             f"{', '.join(map(str, ERROR_SIZES))}.")
-    values = [measured[n] for n in ERROR_SIZES]
+        if isinstance(measured, dict) and set(measured) == set(ERROR_SIZES):
+            raise _proven(f"{what} returned the keys {keys}, the notebook's batch sizes, where the sizes asked were "
+                          f"{', '.join(map(str, sizes))}.", W1_ERRORS_TYPED_IN)
+        raise GradingFailure(f"{what} returned {keys!r:.80}; expected a dict whose keys are the batch sizes asked, "
+                             f"{', '.join(map(str, sizes))}.")
+    values = [measured[n] for n in sizes]
     if any(isinstance(v, bool) for v in values):
-        raise _proven("W1_ERRORS holds True/False: a verdict, where the part asks for the size of the error.",
+        raise _proven(f"{what} holds True/False: a verdict, where the part asks for the size of the error.",
                       W1_ERRORS_AS_VERDICTS)
     if not all(isinstance(v, numbers.Real) or (isinstance(v, torch.Tensor) and v.numel() == 1) for v in values) \
             or not all(math.isfinite(float(v)) for v in values):
-        raise GradingFailure("W1_ERRORS must map each batch size to a finite number (a Python float).")
-    got = {n: float(measured[n]) for n in ERROR_SIZES}
-    own = w1_errors()
+        raise GradingFailure(f"{what} must map each batch size to a finite number (a Python float).")
+    got = {n: float(measured[n]) for n in sizes}
+    own = measure_w1_errors(params, X, targets, sizes)
 
     def agree(theirs: dict[int, float], mine: dict[int, float]) -> bool:
-        return all(abs(theirs[n] - mine[n]) <= ERROR_RTOL * mine[n] for n in ERROR_SIZES)
+        return all(abs(theirs[n] - mine[n]) <= ERROR_RTOL * mine[n] for n in sizes)
 
     if agree(got, own):
         return
     if all(abs(v) < 1e-8 for v in got.values()):
-        raise _proven("W1_ERRORS holds round-off (largest "
-                      f"{max(abs(v) for v in got.values()):.1e}), not the error of given_gradients.",
-                      W1_ERRORS_OF_A_RIGHT_BACKWARD)
-    if agree(got, w1_errors(norms=True)):
-        raise _proven("W1_ERRORS are far smaller than the check's measurement of ||given − autograd|| / ||autograd||"
-                      " at every batch size.", W1_ERRORS_FROM_NORMS)
+        raise _proven(f"{what} holds round-off (largest {max(abs(v) for v in got.values()):.1e}), not the error of "
+                      "given_gradients.", W1_ERRORS_OF_A_RIGHT_BACKWARD)
+    if agree(got, measure_w1_errors(params, X, targets, sizes, norms=True)):
+        raise _proven(f"{what}: the errors are far smaller than the check's measurement of ||given − autograd|| / "
+                      "||autograd|| at every batch size.", W1_ERRORS_FROM_NORMS)
     if agree({n: v / 100 for n, v in got.items()}, own):
-        raise GradingFailure("W1_ERRORS are 100 times the check's measurement at every batch size: is each one a "
-                             "fraction (0.05 for 5 %), as asked, or a percentage?")
-    off = [f"{n} ({'too large' if got[n] > own[n] else 'too small'})" for n in ERROR_SIZES
+        raise GradingFailure(f"{what}: the errors are 100 times the check's measurement at every batch size: is each "
+                             "one a fraction (0.05 for 5 %), as asked, or a percentage?")
+    notebook_params, notebook_X, notebook_targets, _ = _notebook_case()
+    if max(sizes) <= len(notebook_X) and not torch.equal(X, notebook_X[:len(X)]) \
+            and agree(got, measure_w1_errors(notebook_params, notebook_X, notebook_targets, sizes)):
+        raise _proven(f"{what} returned the errors of the notebook's case (the try-it start on the first training "
+                      "digits), not of the params, X and targets it was given.", W1_ERRORS_TYPED_IN)
+    off = [f"{n} ({got[n]:.4g}, the check measures {own[n]:.4g})" for n in sizes
            if abs(got[n] - own[n]) > ERROR_RTOL * own[n]]
-    raise GradingFailure(f"W1_ERRORS differs from the check's own measurement by more than {ERROR_RTOL:.0%} at the "
-                         f"batch sizes {', '.join(off)}. Measured as the part says: ||G − A|| / ||A|| for W1, at "
-                         "start_params(torch.Generator().manual_seed(0)) on the first n training digits of "
-                         "digits_split(seed=0)?")
+    raise GradingFailure(f"{what} differs from the check's own measurement by more than {ERROR_RTOL:.0%} at the "
+                         f"batch sizes {', '.join(off)}. Measured as the part says: ||G − A|| / ||A|| for W1 on the "
+                         "first n examples of X, at the params given?")
 
 
 def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
@@ -245,7 +286,7 @@ def _expect_named(wrong_gradient) -> None:
 
 
 @check
-def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors_, grading_seed: int | None = None) -> None:
+def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, grading_seed: int | None = None) -> None:
     """Part E: WRONG_GRADIENT names the parameter whose gradient the given backward gets wrong, and
     mlp_gradients(params, X, targets), the given backward with its bug fixed, returns every parameter's gradient of
     the mean cross-entropy of silu(batchnorm(X·W1; gamma, beta))·W2 + b2 (training mode, eps = BN_EPS), by hand (no
@@ -258,14 +299,15 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors_, grading_seed: int 
     which names the mistake). Contracts checked: a dict with exactly the five keys, each a plain tensor of its
     parameter's shape; checked against autograd and central differences in float64; no autograd (Route); no torch
     batch normalisation; params, X and targets unchanged; WRONG_GRADIENT one of the five keys, the wrong one;
-    W1_ERRORS (``w1_errors_``) maps each batch size of ERROR_SIZES to the given backward's relative W1 error there,
-    within ERROR_RTOL of :func:`w1_errors` (the same numbers at every seed: it is a measurement on the notebook's
-    fixed start and data).
+    ``w1_errors(params, X, targets, sizes)`` returns, for each n of sizes, the given backward's relative W1 error on
+    the first n examples, within ERROR_RTOL of :func:`measure_w1_errors`: on the notebook's case in the visible test,
+    on two fresh draws in the hidden one (another start seed and hidden width, training digits in a random order, the
+    notebook's sizes, then five drawn from 2 to 96), so numbers typed in pass the first and fail the second.
     """
     __tracebackhide__ = True
     _expect_named(wrong_gradient)
-    if w1_errors_ is None:
-        raise NotWritten("Not written yet: W1_ERRORS is still None. Set it, in its cell below WRONG_GRADIENT, to "
+    if w1_errors is None:
+        raise NotWritten("Not written yet: w1_errors is still None. Write it, in its cell below WRONG_GRADIENT: "
                          "your measurement of the given backward's W1 error at each batch size.")
     outcomes = []
     for params, X, targets, note in _bug_hunt_cases(grading_seed):
@@ -287,4 +329,6 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors_, grading_seed: int 
         raise _proven(f"WRONG_GRADIENT is {wrong_gradient!r}, but the given backward's d loss / d {wrong_gradient} "
                       f"agrees with autograd (largest difference {gap:.1g} on a batch of {len(X)}).",
                       WRONG_GRADIENT_NAMED)
-    _check_w1_errors(w1_errors_)
+    for params, X, targets, sizes, note in _w1_cases(grading_seed):
+        with trial():
+            _check_w1_case(w1_errors, params, X, targets, sizes, note)

@@ -118,6 +118,12 @@ FORWARD_RECOMPUTED = Misconception(
     "does not allow: the backward needs four products (two per linear layer) and elementwise work. Save what that "
     "product gave, within the budget, and read it back.",
     question="Which matrix products does the backward need, and is x·W1 among them?")
+READ_OUTSIDE_SAVED = Misconception(
+    "the backward read something besides saved and dy",
+    "Autograd may run many forward passes before it runs their backward passes (a model applies the block at every "
+    "layer; checkpointing reruns forwards), so a backward gets everything it needs through saved: a global, an "
+    "attribute of the function or a closure left by the last forward belongs to whichever call ran last.",
+    question="If another forward ran between your forward and your backward, what would your backward read?")
 
 # Part D: BatchNorm
 UNBIASED_NORMALISATION = Misconception(
@@ -246,6 +252,12 @@ W1_ERRORS_AS_VERDICTS = Misconception(
     "A gate answers yes or no at one tolerance; the part asks for the size of the error at each batch size, a "
     "number, which is what tells you whether a gate with a given tolerance and batch would have caught the bug.",
     question="At which tolerance would your gate stop passing the given backward on 64 examples?")
+W1_ERRORS_TYPED_IN = Misconception(
+    "the notebook's numbers returned whatever the case",
+    "w1_errors is a measurement: called on other parameters, other examples or other batch sizes, it must measure "
+    "those. Numbers typed in from a run, or a measurement that always starts from the notebook's start_params and "
+    "first digits, answer only the notebook's case: compute G and A from the params, X, targets and sizes it is given.",
+    question="What does your w1_errors return when it is called with another start, other digits and other sizes?")
 
 # Part F: training the digits
 TRAINED_WITH_AUTOGRAD = Misconception(

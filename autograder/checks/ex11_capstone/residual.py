@@ -23,6 +23,7 @@ from .misconceptions import (
     FORWARD_RECOMPUTED,
     PRE_ACTIVATION_READ,
     PRODUCT_RULE_HALF,
+    READ_OUTSIDE_SAVED,
     SAVED_TOO_MUCH,
     SIGMOID_DERIVATIVE,
     SILU_AT_OUTPUT,
@@ -158,6 +159,7 @@ def _run_residual(residual_forward_, residual_backward, args: tuple[Tensor, ...]
         raise GradingFailure(f"{back} returned {got_all!r:.80}; expected a tuple (dx, dW1, db1, dW2, db2).")
     got = {name: expect_tensor(value, f"{back}: {name}", tuple(of.shape))
            for name, value, of in zip(NAMES, got_all, inputs)}
+    _expect_saved_alone(residual_forward_, residual_backward, inputs, saved, dy, got, back)
 
     def weighted(*values):
         return (residual_forward(*values) * dy).sum()
@@ -178,6 +180,26 @@ def _run_residual(residual_forward_, residual_backward, args: tuple[Tensor, ...]
                       f"({len(products.outputs)} matrix products in all).", FORWARD_RECOMPUTED)
 
 
+def _expect_saved_alone(residual_forward_, residual_backward, inputs: tuple[Tensor, ...], saved: tuple, dy: Tensor,
+                        got: dict[str, Tensor], back: str) -> None:
+    """The backward again on the same saved and dy, after a forward on another case of the same shapes: a backward
+    that reads only saved and dy gives the same gradients."""
+    __tracebackhide__ = True
+    x, W1, b1, W2, b2 = inputs
+    other = (0.5 - x.flip(0), -W1, b1 + 0.25, W2.flip(0), -b2)
+    call_learner(residual_forward_, *other, what=f"residual_forward on another case of the same shapes, between "
+                 f"the forward and {back}", forbid=[Route.AUTOGRAD])
+    again = call_learner(residual_backward, saved, dy, what=f"{back}, once more, after that other forward",
+                         forbid=[Route.AUTOGRAD])
+    changed = [name for name, value in zip(NAMES, again if isinstance(again, (tuple, list)) else ())
+               if not (isinstance(value, Tensor) and value.shape == got[name].shape
+                       and torch.allclose(value, got[name], rtol=1e-12, atol=0.0))]
+    if changed or not isinstance(again, (tuple, list)) or len(again) != len(NAMES):
+        raise _proven(f"{back} gave other gradients ({', '.join(changed) or 'another result'}) for the same saved "
+                      "and dy once residual_forward had run on another case (x flipped and shifted, the weights "
+                      "negated) in between.", READ_OUTSIDE_SAVED)
+
+
 @check
 def check_residual_backward(residual_forward_, residual_backward, silu_backward,
                             grading_seed: int | None = None) -> None:
@@ -193,7 +215,9 @@ def check_residual_backward(residual_forward_, residual_backward, silu_backward,
     tensors holding at most N·H numbers in memory of their own (an input, or a view of one, is free; counted per
     storage, so a float32 copy costs as many numbers as a float64 one); five plain tensors shaped like x, W1, b1,
     W2, b2, against autograd and central differences in float64; no matrix product in the backward that returns
-    x·W1 (or x·W1 + b1) again; no autograd; the inputs (and saved, in the backward) unchanged.
+    x·W1 (or x·W1 + b1) again; the backward reads saved and dy alone (run again, same saved and dy, after a forward
+    on another case of the same shapes: the same gradients); no autograd; the inputs (and saved, in the backward)
+    unchanged.
     """
     __tracebackhide__ = True
     for x, dy in _silu_cases(grading_seed):
