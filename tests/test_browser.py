@@ -392,8 +392,21 @@ def save(page) -> None:
                            timeout=120_000, polling=250)
 
 
+def read_saved(path: Path) -> nbformat.NotebookNode:
+    """A notebook JupyterLab saved. Jupyter Server writes a file in place (its "atomic" writing keeps a backup copy,
+    not the file whole), so a read that meets an autosave in progress finds it empty or cut short: read again."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return nbformat.read(path, as_version=4)
+        except (nbformat.reader.NotJSONError, ValueError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def outputs(path: Path) -> list[tuple[int, dict]]:
-    notebook = nbformat.read(path, as_version=4)
+    notebook = read_saved(path)
     return [(i, o) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
             for o in cell.get("outputs", [])]
 
@@ -416,7 +429,7 @@ def stray_outputs(path: Path) -> list[str]:
 
 def unfolded_claims(path: Path) -> list[str]:
     """Verification cells whose claims are not folded into one "✓ N claims" output, or fewer than their calls."""
-    notebook = nbformat.read(path, as_version=4)
+    notebook = read_saved(path)
     found = []
     for i, cell in enumerate(notebook.cells):
         calls = cell.source.count("claim(") + cell.source.count("claim_close(") if cell.cell_type == "code" else 0
@@ -713,7 +726,7 @@ def test_a_learners_first_hour(lesson_runs, page, lab):
     run_all(page)
     assert every_code_cell_ran(page), f"Run All stopped early: {code_cell_prompts(page)}"
     save(page)
-    release = nbformat.read(lab.root / path, as_version=4)
+    release = read_saved(lab.root / path)
     tests = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade") and "checks.check_" in c.source]
     assert tests
     for cell in tests:
@@ -909,7 +922,7 @@ def test_lesson_is_accessible_live_and_exported(lesson_runs, lab, browser, lesso
     problems = [f"live, {tally(found['course'])}: {line}" for line in counted(found["course"])]
     problems += [f"live: an image without a text alternative ({src}...)" for src in found["undescribed"]]
     problems += [f"live: {problem}" for problem in found["controls"]]
-    notebook = nbformat.read(lab.root / "lessons" / lesson.name, as_version=4)
+    notebook = read_saved(lab.root / "lessons" / lesson.name)
     assert any(cell.get("outputs") for cell in notebook.cells), "the saved notebook holds its outputs"
     target = export.export_notebook(notebook, tmp_path / f"{lesson.stem}.html")
     window = browser.new_page(viewport={"width": 1200, "height": 900})
@@ -987,7 +1000,7 @@ def typed_answer(page, cell_index: int, code: str) -> None:
 
 def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
     path = f"exercises/{EXERCISE}/{EXERCISE}.ipynb"
-    release = nbformat.read(lab.root / path, as_version=4)
+    release = read_saved(lab.root / path)
     answers = typed_solutions(EXERCISE)
     positions = {grade_id(c): i for i, c in enumerate(release.cells) if grade_id(c)}
     open_notebook(page, lab, path)
@@ -1017,7 +1030,7 @@ def test_exercise_typed_solution_passes_its_tests_and_validates(page, lab):
     dialog.locator(".validation-success, .validation-failed, pre").first.wait_for(timeout=120_000)
     screenshot(page, f"exercise-{EXERCISE}-validate")
     assert "Success! Your notebook passes all the tests." in dialog.inner_text(), dialog.inner_text()
-    saved = nbformat.read(lab.root / path, as_version=4)
+    saved = read_saved(lab.root / path)
     assert {grade_id(c): c.source for c in saved.cells if grade_id(c) in answers} == answers
 
 
@@ -1101,7 +1114,7 @@ def test_check_my_work_the_progress_map_and_work_taken_to_a_new_session(browser,
         after = progress_map(window, fresh)
         screenshot(window, "progress-map-restored")
         assert after == before, (before, after)
-        restored = nbformat.read(fresh.root / path, as_version=4)
+        restored = read_saved(fresh.root / path)
         assert next(c.source for c in restored.cells if grade_id(c) == first_part) == answer
     finally:
         window.context.close()
