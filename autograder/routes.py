@@ -37,6 +37,8 @@ import torch.nn.utils
 import torch.nn.utils.clip_grad
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from .misconceptions import CourseBug, Misconception
 
@@ -117,6 +119,27 @@ class CallWatch(TorchFunctionMode):
     @property
     def used(self) -> bool:
         return bool(self.seen)
+
+
+#: Ways out of torch (to NumPy or to Python lists), where a :class:`LargestTensor` cannot follow: a check that bounds
+#: tensor sizes watches these with a :class:`CallWatch` and refuses them.
+TORCH_EXITS = ("numpy", "__array__", "tolist")
+
+
+class LargestTensor(TorchDispatchMode):
+    """The largest tensor (number of elements) any operation returns while the mode is on, forward and backward:
+    how a check measures a part's memory bound ("never the whole score matrix", "never B copies of the model")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor) and tensor.numel() > self.numel:
+                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
+        return out
 
 
 @contextlib.contextmanager

@@ -11,11 +11,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from ...checking import GradingFailure, check, proven_failure, trial
-from ...routes import CallWatch
+from ...routes import TORCH_EXITS, CallWatch, LargestTensor
 from ...seeding import choice, uniform
 from ..cases import case_stream, randint
 from .common import Case, literal_symptoms, make_case, run_case
@@ -33,25 +31,6 @@ from .misconceptions import (
 )
 
 Tensor = torch.Tensor
-
-
-class _Largest(TorchDispatchMode):
-    """The largest tensor (number of elements) any operation returns while the mode is on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for tensor in tree_leaves(out):
-            if isinstance(tensor, Tensor) and tensor.numel() > self.numel:
-                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
-        return out
-
-
-#: Ways out of torch (to NumPy or to Python lists), where the measurement of tensor sizes cannot follow.
-EXITS = ("numpy", "__array__", "tolist")
 
 
 def _visible(n: int, m: int, mask: str) -> Tensor | None:
@@ -129,7 +108,7 @@ def _attention_case(Q: Tensor, K: Tensor, V: Tensor, dO: Tensor, causal: bool, b
                           f"{unseen}")
 
 
-def _expect_small(largest: _Largest, case: Case) -> None:
+def _expect_small(largest: LargestTensor, case: Case) -> None:
     """No tensor larger than the largest argument or result, or than one block of scores (..., n, block)."""
     __tracebackhide__ = True
     Q, K = case.args["Q"], case.args["K"]
@@ -175,7 +154,7 @@ def check_attention_backward(attention_backward, grading_seed: int | None = None
     for lead, n, m, d, e, causal, block in ATTENTION_CORNERS + sizes:
         Q, K, V = uniform(gen, (*lead, n, d), -1, 1), uniform(gen, (*lead, m, d), -1, 1), uniform(gen, (*lead, m, e))
         case = _attention_case(Q, K, V, uniform(gen, (*lead, n, e), -1, 1), causal, block)
-        largest, leaving = _Largest(), CallWatch(names=EXITS)
+        largest, leaving = LargestTensor(), CallWatch(names=TORCH_EXITS)
 
         @functools.wraps(attention_backward)
         def measured(*args, largest=largest, leaving=leaving, **kwargs):

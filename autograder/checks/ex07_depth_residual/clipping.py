@@ -16,13 +16,11 @@ import torch
 from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from ...checking import GradingFailure, Routes, as_answer, call_learner, check, expect_close, proven_failure, trial
 from ...contracts import CHANGED_INPUT
 from ...oracles import autograd_gradient, central_difference
-from ...routes import CallWatch
+from ...routes import TORCH_EXITS, CallWatch, LargestTensor
 from ...seeding import choice, generator, uniform
 from ..cases import randint
 from .hooks import GLOBAL_HOOK_DICTS, _hooks_left
@@ -47,23 +45,6 @@ from .misconceptions import (
 
 EPS = 1e-6  # torch.nn.utils.clip_grad_norm_ divides by total_norm + 1e-6
 MAX_BACKWARD = 2  # the part's contract: at most two backward passes, whatever the batch size
-#: Ways out of torch (to NumPy or to Python lists), where the measurement of tensor sizes cannot follow.
-EXITS = ("numpy", "__array__", "tolist")
-
-
-class _Largest(TorchDispatchMode):
-    """The largest tensor (number of elements) any operation returns while the mode is on, forward and backward."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for tensor in tree_leaves(out):
-            if isinstance(tensor, torch.Tensor) and tensor.numel() > self.numel:
-                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
-        return out
 
 
 def squared_error(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -249,7 +230,7 @@ def _run_measured(per_example_clip, model: nn.Module, loss_fn, x, y, max_norm: f
     __tracebackhide__ = True
     linears = {id(m) for m in model.modules() if isinstance(m, nn.Linear)}
     calls: dict[int, int] = {}
-    largest, leaving = _Largest(), CallWatch(names=EXITS)
+    largest, leaving = LargestTensor(), CallWatch(names=TORCH_EXITS)
 
     def count(module, inputs, output):
         if id(module) in linears:
@@ -269,7 +250,7 @@ def _run_measured(per_example_clip, model: nn.Module, loss_fn, x, y, max_norm: f
     return answer, routes, [calls.get(i, 0) for i in linears], largest, sorted(set(leaving.seen))
 
 
-def _expect_contract(model: nn.Module, batch: int, routes: Routes, calls: list[int], largest: _Largest,
+def _expect_contract(model: nn.Module, batch: int, routes: Routes, calls: list[int], largest: LargestTensor,
                      exits: list[str], what: str) -> None:
     """One forward pass, at most two backward passes, no tensor beyond the budget, torch operations only."""
     __tracebackhide__ = True

@@ -8,11 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from ...checking import CourseBug, GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
 from ...checking import proven_failure as _proven
+from ...routes import LargestTensor
 from ...seeding import choice, uniform
 from ..cases import case_stream, randint
 from .hvp import ALL_LINEAR, BILINEAR, IGNORES_W, MULTI, Watched, _flat, _on_flat, full_hessian, not_required, vector
@@ -33,21 +32,6 @@ Tensor = torch.Tensor
 BUDGET = 600
 #: The tests' promise: the largest eigenvalue lies at least this share of max |λ| above every smaller one.
 GAP = 0.2
-
-
-class _Largest(TorchDispatchMode):
-    """The largest tensor (number of elements) any operation returns while the mode is on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for tensor in tree_leaves(out):
-            if isinstance(tensor, Tensor) and tensor.numel() > self.numel:
-                self.numel, self.shape = tensor.numel(), tuple(tensor.shape)
-        return out
 
 
 @dataclass
@@ -179,7 +163,7 @@ def _run_sharpness(sharpness, case: Case) -> None:
     n = sum(x.numel() for x in case.xs)
     shapes = ", ".join(f"{a} {tuple(x.shape)}" for a, x in zip(case.args, case.xs))
     what = f"sharpness(f, xs) for f({', '.join(case.args)}) = {case.name}, at xs of shapes {shapes}"
-    routes, largest = Routes(), _Largest() if n > 100 else None
+    routes, largest = Routes(), LargestTensor() if n > 100 else None
     try:
         if largest is None:
             answer = call_learner(sharpness, f, case.xs, what=what, routes=routes)
