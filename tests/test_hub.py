@@ -143,8 +143,10 @@ def signed_in(browser, term, user: str):
 
 def nbgrader_menu(window) -> list[str]:
     window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+    window.locator(".lm-Menu-itemLabel").first.wait_for()
     items = window.locator(".lm-Menu-itemLabel").all_inner_texts()
     window.keyboard.press("Escape")
+    window.locator(".lm-Menu").first.wait_for(state="hidden")  # a click on the menu bar now opens it, not closes it
     return items
 
 
@@ -159,8 +161,16 @@ def browser():
 
 def assignment_list(window):
     """Nbgrader → Assignment List, opened (again) in ``window``: the panel as a learner sees it."""
-    window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
-    window.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
+    item = window.locator(".lm-Menu-itemLabel", has_text="Assignment List")
+    for attempt in range(3):  # a click that met the menu still closing closes it again: open it once more
+        window.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+        try:
+            item.wait_for(timeout=10_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    item.click()
     listing = window.locator("#nbgrader-assignment-list").last
     listing.locator("#refresh_assignments_list").click()
     return listing
