@@ -8,12 +8,14 @@ is git-ignored, so nothing depends on ``~/.jupyter`` or system paths.
 
 import os
 
+from autograder.course import COURSE_ID
+
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 c.CourseDirectory.root = ROOT
-c.CourseDirectory.course_id = "autograd-course"
+c.CourseDirectory.course_id = COURSE_ID
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.Exchange.root = os.path.join(ROOT, ".exchange")

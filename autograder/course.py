@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: nbgrader's course id (``nbgrader_config.py``): the folder a hub's Assignment List fetches into, and the name of the
+#: learner's own data folder (progress, check my work).
+COURSE_ID = "autograd-course"
 LESSONS = ROOT / "lessons"
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"

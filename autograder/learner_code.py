@@ -8,7 +8,7 @@ they wrote in exercise 04 (Part C).
    installed package's course (``autograder.course.ROOT``).
 2. ``~/<course id>/NN-slug/NN-slug.ipynb``: a hub, whose Assignment List fetches into the course id's folder of the
    learner's home (``deploy/nbgrader_config.py`` sets ``Exchange.path_includes_course``; the course id is
-   ``nbgrader_config.py``'s, :data:`COURSE_ID`). An nbgitpuller clone of the course lands in the same folder.
+   ``nbgrader_config.py``'s, :data:`.course.COURSE_ID`). An nbgitpuller clone of the course lands in the same folder.
 3. ``~/NN-slug/NN-slug.ipynb``: where the Assignment List fetches with nbgrader's default settings.
 
 Of the copies that exist, one whose cell defining the function holds an answer (not the release's stub) wins over one
@@ -33,8 +33,6 @@ from typing import NamedTuple
 
 from . import course
 
-#: nbgrader's course id (``nbgrader_config.py``): the folder a hub's Assignment List fetches into.
-COURSE_ID = "autograd-course"
 #: What nbgrader leaves in an answer cell of the release.
 STUB = "raise NotImplementedError()"
 
@@ -56,7 +54,7 @@ def candidates(assignment: str, *, roots: list[Path] | None = None, home: Path |
         roots = [*served[:1], course.ROOT]
     home = Path.home() if home is None else home
     paths = [course.release_notebook(assignment, root) for root in roots]
-    paths += [home / COURSE_ID / assignment / f"{assignment}.ipynb", home / assignment / f"{assignment}.ipynb"]
+    paths += [home / course.COURSE_ID / assignment / f"{assignment}.ipynb", home / assignment / f"{assignment}.ipynb"]
     unique = []
     for path in paths:
         if path.resolve() not in [p.resolve() for p in unique]:

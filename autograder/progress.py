@@ -35,7 +35,7 @@ DOWNLOADS = "downloads"
 def store() -> Path:
     """The progress file: ``$XDG_DATA_HOME/autograd-course/progress.json`` (``~/.local/share/...`` by default)."""
     home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(home) / "autograd-course" / FILE_NAME
+    return Path(home) / course.COURSE_ID / FILE_NAME
 
 
 def load() -> dict:

@@ -27,7 +27,7 @@ from submissions import grade_id, graded_cells, solution_sources
 from autograder import course
 
 ASSIGNMENT = "01-chain-rule"
-COURSE_ID = "autograd-course"
+COURSE_ID = course.COURSE_ID
 STUDENTS = ("correct", "partial", "blank")
 PART_A = {"central_difference"}  # what the partial student solves: Part A, worth its two test cells
 

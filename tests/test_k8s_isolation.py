@@ -35,7 +35,7 @@ pytestmark = pytest.mark.xdist_group("hub")
 
 FRAGMENT = course.ROOT / "deploy" / "z2jh" / "learner_isolation.py"
 ASSIGNMENT = "01-chain-rule"
-COURSE_ID = "autograd-course"
+COURSE_ID = course.COURSE_ID
 
 
 def loaded() -> tuple[Config, dict]:

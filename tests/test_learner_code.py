@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import torch
 import torch.nn.functional as F
+from traitlets.config.loader import PyFileConfigLoader
 
 from autograder import course, learner_code
 
@@ -85,8 +86,8 @@ def test_the_places_looked_at_are_the_documented_ones(tmp_path):
 
 
 def test_the_course_id_is_nbgraders():
-    config = (course.ROOT / "nbgrader_config.py").read_text()
-    assert f'c.CourseDirectory.course_id = "{learner_code.COURSE_ID}"' in config
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course.ROOT)).load_config()
+    assert config.CourseDirectory.course_id == course.COURSE_ID == "autograd-course"
 
 
 def test_no_copy_found(tmp_path):

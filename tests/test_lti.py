@@ -40,7 +40,7 @@ from test_deploy import HUB_CONFIG, post_build_disables, run_config
 from autograder import course
 
 LTI_CONFIG = course.ROOT / "deploy" / "jupyterhub_config.d" / "lti13.py"
-COURSE = "autograd-course"
+COURSE = course.COURSE_ID
 CLIENT_ID = "10000000000042"
 DEPLOYMENT = "42:course-autograd"
 KID = "platform-2026"
