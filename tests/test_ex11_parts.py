@@ -149,6 +149,7 @@ def test_every_logsumexp_mistake_shows_in_two_cases(seed):
     cases = logsumexp._lse_cases(seed)
     assert any(len(pattern) > len(set(pattern)) for _, pattern, *_ in cases)
     assert any(float(xs.max()) >= 1000 for xs, *_ in cases)
+    assert any(float(xs[pattern[0]]) <= float(xs.max()) - 1000 for xs, pattern, *_ in cases), "the largest first"
     for xs, pattern, c, d, _ in cases:
         _, right = logsumexp._expected(xs, pattern, c, d)
         variants = logsumexp._variants(xs, pattern, c, d)

@@ -98,6 +98,8 @@ def _lse_cases(grading_seed: int | None) -> list[tuple[Tensor, list[int], float,
              (torch.tensor([0.5, -1.0], **f64), [0, 1, 0], *coefficients(), ", the first Value listed twice"),
              (torch.tensor([1000.0, 999.0, -1000.0, 0.0], **f64), [0, 1, 2, 3], *coefficients(),
               ", inputs up to 1000"),
+             (torch.tensor([-1000.0, 2.0, 1000.0], **f64), [0, 1, 2], *coefficients(),
+              ", the largest input last, 2000 above the first"),
              (torch.tensor([-2.0, -2.0, -2.0], **f64), [0, 1, 2], *coefficients(), ", three equal inputs")]
     if grading_seed is None:
         return cases + [(torch.tensor([0.3, -1.2, 2.0, 0.9], **f64), [0, 1, 2, 3], 2.0, 0.5, "")]
@@ -117,7 +119,8 @@ def check_logsumexp(Value, logsumexp, grading_seed: int | None = None) -> None:
 
     Domain (the part's text): values a non-empty list of Values of the learner's engine (a Value may be listed more
     than once), data of any size (|x| up to 1000 and beyond). Corners pinned at every seed: a single Value; a Value
-    listed twice; inputs 1000, 999, -1000 and 0 (a naive exp overflows); three equal inputs. Hidden: lists of 2 to 6
+    listed twice; inputs 1000, 999, -1000 and 0 (a naive exp overflows); -1000, 2, 1000 (a shift by the first or
+    the mean overflows); three equal inputs. Hidden: lists of 2 to 6
     drawn around an offset up to ±800. Contracts checked: one Value whose _prev are exactly the given Values; its data
     against torch.logsumexp; after backward() of c·logsumexp(values) + d·values[0], every distinct Value's .grad
     against autograd (the upstream gradient, accumulation with another use and with a repeated Value); no autograd.
