@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from . import contracts
-from .misconceptions import CourseBug, GradingFailure, Misconception, Symptom, armed, publish
+from .misconceptions import CourseBug, GradingFailure, LearnerFacing, Misconception, Symptom, armed, publish
 from .routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from .routes import Route, Routes
 
@@ -270,6 +270,19 @@ def has_failed(check_name: str) -> bool:
     return check_name in _FAILED
 
 
+class StaleNotebook(LearnerFacing, Exception):
+    """A test cell calls a check with arguments this version of the checks does not take: the notebook comes from
+    another release of the exercise than the installed course (a learner's old copy after the course was updated).
+    Not a verdict on the answer; nbgrader's grading restores the test cells, so it never reaches a grade."""
+
+    def __init__(self, name: str, error: TypeError):
+        super().__init__(
+            f"This test cell calls {name} in a way this version of the course's checks does not ({error}): your "
+            "notebook comes from an older or newer release of the exercise than the checks installed. Your answers "
+            "are not judged by this; copy them into the current release of the exercise (the same file under "
+            "exercises/ in a fresh copy of the course, or fetch it again from the Assignments list).")
+
+
 def check(function: Callable) -> Callable:
     """Make ``function`` a check: the body of one test cell, run as a set of :func:`trial` cases.
 
@@ -286,7 +299,11 @@ def check(function: Callable) -> Callable:
     @functools.wraps(function)
     def run(*args, **kwargs) -> None:
         __tracebackhide__ = True
-        hidden = signature.bind(*args, **kwargs).arguments.get("grading_seed") is not None
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise StaleNotebook(function.__name__, error) from None
+        hidden = bound.arguments.get("grading_seed") is not None
         trials = _Trials(function.__name__)
         token = _TRIALS.set(trials)
         try:

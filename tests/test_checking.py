@@ -107,3 +107,17 @@ def test_grading_seed_comes_from_the_environment(monkeypatch):
 def test_plain_numbers_are_compared_in_float64():
     assert as_answer(0.327, what="g").item() == 0.327
     expect_close(0.1 + 0.2, 0.3, what="g", rtol=1e-15, atol=1e-15)
+
+
+def test_a_test_cell_from_another_release_is_told_so():
+    """A learner's notebook from an older release calls a check whose arguments changed since: not a TypeError from
+    inside the course, and not a verdict, but a message saying where the current release is."""
+    from autograder.checking import StaleNotebook, check
+
+    @check
+    def check_thing(answer, factor, grading_seed=None):
+        """Part Z: a check that gained an argument."""
+
+    with pytest.raises(StaleNotebook, match="check_thing .*missing a required argument: 'factor'.*current release"):
+        check_thing(lambda: None)
+    check_thing(lambda: None, 2.0)  # the current release's call passes
