@@ -134,3 +134,24 @@ def test_answers_are_read_leniently_but_completely():
     assert ex06._read_answers(loose, "f()") == reference
     with pytest.raises(ex06.GradingFailure, match="is not a pair"):
         ex06._read_answers({key: verdict for key, (verdict, _) in reference.items()}, "f()")
+
+
+# ------------------------------------------------------------------------------------------ Part A: the audit's truth
+
+
+def test_every_suspects_declared_hazards_are_what_running_it_shows():
+    """The check grades against each suspect's hazards declared from its parts; the oracle (both resets, three calls,
+    memory compared by storage) measures the same on every combination of parts the hidden test can draw."""
+    from autograder.checks.ex06_in_place import audit
+
+    wrong = [s for s in audit.ALL if audit.measured(s.step()) != s.declared()]
+    assert not wrong, wrong[:5]
+
+
+def test_the_visible_suspects_cover_every_hazard_and_name_each_mistake_twice():
+    from autograder.checks.ex06_in_place import audit
+
+    assert audit.VISIBLE[0] == audit.GIVEN and not audit.GIVEN.declared()
+    for hazard in audit.HAZARDS:
+        assert sum(hazard in s.declared() for s in audit.VISIBLE) >= 2, hazard
+    assert len(set(audit.VISIBLE)) == len(audit.VISIBLE)

@@ -1,4 +1,4 @@
-"""Part B of exercise 06: train_keep_best trains by SGD with momentum (the learner's Part A step), measures the
+"""Part B of exercise 06: train_keep_best trains by SGD with momentum (the notebook's given step), measures the
 held-out loss of the start and of every update's weights, and leaves the model holding the best ones, written into
 its own parameters. Oracles: torch.optim.SGD's step function driven by autograd's and by finite differences'
 gradients; the symptoms of the catalogued mistakes are runs with one mistake made."""
@@ -33,6 +33,7 @@ from ..shared import read_losses
 from .misconceptions import (
     ACCUMULATED,
     BEST_AMONG_UPDATES,
+    BUFFERS_NOT_RESTORED,
     HELD_OUT_RECORDED,
     LATER_ON_TIES,
     LOSS_ONCE,
@@ -112,6 +113,18 @@ class EarlyStopProblem:
             weights.append(values)
         return held, weights
 
+    def buffers(self, gradient: Callable) -> list[list[Tensor | None]]:
+        """The momentum buffers torch.optim.SGD holds after 0, 1, ..., steps updates (after 0: all None)."""
+        values, buffers = [t.clone() for t in self.start], [None] * len(self.start)
+        log = [list(buffers)]
+        for _ in range(self.steps):
+            grads = list(gradient(lambda *ps: self.loss(*ps), *values))
+            values = [v.clone() for v in values]
+            sgd(values, grads, buffers, weight_decay=0.0, momentum=self.momentum, lr=self.lr, dampening=0.0,
+                nesterov=False, maximize=False)
+            log.append([None if b is None else b.clone() for b in buffers])
+        return log
+
 
 def _early_stop_problem(gen: torch.Generator, kind: str) -> EarlyStopProblem:
     """``kind``: "ties" (the training targets are the start's own outputs: no gradient, nothing moves, every held-out
@@ -184,15 +197,16 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
         return ((model(problem.x_held) - problem.y_held) ** 2).mean()
 
     d, h = problem.sizes
+    state: list = [None] * len(params)
     what = (f"train_keep_best(model, train_loss, held_out_loss, lr={problem.lr:g}, momentum={problem.momentum:g}, "
-            f"steps={problem.steps}) for a Linear({d}, {h}), Tanh, Linear({h}, 1) model, mean squared errors, "
-            f"{problem.description} (the model arrives with every .grad full of {STALE:g})")
+            f"steps={problem.steps}, momentum_buffers) for a Linear({d}, {h}), Tanh, Linear({h}, 1) model, mean "
+            f"squared errors, {problem.description} (the model arrives with every .grad full of {STALE:g})")
     data = Snapshot({"x": problem.x, "y": problem.y, "x_held": problem.x_held, "y_held": problem.y_held})
     routes = Routes()
     try:
-        arguments = (model, train_loss, held_out_loss, problem.lr, problem.momentum, problem.steps)
+        arguments = (model, train_loss, held_out_loss, problem.lr, problem.momentum, problem.steps, state)
         returned = call_learner(train_keep_best, *arguments, what=what, forbid=[Route.OPTIMIZER], routes=routes,
-                                may_change=[0])  # the model, by position: any name
+                                may_change=[0, 6])  # the model and the buffers, by position: any names
     except GradingFailure as failure:
         if failure.proven is None and routes.backward_runs > len(train_calls):
             raise _proven(f"{failure.message}\n  train_loss() was called {len(train_calls)} time(s), backward ran "
@@ -242,14 +256,45 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
             raise _proven(f"{what}: the model's {name} holds the right values, but a view of it taken before training "
                           f"still holds {fmt(view)}: the weights went to new memory, not into the parameter's own.",
                           NEW_STORAGE)
+    _expect_buffers(problem, state, best, what)
+
+
+def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str) -> None:
+    """The caller's list holds torch.optim.SGD's buffers after ``best`` updates (None everywhere for 0), each a
+    tensor of its own."""
+    __tracebackhide__ = True
+    log, fd_log = problem.buffers(autograd_gradient), problem.buffers(central_difference)
+    if type(state) is not list or len(state) != len(problem.names):
+        raise GradingFailure(f"{what}: momentum_buffers is no longer a list of {len(problem.names)} entries.")
+    for i, (name, got) in enumerate(zip(problem.names, state)):
+        want, last = log[best][i], log[-1][i]
+        where = f"{what}: momentum_buffers[{i}] ({name}) afterwards"
+        if want is None or got is None:
+            if (want is None) != (got is None):
+                shown = "None" if got is None else fmt(got)
+                raise GradingFailure(f"{where} is {shown}; after best_step = {best} update(s) torch.optim.SGD's "
+                                     f"buffer {'is None' if want is None else 'holds ' + fmt(want)}.",
+                                     suspects=(BUFFERS_NOT_RESTORED,) if got is not None or best else ())
+            continue
+        if type(got) is not torch.Tensor or got.shape != want.shape:
+            raise GradingFailure(f"{where} is {type(got).__name__} {tuple(getattr(got, 'shape', ()))}; expected a "
+                                 f"tensor of shape {tuple(want.shape)}.")
+        symptoms = [BUFFERS_NOT_RESTORED.looks_like(last)] if best != problem.steps else []
+        expect_close(got.detach(), want, what=where, fd=fd_log[best][i], symptoms=symptoms,
+                     source=f"torch.optim.SGD, its buffer after best_step = {best} update(s)")
+    tensors = [b for b in state if b is not None]
+    if len({b.data_ptr() for b in tensors}) != len(tensors):
+        raise GradingFailure(f"{what}: two entries of momentum_buffers share memory.")
 
 
 @check
 def check_train_keep_best(train_keep_best, grading_seed: int | None = None) -> None:
-    """Part B: train_keep_best(model, train_loss, held_out_loss, lr, momentum, steps) trains by SGD with momentum
+    """Part B: train_keep_best(model, train_loss, held_out_loss, lr, momentum, steps, momentum_buffers) trains by
+    SGD with momentum
     (torch.optim.SGD's numbers, no torch.optim step), measures the held-out loss of the start and of the weights
     after every update, and leaves the model holding the weights with the lowest one (the earliest on a tie),
-    written into its own parameters; returns (held_out_losses, best_step).
+    written into its own parameters, and the caller's momentum_buffers holding the buffers of that step; returns
+    (held_out_losses, best_step).
 
     Domain (the part's text): ``model`` an nn.Module of float64 parameters that may arrive with a .grad from an
     earlier backward; ``train_loss()`` and ``held_out_loss()`` scalar losses of its current weights; ``lr`` > 0,

@@ -7,32 +7,35 @@ from ...hints import HintBook, PartHints
 
 hint = HintBook({
     "A": PartHints(texts=(
-        "torch.optim.SGD has no buffer for a parameter before that parameter's first step with momentum. What does it "
-        "put there then, does dampening touch that first buffer, and could the buffer you store turn out to be "
-        "`p.grad` under another name?",
-        "Check values, one 0-d parameter $p = 1$ whose gradient is $0.5$ at both steps, `lr` $= 0.1$, momentum "
-        "$0.9$: after step 1 the buffer is $0.5$ and $p = 0.95$. With dampening $0.5$, step 2 makes the buffer "
-        "$0.7$ and $p = 0.88$. With Nesterov instead (dampening 0), step 1 moves $p$ to $0.905$. In a scratch cell a "
-        "real `torch.optim.SGD` shows its buffer as `optimizer.state[p][\"momentum_buffer\"]`: compare yours with "
-        "it, step after step, with `.grad` reset both ways.",
-        "For each parameter that has a gradient: form the decayed gradient as a new tensor (never written into "
-        "`.grad`); on the parameter's first step with momentum store a copy of it as its buffer, later scale the "
-        "stored buffer by the momentum and add the dampened gradient; step along the buffer, or for Nesterov along "
-        "the gradient plus momentum times the buffer; write the step into the parameter's own memory, where autograd "
-        "does not record."),
-        checks=("check_sgd_momentum_step", "check_train_keep_best"), cells=("sgd_momentum_step",)),
+        "A step's first call makes each momentum buffer and its later calls update one that already exists: which "
+        "hazards can only a second call show, and after which of the caller's two resets is the next `.grad` the "
+        "very tensor a buffer may share memory with?",
+        "Check values, from the visible suspects: the given step (number 0) has no hazard, suspect 6 has two, and the "
+        "eleven together have 18. A smaller case for your probes, in a scratch cell: with `t = torch.zeros(3)`, "
+        "`t.detach() is t` is False while their data_ptr() are equal, and `t.data.add_(1)` leaves `t._version` at 0. "
+        "Suspect 2 shows one hazard when you reset `.grad` to None only, and two when you reset it in place.",
+        "Treat each hazard as an experiment with a control: before a call, keep what the call must not disturb (a "
+        "copy of the values that matter, the memory addresses, the version numbers, a view); after it, ask whether "
+        "the hazard's own question comes out yes, comparing memory where the hazard is about memory and values "
+        "where it is about values. Run that for several calls and under both resets. Before you trust your audit, "
+        "trace by hand what suspect 2 does on its second call after the in-place reset and a backward: which tensor "
+        "does its in-place buffer update write into?"),
+        checks=("check_audit_step",), cells=("audit_step",)),
     "B": PartHints(texts=(
         "Your record of the best weights has to survive every in-place update that comes after it. Which ways of "
         "taking a record share memory with the parameters, how would you find out (`data_ptr()`, or the record "
-        "after one more update), and which weights does held-out loss number 0 belong to?",
+        "after one more update), which weights does held-out loss number 0 belong to, and what does the given step "
+        "do to a momentum buffer that already exists?",
         "A smaller case: with steps = 3 and held-out losses $[0.9, 0.5, 0.4, 0.6]$, `best_step` is 2 and the model "
         "ends holding the weights after 2 updates, not 3; were all four losses equal, `best_step` would be 0. A "
         "view of a parameter taken with detach() before training must show the final values afterwards: that is "
         "how the test sees an in-place restore.",
-        "Make the buffer list once, before the loop. For each of the steps + 1 sets of weights: measure the held-out "
-        "loss without recording, as a float; when it is strictly lower than the best so far, copy every parameter "
-        "into memory of its own; after the last measurement stop, otherwise clear the gradients, backpropagate the "
-        "training loss and take your step. At the end write the copies back into the parameters, in place."),
+        "For each of the steps + 1 sets of weights: measure the held-out loss without recording, as a float; when it "
+        "is strictly lower than the best so far, record the parameters and the buffers the caller's list holds at "
+        "that moment, each in memory of its own (a buffer may still be None); after the last measurement stop, "
+        "otherwise clear the gradients, backpropagate the training loss and take the given step with the caller's "
+        "list. At the end write the recorded weights back into the parameters, in place, and the recorded buffers "
+        "into the caller's list itself."),
         checks=("check_train_keep_best",), cells=("train_keep_best",)),
     "C": PartHints(texts=(
         "For each snippet: does it write into a leaf, into a tensor a backward node saved (directly, through an "
