@@ -26,20 +26,21 @@ from .misconceptions import (
     ONLY_FIRED,
     PER_PARAMETER,
     SHARED_GRAD,
+    STRICT_BOUNDARY,
     SUMMED,
     TENSOR_HOOK_READS_GRAD,
     TENSOR_TRUTH_VALUE,
 )
 
 
-def fill_buckets(numels: list[tuple[str, int]], bucket_size: int) -> list[list[str]]:
+def fill_buckets(numels: list[tuple[str, int]], bucket_size: int, strict: bool = False) -> list[list[str]]:
     """Consecutive names of ``numels`` (name, number of elements), a bucket closed as soon as it holds at least
-    ``bucket_size`` elements; the last bucket may hold fewer."""
+    ``bucket_size`` elements (``strict``: more than, a mistake); the last bucket may hold fewer."""
     buckets, current, filled = [], [], 0
     for name, numel in numels:
         current.append(name)
         filled += numel
-        if filled >= bucket_size:
+        if filled > bucket_size or (filled == bucket_size and not strict):
             buckets.append(current)
             current, filled = [], 0
     if current:
@@ -66,10 +67,10 @@ class ReplicaCase:
     def numels(self) -> list[tuple[str, int]]:
         return [(name, param.numel()) for name, param in self.model.named_parameters()]
 
-    def buckets(self, reverse: bool = True) -> list[list[str]]:
+    def buckets(self, reverse: bool = True, strict: bool = False) -> list[list[str]]:
         """The buckets of the part's text (reverse order of model.parameters()); ``reverse=False``: filled in the
-        forward order instead (a mistake)."""
-        return fill_buckets(self.numels()[::-1] if reverse else self.numels(), self.bucket_size)
+        forward order instead, ``strict``: closed only past bucket_size (mistakes)."""
+        return fill_buckets(self.numels()[::-1] if reverse else self.numels(), self.bucket_size, strict)
 
     def describe_buckets(self) -> str:
         numel = dict(self.numels())
@@ -97,20 +98,22 @@ def _orders(gen: torch.Generator, replicas: int) -> list[list[int]]:
 
 
 #: Corners of Part C's domain, run at every seed (after the visible cases, before the drawn ones): bucket_size 1
-#: (every parameter its own bucket, with two replicas) and a bucket_size larger than the model (one bucket for
-#: everything, with three replicas).
+#: (every parameter its own bucket, with two replicas; the last layer's bias holds exactly 1 number) and a
+#: bucket_size larger than the model (one bucket for everything, with three replicas).
 def _corner_cases():
     gen = generator("03/allreduce/corners", 0)
-    yield _replica_case(gen, (3, 4, 2), 2, 3, 1, [[1, 0], [0, 1]])
+    yield _replica_case(gen, (3, 4, 1), 2, 3, 1, [[1, 0], [0, 1]])
     yield _replica_case(gen, (2, 3, 1), 3, 2, 1000, [[2, 0, 1], [1, 2, 0]])
 
 
-def _drawn_bucket_size(gen: torch.Generator, case_numels: list[tuple[str, int]]) -> int:
-    """A bucket_size that gives two buckets or more, one of them with two parameters or more."""
+def _drawn_bucket_size(gen: torch.Generator, case_numels: list[tuple[str, int]], exact: bool = False) -> int:
+    """A bucket_size that gives two buckets or more, one of them with two parameters or more; ``exact``: one where
+    some bucket reaches exactly bucket_size (closing it only past bucket_size gives other buckets)."""
     reverse = case_numels[::-1]
     sizes = [size for size in range(2, sum(n for _, n in reverse))
              if 1 < len(fill_buckets(reverse, size)) < len(reverse)]
-    return choice(gen, sizes)
+    boundary = [size for size in sizes if fill_buckets(reverse, size, strict=True) != fill_buckets(reverse, size)]
+    return choice(gen, boundary if exact and boundary else sizes)
 
 
 def _replica_cases(grading_seed: int | None):
@@ -133,7 +136,7 @@ def _replica_cases(grading_seed: int | None):
         sizes = (choice(gen, [2, 3, 4]), choice(gen, [3, 5]), *([choice(gen, [2, 3])] if choice(gen, [0, 1]) else []),
                  choice(gen, [1, 2]))
         model_numels = [(name, param.numel()) for name, param in random_mlp(gen, sizes).named_parameters()]
-        bucket_size = _drawn_bucket_size(gen, model_numels)
+        bucket_size = _drawn_bucket_size(gen, model_numels, exact=pinned == [2])
         yield _replica_case(gen, sizes, replicas, choice(gen, [2, 3]), bucket_size, _orders(gen, replicas))
 
 
@@ -328,8 +331,9 @@ def _check_calls(case: ReplicaCase, setup: _Setup, round_index: int, own: list[d
     got = sorted(flats[0].numel() for _, flats in calls)
     if got != lengths:
         forward = sorted(sum(numel[name] for name in bucket) for bucket in case.buckets(reverse=False))
+        strict = sorted(sum(numel[name] for name in bucket) for bucket in case.buckets(strict=True))
         looks = [(PER_PARAMETER, got == sorted(numel.values())), (ONE_BUCKET, got == [sum(numel.values())]),
-                 (FORWARD_BUCKETS, got == forward)]
+                 (FORWARD_BUCKETS, got == forward), (STRICT_BOUNDARY, got == strict)]
         raise GradingFailure(
             f"{where}: your hooks called all_reduce {len(calls)} time(s), with tensors of "
             f"{', '.join(str(flats[0].numel()) for _, flats in calls)} numbers; expected one call per bucket: "
@@ -342,6 +346,8 @@ def _check_calls(case: ReplicaCase, setup: _Setup, round_index: int, own: list[d
         match = [bucket for bucket, parts in wanted.items()
                  if all(_close(flat, part) for flat, part in zip(flats, parts))]
         if not match:
+            unwritten = [hole for bucket, parts in wanted.items() for hole in _one_gradient_zero(flats, parts, bucket,
+                                                                                                 numel)]
             raise GradingFailure("\n".join([
                 f"{where}: all_reduce call {number} was sent {len(flats)} tensors of {flats[0].numel()} numbers that "
                 "are not the replicas' gradients of one bucket.",
@@ -353,7 +359,9 @@ def _check_calls(case: ReplicaCase, setup: _Setup, round_index: int, own: list[d
                   for bucket, parts in wanted.items() if parts[0].numel() == flats[0].numel()),
                 *(["  your numbers are that bucket's, in another order: each replica's tensor must hold its own "
                    "gradients, parameter after parameter in the bucket's order."]
-                  if any(_same_numbers(flats, parts) for parts in wanted.values()) else [])]))
+                  if any(_same_numbers(flats, parts) for parts in wanted.values()) else []),
+                *(f"  your call matches that bucket except replica {replica}'s {name}, sent as all zeros"
+                  for replica, name in unwritten[:1])]), suspects=(TENSOR_HOOK_READS_GRAD,) if unwritten else ())
         bucket = match[0]
         if bucket in sent:
             raise GradingFailure(f"{where}: bucket [{', '.join(bucket)}] was sent to all_reduce twice in one round.")
@@ -364,6 +372,25 @@ def _check_calls(case: ReplicaCase, setup: _Setup, round_index: int, own: list[d
                 f"{where}: bucket [{', '.join(bucket)}] was complete when replica {completing[0]}'s {completing[1]} "
                 f"arrived (gradient {complete_at[bucket]} of the round), but your all_reduce call for it came only "
                 f"after {arrived} gradients had arrived.", LATE_ALL_REDUCE)
+
+
+def _one_gradient_zero(flats: list[torch.Tensor], parts: list[torch.Tensor], bucket: tuple[str, ...],
+                       numel: dict[str, int]) -> list[tuple[int, str]]:
+    """The (replica, parameter) whose gradient the call carries as zeros, everything else right: what a hook reads
+    from a .grad that does not hold this round's gradient yet (None, taken as zeros)."""
+    if any(flat.shape != part.shape for flat, part in zip(flats, parts)):
+        return []
+    found = []
+    for replica, part in enumerate(parts):
+        start = 0
+        for name in bucket:
+            stop = start + numel[name]
+            hole = [other.clone() for other in parts]
+            hole[replica][start:stop] = 0.0
+            if part[start:stop].abs().max() > 0 and all(_close(flat, want) for flat, want in zip(flats, hole)):
+                found.append((replica, name))
+            start = stop
+    return found
 
 
 def _same_numbers(flats: list[torch.Tensor], parts: list[torch.Tensor]) -> bool:

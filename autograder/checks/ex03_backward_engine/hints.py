@@ -18,15 +18,17 @@ hint = HintBook({
         "r 0, p 1; may run: r. r runs: q 0, p 0; may run: q (5), p (4). q runs: x 1. p runs: x 0. x runs. Which "
         "counts did you need before anything ran, and where did each number come from?")),
     "B": PartHints(checks=("check_accumulate_gradients",), cells=("accumulate_gradients",), texts=(
-        "What does a root's gradient hold before any node has run, and what more does a root that another root "
-        "consumes receive?",
-        "A smaller case: `{\"out\": [\"a\", \"b\"], \"b\": [\"a\"], \"a\": []}` with 2.0 on (out, a), 3.0 on "
-        "(out, b) and 4.0 on (b, a), seeds {\"out\": 1.0}: out 1.0, b 3.0, a 14.0 (2 + 3 · 4). With seeds "
-        "{\"out\": 1.0, \"b\": 0.5}: b 3.5 and a 16.0. With 1.0 on (out, b), -2.0 on (b, a) and seeds "
-        "{\"out\": 1.0}, a's two paths cancel: a is still there, as 0.0.",
-        "A trace of the buffers, the lesson's example with seeds r -0.5 and L 2.0, run in the order L, r, q, p, x. "
-        "After the seeds: L 2, r -0.5, the rest 0. L runs: r 1.5, p 2. r runs: q 9 (6 · 1.5), p 8 (2 + 4 · 1.5). "
-        "q runs: x 36. p runs: x 60. x runs: nothing to send. When did each buffer stop changing?")),
+        "Request only p in the lesson's graph: which nodes' work ends up in p's gradient, and which nodes send "
+        "their shares only to nodes nobody asked about? Once p's buffer is complete, what would running p add?",
+        "Check values. `{\"out\": [\"a\", \"b\"], \"b\": [\"a\"], \"a\": []}` with 2.0 on (out, a), 3.0 "
+        "on (out, b), 4.0 on (b, a), seeds {\"out\": 1.0}, numbered out 1, b 2, a 5: requesting [\"b\"] gives "
+        "b 3.0 and runs out only; requesting [\"a\", \"b\"] gives a 14.0, b 3.0 and runs out, b. The lesson's "
+        "graph with seeds {\"L\": 1.0}: requesting [\"r\"] gives 1.0 and runs L only; [\"p\", \"x\"] gives "
+        "5.0 and 39.0 and runs L, r, q, p.",
+        "A trace, the lesson's graph with seeds r -0.5 and L 2.0, requesting [\"p\", \"x\"]. A requested input "
+        "below each node: L (p, x), r (p, x), q (x), p (x), x (none). After the seeds: L 2, r -0.5. L runs: r 1.5, "
+        "p 2. r runs: q 9, p 8. q runs: x 36. p runs: x 60. x's buffer is complete, and nothing needs its work. "
+        "Now request [\"p\"] alone: which of these steps still change a buffer that p's gradient depends on?")),
     "C": PartHints(checks=("check_attach_allreduce_hooks",), cells=("attach_allreduce_hooks",), texts=(
         "When is a bucket complete: how many gradients must arrive for it, from how many replicas? Which hook sees it?",
         "For the text's model, `bucket_size=11` gives [2.bias, 2.weight, 0.bias] (14 numbers) and [0.weight] (12). "

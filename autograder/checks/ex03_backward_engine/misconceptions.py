@@ -99,34 +99,37 @@ AUTOGRAD_IN_BOOKKEEPING = Misconception(
     "you are given: walk the dict and propagate the numbers yourself with Python arithmetic (+= and *) along the "
     "edges. No tensors, backward() or torch.autograd.grad inside them.")
 
-# ------------------------------------------------------------------------------------------ Part B: the gradients
+# ------------------------------------------------------------------------------------------ Part B: grad(inputs=)
 
-OUTPUT_NOT_ONE = Misconception(
-    "roots' seeds not put in", "Start every root's gradient with its seed (what `seeds` gives it), before anything "
-    "runs; a root that another root consumes adds its consumer's share to that seed.",
-    "What does each root hold before any node has run?")
 SEEDS_AS_ONE = Misconception(
     "every root started at 1.0 instead of its seed",
-    "A root's gradient starts at the seed it is given (the grad_tensors of torch.autograd.backward), not at 1.0.",
+    "A root's gradient starts at the seed it is given (the grad_outputs of torch.autograd.grad), not at 1.0.",
     "What does seeds[root] say a root holds before anything runs?")
-SEED_REPLACED = Misconception(
-    "a root's seed replaced what its consumers sent",
-    "A root that another root consumes holds its seed PLUS its consumer's share: add the seed into its gradient "
-    "once, before anything runs, and never set it again.",
-    "A root that another root consumes: which two amounts make up its gradient?")
 MISSING_UPSTREAM = Misconception(
     "missing the upstream gradient", "Each edge sends local derivative × the consumer's gradient, not the local "
     "derivative alone.", "What does an edge send: its local derivative alone, or multiplied by something?")
+FULL_RUN = Misconception(
+    "ran every node the roots depend on",
+    "torch.autograd.grad(roots, inputs) runs only the nodes whose gradient is needed on the way to a requested "
+    "input: a node with no requested input below it sends nothing anyone asked for, so the engine never runs it "
+    "(its pre-hook never fires). Find, for every node, whether a requested input lies below it, and run only those.",
+    "Which nodes' gradients does a requested input's gradient depend on, and which nodes can the engine skip?")
+INPUTS_RAN = Misconception(
+    "ran the requested inputs themselves",
+    "A requested input's gradient is complete in its buffer once every consumer has delivered: the engine captures "
+    "it there and does not run the input's own node, unless another requested input lies below it (a requested "
+    "leaf never runs, which is also why torch.autograd.grad leaves .grad alone).",
+    "Once a requested input's buffer is complete, what would running its own node add to the answer?")
+STOPPED_AT_INPUT = Misconception(
+    "a requested input above another one did not run",
+    "A requested input that lies on a path to another requested input must still run: the lower one's gradient "
+    "includes the paths through it. Capture its gradient, and run it as well when a requested input lies below it.",
+    "A requested input that consumes (perhaps indirectly) another requested input: does the lower one need it to "
+    "run?")
 OVERWROTE = Misconception(
     "overwrote instead of summing at a branch point", "A node used by several consumers gets one contribution from "
     "each; add them (+=), do not replace (=).", "A node with two consumers: what happens to the first one's share "
     "when the second one delivers?")
-ZERO_LEFT_OUT = Misconception(
-    "left out the nodes whose gradient is 0", "Every node the output depends on gets an entry, also when its gradient "
-    "is 0 (a zero local derivative, or paths whose contributions cancel): start every such node at 0.0 and add to it, "
-    "instead of creating an entry when a non-zero contribution arrives.")
-AVERAGED_PATHS = Misconception(
-    "averaged the paths", "Contributions of different paths add up; they are never averaged.")
 
 SUMMED = Misconception(
     "summed instead of averaging", "all_reduce returns the SUM over the replicas (like torch.distributed's default "
@@ -161,6 +164,11 @@ TENSOR_HOOK_READS_GRAD = Misconception(
     "read .grad in a hook that runs before .grad is written", "Tensor.register_hook calls fn(grad) BEFORE this "
     "backward's gradient reaches param.grad, so inside it param.grad is still None (or an old value). Use the grad "
     "argument such a hook receives, or register_post_accumulate_grad_hook, which runs after .grad is written.")
+STRICT_BOUNDARY = Misconception(
+    "closed a bucket only once it held MORE than bucket_size numbers",
+    "A bucket is complete as soon as it holds AT LEAST bucket_size numbers: one that reaches exactly bucket_size is "
+    "closed there, and the next parameter starts the next bucket.",
+    "A bucket that holds exactly bucket_size numbers: is it full?")
 SHARED_GRAD = Misconception(
     "replicas share one .grad tensor", "Every replica's .grad is the same tensor object, so the next in-place "
     "accumulation into one replica's .grad (a second micro-batch, a gradient clip) changes all of them. Give each "
