@@ -14,15 +14,15 @@ runs stay within them, so rules that separate the visible runs separate the hidd
 
 from ...hints import HintBook, PartHints
 from .breaks import check_compiled_server
-from .cuts import check_distillation_loss
-from .evaluation import check_evaluating
+from .cuts import check_find_cuts, team_pipeline
+from .evaluation import SelfCalibrating, check_evaluating
 from .memory import Residual, check_predicted_bytes, measured_bytes, saved_by
 from .rules import WOBBLE, Rule, apply_rules, check_rules
 from .traces import LABELS, example_traces, training_trace
 
-__all__ = ["LABELS", "WOBBLE", "Residual", "Rule", "apply_rules", "check_compiled_server",
-           "check_distillation_loss", "check_evaluating", "check_predicted_bytes", "check_rules", "example_traces",
-           "hint", "measured_bytes", "saved_by", "training_trace"]
+__all__ = ["LABELS", "WOBBLE", "Residual", "Rule", "SelfCalibrating", "apply_rules", "check_compiled_server",
+           "check_evaluating", "check_find_cuts", "check_predicted_bytes", "check_rules", "example_traces", "hint",
+           "measured_bytes", "saved_by", "team_pipeline", "training_trace"]
 
 hint = HintBook({
     "A": PartHints(
@@ -56,8 +56,9 @@ hint = HintBook({
             "the same.",
             "Trace the probe step by hand with your block: which tensors did the step's graph save, and does your "
             "manager write to any of them, or only flip flags it noted and switch recording off for as long as the "
-            "block lasts? Then follow the same block when its body raises: which of your lines still run before the "
-            "exception reaches the caller, and does anything stop it on the way?"),
+            "block lasts? A layer that writes its buffer whatever its mode can be stopped by no flag: which tensor "
+            "does it write to, is it the one the step saved, and does it have to be? Then follow the same block "
+            "when its body raises: which of your lines still run before the exception reaches the caller?"),
         checks=("check_evaluating",), cells=("evaluating",)),
     "B2": PartHints(
         texts=(
@@ -74,15 +75,18 @@ hint = HintBook({
         checks=("check_predicted_bytes",), cells=("predicted_bytes",)),
     "C1": PartHints(
         texts=(
-            "Which lines of `buggy_distillation_loss` hand autograd a plain number, or a tensor it may not save, "
-            "and which one of them is meant to stop the gradient?",
-            "A smaller case: compare autograd with central differences for the temperature alone (a function of "
-            "one number, the student left as it is), as lesson 09 did for f(w) = w·c; then for one weight of the "
-            "student. Where they disagree, the graph was cut.",
-            "Keep the teacher's forward pass under the switch that records nothing and gives ordinary constants; "
-            "standardise the student's predictions with recording on; keep every number that depends on the student "
-            "a tensor until the loss is returned."),
-        checks=("check_distillation_loss",), cells=("distillation_loss",)),
+            "When autograd and central differences disagree on the pipeline from its input up to some stage, which "
+            "stages could be at fault, and what would you have to hold fixed to put one stage alone on trial?",
+            "Check values on `checks.team_pipeline(0)`: four of its eight stages are broken, and the last stage "
+            "receives an inference tensor. Weighted at random, a sound stage there agrees with central differences "
+            "to within 4e-9 of its gradient's largest entry, and each broken one is off by more than a tenth of it. A "
+            "smaller case to try your comparison on: the sum of a sorted row is the sum of the row, so which "
+            "weighting of a sort's output can tell a right gradient from one that ignores the order?",
+            "Trace `checks.team_pipeline(0)` by hand, one stage at a time: what does the stage receive when the "
+            "pipeline runs, what single number built from its output lets autograd and central differences speak "
+            "about every entry, and what do you call autograd's answer when that number does not require grad at "
+            "all? Then ask whether a stage you named would still be named if every stage before it were sound."),
+        checks=("check_find_cuts",), cells=("find_cuts",)),
     "C2": PartHints(
         texts=(
             "At each request where your server compiled again, what had changed from the requests before it (the "

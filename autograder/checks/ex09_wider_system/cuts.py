@@ -1,126 +1,251 @@
-"""Part C1: ``distillation_loss(student, teacher, temperature, inputs)`` is the notebook's buggy loss with its cuts
-found and fixed: the value it had, autograd's gradients for the student and the temperature equal to central
-differences of the intended loss, and the teacher, the one intended stop-gradient, neither trained nor recorded."""
+"""Part C1: ``find_cuts(stages, inputs)`` locates, in a pipeline of opaque stages, the ones whose recorded gradient
+disagrees with central differences of what they compute. Every kind of stage comes in a sound and a broken version
+under the same name; the broken ones cut the gradient in ways the output does not show (a detached statistic, a
+straight-through sort, a hook that zeroes the gradient, a hand-written backward with the wrong derivative) or cut it
+altogether (a round trip through Python numbers, a stage run under ``inference_mode``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from ...checking import GradingFailure, call_learner, check, expect_close, proven_failure, trial
-from ...oracles import autograd_gradient, central_difference
-from ...seeding import uniform
-from ..cases import case_stream, randint, random_mlp
+from ...checking import GradingFailure, call_learner, check, proven_failure, trial
+from ...oracles import central_difference
+from ...seeding import generator, uniform
+from ..cases import case_stream, randint
 from .misconceptions import (
-    INFERENCE_SAVED,
-    SCALE_CONSTANT,
-    STUDENT_CONSTANT,
-    TEACHER_RECORDED,
-    TEACHER_TRAINED,
-    TEMPERATURE_CONSTANT,
+    CUT_CRASHED,
+    CUT_EXACT,
+    CUT_INFERENCE_LEAF,
+    CUT_NO_GRAPH,
+    CUT_PREFIX,
+    CUT_SUM_DIRECTION,
 )
 
-CASES = 3
+CASES = 4
+#: A broken stage's gradient differs from central differences by more than this fraction of the gradient's largest
+#: entry, a sound one by less than 1e-6 of it (float64, step 1e-6): checked on every drawn stage, along the all-ones
+#: direction too (a broken one) except for the straight-through sort, which agrees there.
+MARGIN = 0.05
+
+Stage = tuple[str, Callable[[torch.Tensor], torch.Tensor]]
 
 
-def standardised(values: torch.Tensor) -> torch.Tensor:
-    """Zero mean and unit spread over all the values (torch's unbiased std), as the notebook's standardise."""
-    return (values - values.mean()) / values.std()
+class _WrongTanh(torch.autograd.Function):
+    """tanh whose hand-written backward uses 1 - x² (the input) where 1 - tanh(x)² (the output) belongs."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (1 - x * x)
 
 
-def intended_loss(student: torch.nn.Module, target: torch.Tensor, inputs: torch.Tensor, *, constant_scale=False):
-    """The loss the notebook's team meant, as a function of the student's parameters and the temperature (the
-    teacher's standardised predictions ``target`` a constant); with ``constant_scale``, what an answer that kept the
-    scale a number computes."""
-    names = [name for name, _ in student.named_parameters()]
+@torch.no_grad()
+def _statistics(x):
+    return x.mean(), x.std()
 
-    def loss(*values):
-        *parameters, temperature = values
-        prediction = standardised(torch.func.functional_call(student, dict(zip(names, parameters)), (inputs,)))
-        scale = prediction.abs().max()
-        return ((prediction / (scale.detach() if constant_scale else scale) - temperature * target) ** 2).mean()
 
-    return loss
+def _make(kind: str, broken: bool, gen: torch.Generator, width: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """One stage of the given kind, sound or broken (the same name and the same value either way)."""
+    if kind == "normalise":                                # broken: the statistics from a no_grad helper
+        if broken:
+            def normalised(x):
+                mean, spread = _statistics(x)
+                return (x - mean) / spread
+            return normalised
+        return lambda x: (x - x.mean()) / x.std()
+    if kind == "rescale":                                  # each row by its largest magnitude, that detached
+        if broken:
+            return lambda x: x / x.abs().amax(1, keepdim=True).detach()
+        return lambda x: x / x.abs().amax(1, keepdim=True)
+    if kind == "log_softmax":                              # sound: a detached max cancels; broken: the normaliser
+        if broken:
+            return lambda x: x - torch.logsumexp(x, 1, keepdim=True).detach()
+
+        def stable(x):
+            top = x.amax(1, keepdim=True).detach()
+            return x - top - (x - top).exp().sum(1, keepdim=True).log()
+        return stable
+    if kind == "sort":                                     # broken: the straight-through estimator
+        if broken:
+            return lambda x: x + (x.sort(1).values - x).detach()
+        return lambda x: x.sort(1).values
+    if kind == "cache":                                    # broken: a round trip through Python numbers
+        if broken:
+            return lambda x: torch.tensor(x.tolist(), dtype=x.dtype)
+        return lambda x: x.clone()
+    if kind == "serve":                                    # a fixed linear map; broken: run under inference_mode
+        weight, bias = uniform(gen, (width, width), -1.0, 1.0), uniform(gen, (width,), -0.5, 0.5)
+        if broken:
+            def served(x):
+                with torch.inference_mode():
+                    return torch.nn.functional.linear(x, weight, bias)
+            return served
+        return lambda x: torch.nn.functional.linear(x, weight, bias)
+    if kind == "monitor":                                  # a hook that logs the gradient; broken: it zeroes it
+        norms: list[float] = []
+
+        def monitored(x):
+            y = x * 1.0
+            if y.requires_grad:
+                y.register_hook((lambda g: torch.zeros_like(g)) if broken else (lambda g: norms.append(g.norm())))
+            return y
+        return monitored
+    if kind == "squash":                                   # broken: a hand-written backward
+        return _WrongTanh.apply if broken else torch.tanh
+    raise ValueError(kind)
+
+
+KINDS = ("normalise", "rescale", "log_softmax", "sort", "cache", "serve", "monitor", "squash")
+#: Kinds whose broken version records no graph at all (the output of a leaf input does not require grad).
+NO_GRAPH = frozenset({"cache", "serve"})
+
+
+def stage_gradients(stage, x: torch.Tensor, direction: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(autograd, central differences) of sum(direction * stage(x)) with respect to x; autograd zero where no graph."""
+    def projected(value):
+        return (direction * stage(value)).sum()
+
+    leaf = x.detach().clone().requires_grad_()
+    out = projected(leaf)
+    recorded = (torch.autograd.grad(out, leaf)[0] if out.requires_grad else torch.zeros_like(leaf))
+    return recorded.detach(), central_difference(projected, x)[0]
+
+
+def _disagreement(stage, x: torch.Tensor, direction: torch.Tensor) -> float:
+    recorded, differences = stage_gradients(stage, x, direction)
+    return ((recorded - differences).abs().max() / differences.abs().max().clamp_min(1e-12)).item()
+
+
+def _pipeline(gen: torch.Generator, kinds, broken_kinds, n: int, width: int):
+    """(stages, inputs, broken names), drawn again until every stage keeps its margin at the input it receives."""
+    while True:
+        stages = [(kind, _make(kind, kind in broken_kinds, gen, width)) for kind in kinds]
+        inputs = uniform(gen, (n, width))
+        x, ok = inputs, True
+        with torch.no_grad():
+            xs = []
+            for _, stage in stages:
+                xs.append(x)
+                x = stage(x).clone()
+        for (kind, stage), x in zip(stages, xs):
+            directions = [uniform(gen, tuple(stage(x).shape), -1.0, 1.0)]
+            if kind != "sort" and kind in broken_kinds:       # broken along the all-ones direction too
+                directions.append(torch.ones_like(directions[0]))
+            for direction in directions:
+                gap = _disagreement(stage, x, direction)
+                if (kind in broken_kinds and gap < MARGIN) or (kind not in broken_kinds and gap > 1e-6):
+                    ok = False
+        if ok:
+            return stages, inputs, [kind for kind in kinds if kind in broken_kinds]
+
+
+def _order(gen: torch.Generator, kinds) -> list[str]:
+    return [kinds[i] for i in torch.randperm(len(kinds), generator=gen).tolist()]
 
 
 def _cases(grading_seed: int | None):
-    """(student, teacher, temperature, inputs) for each case: float64 MLPs d -> w -> 1 with tanh."""
-    gen = case_stream("09/distillation", grading_seed)
-    for _ in range(CASES):
-        d, width, n = randint(gen, 2, 4), randint(gen, 4, 8), randint(gen, 5, 10)
-        student, teacher = random_mlp(gen, (d, width, 1)), random_mlp(gen, (d, width, 1))
-        temperature = uniform(gen, (), 0.5, 2.0).requires_grad_()
-        yield student, teacher, temperature, uniform(gen, (n, d))
+    """(stages, inputs, broken names): two pipelines of every kind, broken in complementary halves (so each kind
+    shows both ways, one that records no graph in each); then two of five kinds drawn, two of them broken, one of
+    those one that records no graph. Every pipeline starts and ends with a sound stage."""
+    gen = case_stream("09/cuts", grading_seed)
+    half = set(_order(gen, [k for k in KINDS if k not in NO_GRAPH])[:3]) | {sorted(NO_GRAPH)[randint(gen, 0, 1)]}
+    n, width = randint(gen, 4, 6), randint(gen, 3, 4)
+    for broken in (half, set(KINDS) - half):
+        sound = _order(gen, [k for k in KINDS if k not in broken])
+        middle = _order(gen, [k for k in KINDS if k in broken] + sound[2:])
+        yield _pipeline(gen, [sound[0], *middle, sound[1]], broken, n, width)   # a sound stage first and last
+    for _ in range(CASES - 2):
+        others = _order(gen, [k for k in KINDS if k not in NO_GRAPH])[:4]
+        broken = {sorted(NO_GRAPH)[randint(gen, 0, 1)], others[randint(gen, 0, 3)]}
+        sound = [k for k in others if k not in broken]
+        kinds = [sound[0], *_order(gen, [*broken, sound[1]]), sound[2]]   # a sound stage first and last
+        yield _pipeline(gen, kinds, broken, randint(gen, 4, 6), randint(gen, 3, 4))
 
 
-def _teacher_watch(teacher: torch.nn.Module) -> tuple[list[bool], object]:
-    """A hook noting whether each forward pass of the teacher was recorded."""
-    recorded: list[bool] = []
-    return recorded, teacher.register_forward_hook(lambda module, args, output: recorded.append(output.requires_grad))
-
-
-def _call(distillation_loss, student, teacher, temperature, inputs, what: str):
-    __tracebackhide__ = True
-    recorded, hook = _teacher_watch(teacher)
-    try:
-        loss = call_learner(distillation_loss, student, teacher, temperature, inputs, what=what)
-    except GradingFailure as failure:
-        if "Inference tensors cannot be saved for backward" in failure.message:
-            raise proven_failure(failure.message, INFERENCE_SAVED) from None
-        raise
-    finally:
-        hook.remove()
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise GradingFailure(f"{what} returned {type(loss).__name__} {loss!r:.60}; expected the loss, a tensor "
-                             "holding one number.")
-    return loss.reshape(()), any(recorded)
+def _diagnose(found: list[str], expected: list[str], stages, what: str) -> GradingFailure:
+    names = [name for name, _ in stages]
+    extra = [name for name in found if name not in expected]
+    missed = [name for name in expected if name not in found]
+    message = (f"{what} returned {found}; the pipeline {names} has {len(expected)} broken stage(s): "
+               f"{len(extra)} of the names you returned are sound stages (their gradient agrees with central "
+               f"differences at their own input), and {len(missed)} broken stage(s) are missing.")
+    first = min((names.index(name) for name in expected), default=len(names))
+    if extra and all(names.index(name) > first for name in extra) and not missed:
+        return proven_failure(message + " Every sound stage you named comes after a broken one.", CUT_PREFIX)
+    if missed and not extra and all(name not in NO_GRAPH for name in missed) and \
+            {name for name in expected if name in NO_GRAPH} <= set(found):
+        if missed == ["sort"]:
+            return proven_failure(message, CUT_SUM_DIRECTION)
+        return proven_failure(message + " Each missing one returns an output that requires grad.", CUT_NO_GRAPH)
+    if extra and not missed and len(extra) >= len(names) - len(expected) - 1:
+        return proven_failure(message, CUT_EXACT)
+    return GradingFailure(message)
 
 
 @check
-def check_distillation_loss(distillation_loss, grading_seed: int | None = None) -> None:
-    """Part C1: distillation_loss(student, teacher, temperature, inputs) returns the intended loss
-    mean((s(p) / max|s(p)| - temperature * s(q))^2), s standardising with torch's unbiased std, p the student's and q
-    the teacher's predictions, as a tensor whose graph gives the student's parameters and the temperature autograd
-    gradients equal to central differences of that loss in float64, while the teacher runs unrecorded and gets no
-    gradient.
+def check_find_cuts(find_cuts, grading_seed: int | None = None) -> None:
+    """Part C1: find_cuts(stages, inputs) returns, in pipeline order, the names of the stages whose autograd gradient
+    disagrees with central differences at the input the stage receives when the pipeline runs on ``inputs``.
 
-    Domain: ``student`` and ``teacher`` float64 MLPs (Linear, Tanh, Linear) from d to 1, 2 <= d <= 4, hidden width 4 to
-    8, weights in [-1, 1), parameters requiring grad; ``temperature`` a 0-d float64 leaf requiring grad in [0.5, 2);
-    ``inputs`` float64 (n, d), 5 <= n <= 10, values in [-2, 2). Three cases, drawn (a fixed stream for the visible
-    test). Contracts checked: a one-number tensor; the teacher's forward pass not recorded (a forward hook) and no
-    gradient reaching its parameters; a gradient reaching the temperature and the student; the value (rtol 1e-10) and
-    the gradients (against autograd and central differences of the intended loss, rtol 1e-6); the arguments unchanged
-    (call_learner: no backward inside, no .grad written)."""
+    Domain: ``stages`` a list of (name, function) pairs, names from KINDS, each at most once; each function maps a
+    float64 (n, w) tensor to a float64 (n, w) tensor, 4 <= n <= 6, 3 <= w <= 4; ``inputs`` float64 (n, w) in [-2, 2).
+    A broken stage disagrees by more than MARGIN of its gradient's largest entry (along a random direction; along
+    the all-ones one too, except the straight-through sort), a sound one agrees within 1e-6. Four cases: two with
+    every kind, broken in complementary halves, two with five kinds, two broken (one recording no graph); a sound
+    stage after a broken one in each. Contracts: a list of names, in pipeline order; the inputs unchanged."""
     __tracebackhide__ = True
-    for number, (student, teacher, temperature, inputs) in enumerate(_cases(grading_seed), start=1):
+    for number, (stages, inputs, expected) in enumerate(_cases(grading_seed), start=1):
         with trial():
-            n, d = inputs.shape
-            what = f"distillation_loss(student, teacher, temperature, inputs) for case {number} (inputs {n}x{d})"
-            loss, teacher_recorded = _call(distillation_loss, student, teacher, temperature, inputs, what)
-            students, teachers = list(student.parameters()), list(teacher.parameters())
-            if not loss.requires_grad:
-                raise proven_failure(f"{what} returned a loss that records no graph: no gradient can reach the student "
-                                     "or the temperature.", STUDENT_CONSTANT)
-            grads = torch.autograd.grad(loss, [*students, temperature, *teachers], allow_unused=True)
-            if any(g is not None for g in grads[len(students) + 1:]):
-                raise proven_failure(f"{what}: the loss's gradient reaches the teacher's parameters.", TEACHER_TRAINED)
-            if teacher_recorded:
-                raise proven_failure(f"{what} ran the teacher with recording on (its output requires grad), then cut "
-                                     "it off: its graph was built for nothing.", TEACHER_RECORDED)
-            if all(g is None for g in grads[:len(students)]):
-                raise proven_failure(f"{what}: no gradient reaches the student's parameters.", STUDENT_CONSTANT)
-            if grads[len(students)] is None:
-                raise proven_failure(f"{what}: no gradient reaches the temperature.", TEMPERATURE_CONSTANT)
-            with torch.no_grad():
-                target = standardised(teacher(inputs))
-            values = [p.detach() for p in students] + [temperature.detach()]
-            intended = intended_loss(student, target, inputs)
-            with torch.no_grad():
-                value = intended(*values)
-            expect_close(loss.detach(), value, what=f"{what}, its value", source="expected", rtol=1e-10, atol=1e-12)
-            flat = lambda gradients: torch.cat([g.reshape(-1) for g in gradients])  # noqa: E731
-            got = flat([torch.zeros_like(p) if g is None else g for p, g in zip(values, grads)])
-            constant_scale = intended_loss(student, target, inputs, constant_scale=True)
-            expect_close(got, flat(autograd_gradient(intended, *values)), what=f"{what}, d loss / d (student's "
-                         "parameters, temperature)", fd=flat(central_difference(intended, *values)), rtol=1e-6,
-                         atol=1e-9, symptoms=[SCALE_CONSTANT.looks_like(flat(autograd_gradient(constant_scale,
-                                                                                               *values)))])
+            n, w = inputs.shape
+            what = f"find_cuts(stages, inputs) for pipeline {number} ({len(stages)} stages, inputs {n}x{w})"
+            try:
+                found = call_learner(find_cuts, list(stages), inputs, what=what)
+            except GradingFailure as failure:
+                text = str(failure.raised or "")
+                if "inference tensor" in text.lower() or "Inference tensors" in text:
+                    raise proven_failure(failure.message, CUT_INFERENCE_LEAF) from None
+                if "does not require grad" in text:
+                    raise proven_failure(failure.message, CUT_CRASHED) from None
+                raise
+            if not isinstance(found, (list, tuple)) or not all(isinstance(name, str) for name in found):
+                raise GradingFailure(f"{what} returned {type(found).__name__} {found!r:.80}; expected a list of the "
+                                     "broken stages' names.")
+            found = list(found)
+            if found != expected:
+                if sorted(found) == sorted(expected):
+                    raise GradingFailure(f"{what} returned {found}: the right stages, not in pipeline order "
+                                         f"{[name for name, _ in stages]}.")
+                raise _diagnose(found, expected, stages, what)
+
+
+def team_pipeline(seed: int = 0) -> tuple[list[Stage], torch.Tensor]:
+    """A pipeline of the team's stages and its inputs, to try a locator on (``seed`` 0 to 9 give ten of them; which
+    stages are broken is for the locator to find)."""
+    gen = generator("09/cuts/team", int(seed))
+    kinds = _order(gen, list(KINDS))
+    broken = set(_order(gen, kinds[1:-1])[:randint(gen, 2, 4)])
+    stages, inputs, _ = _pipeline(gen, kinds, broken, randint(gen, 4, 6), randint(gen, 3, 4))
+    return stages, inputs
+
+
+def reference_find_cuts(stages, inputs) -> list[str]:
+    """The tests' own locator (tests/test_ex09_parts.py): each stage on a fresh copy of its own input."""
+    broken, x = [], inputs
+    gen = torch.Generator().manual_seed(0)
+    for name, stage in stages:
+        with torch.no_grad():
+            out = stage(x)
+        direction = torch.rand(out.shape, generator=gen, dtype=torch.float64) * 2 - 1
+        if _disagreement(stage, x, direction) > 1e-4:
+            broken.append(name)
+        x = out.clone()
+    return broken
+
+

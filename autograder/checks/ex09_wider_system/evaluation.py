@@ -27,6 +27,7 @@ from .misconceptions import (
     NESTED_STATE,
     NOT_RESTORED_ON_ERROR,
     RECORDED_GRAPH,
+    SELF_CALIBRATED,
     SOME_MODULES_EVAL,
     STATS_UPDATED,
     SWALLOWED_ERROR,
@@ -48,23 +49,41 @@ class LossCase:
     frozen: bool = False  # the batch norm layer in the other mode than the rest of the model
     frozen_linear: bool = False  # the first Linear's parameters do not require grad (a frozen layer)
     nested: bool = False  # the block holds a second evaluating(model) block
+    calibrating: bool = False  # the model ends in a SelfCalibrating layer (it writes its buffer in every mode)
 
 
 #: Part B1's cases, at every seed: a training model evaluated on a batch of one (batch norm in training mode refuses
 #: it); a model in evaluation mode; a caller inside no_grad; two blocks that raise (in both modes and both grad modes);
 #: drawn batches, one with the first Linear frozen and one with a nested block; then three training models whose batch
-#: norm is frozen in evaluation mode (fine-tuning), one block raising, one nested with a frozen first Linear.
+#: norm is frozen in evaluation mode (fine-tuning), one block raising, one nested with a frozen first Linear; last,
+#: two models ending in a SelfCalibrating layer (one training; one in evaluation mode, nested, inside no_grad).
 LOSS_CASES = (LossCase(True, True, False, n=1), LossCase(False, False, False, n=1), LossCase(True, False, True),
               LossCase(True, True, False, breaks=True), LossCase(False, False, True, breaks=True),
               LossCase(True, True, False, frozen_linear=True), LossCase(True, False, False, nested=True),
               LossCase(False, True, False), LossCase(True, False, False, frozen=True),
               LossCase(True, True, False, breaks=True, frozen=True),
-              LossCase(True, True, False, frozen=True, frozen_linear=True, nested=True))
+              LossCase(True, True, False, frozen=True, frozen_linear=True, nested=True),
+              LossCase(True, False, False, calibrating=True),
+              LossCase(False, True, True, calibrating=True, nested=True))
 
 
-def _model(gen: torch.Generator, d: int, width: int) -> nn.Sequential:
+class SelfCalibrating(nn.Module):
+    """Divides its input by a scale it recalibrates on every batch, in training and in evaluation mode alike (a
+    buffer written in place before it is used, so a recorded forward pass saves it)."""
+
+    def __init__(self, width: int, dtype=torch.float64):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(width, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.scale.mul_(0.9).add_(0.1 * (x.abs().mean(0) + 0.5))
+        return x / self.scale
+
+
+def _model(gen: torch.Generator, d: int, width: int, calibrating: bool = False) -> nn.Sequential:
     """A float64 regression MLP with batch norm and dropout, weights uniform in [-1, 1), running statistics drawn
-    (means in [-1, 1), variances in [0.5, 2), 3 to 20 batches tracked)."""
+    (means in [-1, 1), variances in [0.5, 2), 3 to 20 batches tracked); ending in a SelfCalibrating layer if asked."""
     p = float(uniform(gen, (), 0.3, 0.6))
     model = nn.Sequential(nn.Linear(d, width, dtype=torch.float64), nn.BatchNorm1d(width, dtype=torch.float64),
                           nn.Tanh(), nn.Dropout(p), nn.Linear(width, 1, dtype=torch.float64))
@@ -75,6 +94,8 @@ def _model(gen: torch.Generator, d: int, width: int) -> nn.Sequential:
         norm.running_mean.copy_(uniform(gen, (width,), -1.0, 1.0))
         norm.running_var.copy_(uniform(gen, (width,), 0.5, 2.0))
         norm.num_batches_tracked.fill_(randint(gen, 3, 20))
+    if calibrating:
+        model.append(SelfCalibrating(1))
     return model
 
 
@@ -84,7 +105,7 @@ def _loss_cases(grading_seed: int | None):
     gen = case_stream("09/held_out_loss", grading_seed)
     for case in LOSS_CASES:
         d, width, n = randint(gen, 1, 4), randint(gen, 3, 6), case.n or randint(gen, 6, 12)
-        model = _model(gen, d, width).train(case.training)
+        model = _model(gen, d, width, case.calibrating).train(case.training)
         if case.frozen:
             model[1].train(not case.training)
         inputs = uniform(gen, (n, d + 1 if case.breaks else d))
@@ -267,6 +288,10 @@ def _expect_state(model: nn.Module, before: dict[str, tuple], what: str) -> None
     """The parameters and buffers as the step left them before the block: flags, gradients, values, versions."""
     __tracebackhide__ = True
     now = _state(model)
+    gone = [name for name in before if name not in now]
+    if gone:
+        raise GradingFailure(f"{what}: after the block the model no longer has {gone} among its parameters and "
+                             "buffers (set to None or removed): the rest of the step cannot run.")
     unfrozen = [name for name in before if now[name][2] != before[name][2]]
     if unfrozen:
         raise proven_failure(f"{what}: requires_grad of {unfrozen} went from {before[unfrozen[0]][2]} to "
@@ -280,6 +305,12 @@ def _expect_state(model: nn.Module, before: dict[str, tuple], what: str) -> None
                              f"{describe[1]} after): the first micro-batch's gradients were waiting there.",
                              GRADS_TOUCHED)
     moved = [name for name in before if not torch.equal(now[name][0], before[name][0])]
+    calibrated = [name for name in moved if name.endswith(".scale")]
+    if calibrated:
+        raise proven_failure(f"{what}: the block changed {calibrated}, the SelfCalibrating layer's scale, from "
+                             f"{before[calibrated[0]][0].tolist()} to {now[calibrated[0]][0].tolist()} (version "
+                             f"{before[calibrated[0]][1]} to {now[calibrated[0]][1]}); the step's pending backward "
+                             "saved that tensor.", SELF_CALIBRATED)
     if moved:
         raise proven_failure(f"{what}: the block changed {moved}"
                              + (f"; num_batches_tracked went from {int(before['1.num_batches_tracked'][0])} to "
@@ -317,7 +348,8 @@ def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
 
     Domain: ``model`` a float64 MLP (Linear, BatchNorm1d with drawn running statistics, Tanh, Dropout with p in
     [0.3, 0.6), Linear) from d inputs to one output, in training or evaluation mode, or in training mode with its batch
-    norm frozen in evaluation mode, its first Linear frozen (requires_grad False) or not; the block runs the model on
+    norm frozen in evaluation mode, its first Linear frozen (requires_grad False) or not, ending in a SelfCalibrating
+    layer (which writes its buffer in every mode) or not; the block runs the model on
     a held-out float64 batch (n, d), n = 1 (pinned) or 6 to 12, or (n, d + 1), which raises inside the block; the
     caller records, or is inside torch.no_grad(). The step: two micro-batches of 6 to 12 examples, the first one's
     backward done, the second one's pending. Corners at every seed: see :data:`LOSS_CASES`.
@@ -347,6 +379,7 @@ def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
             what = (f"`with evaluating(model):`{caller}{inner}, model in {mode} mode, between a training step's "
                     f"forward and backward, its block running the model on a held-out batch of shape {(n, d)}")
             modes, recording, before = _modes(model), not case.no_grad, _state(model)
+            attributes = [set(vars(module)) for module in model.modules()]
             seen = Seen(modes=modes)
             try:
                 with torch.no_grad() if case.no_grad else contextlib.nullcontext():
@@ -367,4 +400,9 @@ def check_evaluating(evaluating, grading_seed: int | None = None) -> None:
             finally:
                 torch.set_grad_enabled(True)
             _expect_state(model, before, what)
+            added = sorted({name for module, names in zip(model.modules(), attributes) for name in vars(module)
+                            if name not in names})
+            if added:
+                raise GradingFailure(f"{what}: after the block the model's modules carry attributes they did not "
+                                     f"have before: {added[:4]}.")
             _expect_step(step, twin, what)

@@ -202,6 +202,15 @@ INFERENCE_OUTPUTS = Misconception(
     "pseudo-label scaled by a learnable factor). no_grad gives ordinary tensors.",
     question="What may the rest of the step still do with a tensor computed inside your block?")
 
+SELF_CALIBRATED = Misconception(
+    "evaluation mode trusted to keep every buffer still",
+    "Evaluation mode stops only the modules that read their training flag: a layer that recalibrates on every batch "
+    "writes its buffer in place whatever its mode, and that buffer is the very tensor the step's graph saved. "
+    "Copying the old value back afterwards moves its version counter too; the evaluation has to run on buffers that "
+    "are not the step's, with the step's own tensors put back (the same objects) when the block ends.",
+    question="Which of the model's buffers does its forward pass write in evaluation mode too, and which tensor did "
+             "the step's graph save?")
+
 # ------------------------------------------------------------------------------------------ Part B2: predicted_bytes
 
 RAN_THE_MODEL = Misconception(
@@ -280,38 +289,40 @@ LINEAR_INPUTS_ONLY = Misconception(
 
 # ------------------------------------------------------------------------------------------ Part C1: the cuts
 
-INFERENCE_SAVED = Misconception(
-    "an inference tensor where autograd must save it",
-    "The target is computed under inference_mode, and temperature * target must save the target to differentiate "
-    "with respect to the temperature: autograd refuses inference tensors there. Compute it under torch.no_grad() "
-    "(still a constant, still nothing recorded), or clone it.",
-    question="Which operation must save the target for backward, and what kind of tensor is the target?")
-TEACHER_TRAINED = Misconception(
-    "removed the intended stop-gradient",
-    "The teacher is meant to be a constant: its forward pass belongs under torch.no_grad(), so that no gradient "
-    "reaches its parameters.",
-    question="Which model is meant to learn from this loss?")
-TEACHER_RECORDED = Misconception(
-    "recorded the teacher, then detached it",
-    "Detaching the teacher's output keeps the gradient away from it, but the forward pass was recorded first: its "
-    "graph was built and its saved tensors kept for nothing. Run the teacher under torch.no_grad().",
-    question="Was recording off while the teacher ran?")
-STUDENT_CONSTANT = Misconception(
-    "the student's predictions entered the loss as constants",
-    "standardise is decorated with @torch.no_grad(): whatever it computes is a constant to autograd, so no gradient "
-    "reaches the student through it. Standardise the student's predictions with recording on (write the formula out, "
-    "or call the undecorated function, standardise.__wrapped__).",
-    question="Which line turns off recording for the student's predictions?")
-SCALE_CONSTANT = Misconception(
-    "the scale taken as a constant",
-    ".item() turns the largest prediction into a Python float: autograd no longer sees that the scale depends on the "
-    "student, and the gradient through the division misses that term. Keep the scale a tensor.",
-    question="Which number in the loss depends on the student but reaches autograd as a plain number?")
-TEMPERATURE_CONSTANT = Misconception(
-    "the temperature taken as a number",
-    "The temperature is learnable: it must enter the loss as the tensor it is, not through .item() or float(), or it "
-    "gets no gradient.",
-    question="Does the temperature receive a gradient from your loss?")
+CUT_PREFIX = Misconception(
+    "judged each stage by the pipeline up to it",
+    "Comparing autograd with central differences on the pipeline from its input to a stage tests every stage before "
+    "it as well: once one stage is broken, every later prefix disagrees too. Test each stage on its own, at the input "
+    "it receives, as a fresh leaf.",
+    question="When the pipeline up to a stage disagrees with central differences, which stages could be at fault?")
+CUT_NO_GRAPH = Misconception(
+    "looked for a missing graph instead of measuring",
+    "A stage can return an output that requires grad and has a grad_fn and still give a wrong gradient: a detached "
+    "statistic, a hook that rewrites the gradient, a hand-written backward. Only a comparison with central "
+    "differences, which never looks at the graph, sees them.",
+    question="Which broken stages still hand back an output that requires grad?")
+CUT_SUM_DIRECTION = Misconception(
+    "compared the gradients along one direction only",
+    "Autograd gives the gradient of one number: reducing a stage's output by a plain sum tests one direction, and a "
+    "stage can be right along it and wrong along others (a straight-through sort: the sum of the sorted values does "
+    "not depend on the order). Reduce with weights drawn at random.",
+    question="Does the sum of a stage's output see every way the stage's gradient can be wrong?")
+CUT_EXACT = Misconception(
+    "central differences expected to match exactly",
+    "Central differences carry a truncation and a round-off error (about 1e-9 relative in float64 at a step of 1e-6): "
+    "a sound stage never matches autograd to the last bit. Compare with a tolerance between that error and the size "
+    "of a real disagreement.",
+    question="How close do autograd and central differences come on a stage you know is sound?")
+CUT_INFERENCE_LEAF = Misconception(
+    "an inference tensor made a leaf",
+    "A stage run under inference_mode hands the next stage an inference tensor: it may not be set to require grad "
+    "outside inference_mode (lesson 09: clone it first, which gives an ordinary tensor).",
+    question="What kind of tensor does the stage after an inference_mode stage receive?")
+CUT_CRASHED = Misconception(
+    "a stage that records nothing crashed the locator",
+    "A stage whose output does not require grad, even for an input that does, has cut the graph entirely: its "
+    "recorded gradient is zero everywhere, and that is a finding, not an error.",
+    question="What is autograd's gradient for a stage whose output records no graph?")
 # ------------------------------------------------------------------------------------------ Part C2: compiled once
 
 GRAPH_BREAK = Misconception(
