@@ -2,16 +2,17 @@
 a function of several tensors (:mod:`.hvp`) and the largest eigenvalue of the Hessian at a saddle
 (:mod:`.sharpness`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one batched pass, and the number of
 probes a given accuracy needs (:mod:`.hutchinson`), and the fewest probes that make it exact for a banded Hessian
-(:mod:`.probing`); the WGAN-GP gradient penalty at interpolates (:mod:`.penalty`); the DP-SGD step with torch.func
-for a model with frozen parameters and running statistics (:mod:`.clipping`); activation checkpointing of the fewest
-blocks a memory budget allows (:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint
-book (:data:`hint`) is here.
+(:mod:`.probing`); the WGAN-GP gradient penalty at interpolates, for critics that mix their batch too
+(:mod:`.penalty`); the DP-SGD step for a model with frozen parameters and running statistics, never holding the
+examples' gradients (:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows
+(:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), its
 eigenvalues (A.2), the means of the probes' products (B.1), the exact expected error and a measurement of drawn
-probes (B.2), a loop of per-example backward passes (Part D), central differences of the penalty (Part C), a plain
-forward from the same random state and the check's own measurement of each block's saved bytes (Part E).
+probes (B.2), a loop of per-example backward passes (Part D), central differences of the penalty, each example's
+gradient taken with the others held fixed (Part C), a plain forward from the same random state and the check's own
+measurement of each block's saved bytes (Part E).
 """
 
 from ...hints import HintBook, PartHints
@@ -81,27 +82,34 @@ hint = HintBook({
         cells=("hessian_diagonal", "exact_probes", "probes_needed")),
     "C": PartHints(texts=(
         "Autograd differentiates only with respect to a tensor that requires grad, and real and fake do not: which "
-        "tensor is it here, and why does the gradient of the summed scores hold every row's own gradient?",
+        "tensor is it here? And when a BatchNorm normalises with the batch's statistics, which scores move when you "
+        "move example i, and what does the gradient of the summed scores then add up at example i?",
         "Check values: a linear critic with weight (3, 4) gives a penalty of 160 for weight 10, whatever alpha, and "
-        "its weight's gradient (48, 64) (the try-it cell prints both). For the mixing, take B = D = 2 and print "
-        r"your interpolates next to $\alpha_i\,\mathrm{real}_i + (1 - \alpha_i)\,\mathrm{fake}_i$ worked out row by "
-        "row.",
-        "In words: build the interpolates as a new tensor that requires grad, take the gradient of the summed scores "
-        "with respect to it while recording that work (lesson 10, section 1), one norm per row, then the penalty. "
-        "Test it as the test does: differentiate the penalty with respect to the critic's parameters. The last "
-        "layer's bias gets no gradient: why does it never affect the penalty?"),
+        "its weight's gradient (48, 64) (the try-it cell prints both). The try-it cell's BatchNorm critic without an "
+        "activation gives 7.2841545 by the loop of one backward pass per example; the gradient of its summed scores "
+        "is exactly 0 at every interpolate, so a penalty built on it is exactly the weight, 10. For B = 2, what "
+        "does that critic's norm make of two examples, and which way must each one's score move?",
+        "In words: Part B.1 sent a whole batch of output gradients through one call of torch.autograd.grad, and got "
+        "one vector-Jacobian product per row. Here the scores form a vector of B numbers: which B output gradients "
+        "make row k of that batch the gradient of score k alone, and which slice of row k is then example k's own "
+        "gradient? Check the answer on the try-it cell's loop, then differentiate your penalty with respect to the "
+        "critic's parameters, as the test does."),
         checks=("check_gradient_penalty",), cells=("gradient_penalty",)),
     "D": PartHints(texts=(
-        "torch.func.functional_call runs the module with the tensors of the dict you pass: where does it take the "
-        "tensors you leave out, and which of the model's tensors should torch.func.grad differentiate?",
-        "A smaller case: in the try-it cell's model, freeze everything but the last layer. Each example's gradient "
-        "for the last bias is then softmax(logits) − onehot(target), so one norm can be checked by hand; the try-it "
-        "loop over the examples must agree with your dict entry by entry, keys included. After your call the "
-        "BatchNorm's running mean and its num_batches_tracked must be what they were.",
-        "In words: a dict of the trainable parameters only, for functional_call to use and for grad to "
-        "differentiate (the module supplies its frozen parameters and buffers itself), vmapped over the examples; "
-        "each example's norm over those entries alone; one clip factor per example; the mean. Leave the model's "
-        "mode alone."),
+        "For one example, a Linear layer maps its input a to W a + b, and the backward pass hands the layer the "
+        "gradient d of that example's loss with respect to the output: what is that example's gradient with respect "
+        "to W, made of a and d, and what is its norm? And what does a BatchNorm's weight multiply in eval mode?",
+        "A check value: for a = (1, 2, 2) and d = (3, 4), the example's weight gradient is a 2 × 3 matrix of norm "
+        "15, without writing out its six entries. The try-it cell's loop prints the norms of its four examples, "
+        "1.987, 0.742, 0.728 and 1.696 (over the BatchNorm and the last layer; the first layer is frozen): your "
+        "norms must be those. Can one backward pass of the summed losses give you every example's own d at every "
+        "layer, and why does that need the model in eval mode?",
+        "In words: one forward pass that keeps each trainable layer's input and output; one backward pass from the "
+        "sum of the examples' losses to those outputs, whose row i belongs to example i alone; each example's "
+        "squared norm as a sum over the trainable parameters of what its gradient is made of; one clip factor per "
+        "example. The clipped mean is then a weighted sum over the examples of those same pieces: which product of "
+        "the stacked output gradients (each row scaled by its factor) and the stacked inputs sums the examples' "
+        "weight gradients without building any of them?"),
         checks=("check_clipped_mean_gradient",), cells=("clipped_mean_gradient",)),
     "E": PartHints(texts=(
         "Every checkpoint costs the same, one rerun of its block, whatever the block: what differs from one block "

@@ -1,5 +1,6 @@
-"""Part D: per-example gradient clipping with torch.func (the DP-SGD step) for a model with frozen parameters and
-BatchNorm layers in eval mode (running statistics), against a loop of per-example backward passes."""
+"""Part D: per-example gradient clipping (the DP-SGD step) for a model with frozen parameters and BatchNorm layers in
+eval mode (running statistics), without ever holding the examples' gradients (never N copies of a weight matrix),
+against a loop of per-example backward passes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch.nn import functional as F
 
 from ...checking import CourseBug, GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
 from ...checking import proven_failure as _proven
+from ...routes import LargestTensor
 from ...seeding import uniform
 from ..cases import case_stream, randint, random_mlp
 from .misconceptions import (
@@ -30,6 +32,7 @@ from .misconceptions import (
     NORM_WITHOUT_ROOT,
     NORMALISED_EVERY_EXAMPLE,
     NOT_CLIPPED,
+    PER_EXAMPLE_GRADIENTS,
 )
 
 Tensor = torch.Tensor
@@ -61,6 +64,26 @@ def per_example_gradients(model: nn.Module, inputs: Tensor, targets: Tensor,
         out = torch.func.functional_call(model, dict(zip(names, leaves)), (x[None],))
         rows.append(torch.autograd.grad(F.cross_entropy(out, y[None]), leaves))
     return {name: torch.stack([row[k] for row in rows]) for k, name in enumerate(names)}
+
+
+#: Backward passes the part allows, whatever the batch (one to reach every layer's output, one more if wanted).
+MAX_BACKWARD = 2
+
+
+def needed(model: nn.Module, inputs: Tensor) -> int:
+    """The most entries a tensor of the step needs without the examples' gradients: a parameter of the model, a batch
+    of one layer's inputs or outputs, an N × N matrix."""
+    n = len(inputs)
+    widths = [m.in_features for m in model if isinstance(m, nn.Linear)] + [
+        m.out_features for m in model if isinstance(m, nn.Linear)]
+    return max([p.numel() for p in model.parameters()] + [n * w for w in widths] + [n * n])
+
+
+def watched(model: nn.Module, inputs: Tensor) -> bool:
+    """Whether N copies of the largest trainable weight matrix outnumber every tensor the step needs (the size watch
+    can tell the examples' gradients apart from the step's own tensors)."""
+    largest = max(p.numel() for p in model.parameters() if p.requires_grad and p.dim() == 2)
+    return len(inputs) * largest > needed(model, inputs)
 
 
 def _norms(grads: dict[str, Tensor], keep: Callable[[str], bool] = lambda name: True) -> Tensor:
@@ -226,7 +249,9 @@ def _model_name(model: nn.Module) -> str:
     return " → ".join(parts)
 
 
-def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> None:
+def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> str | None:
+    """Raises the case's failure; returns what the size watch saw where the values are right and the examples'
+    gradients were built (None if they were not)."""
     __tracebackhide__ = True
     grads = per_example_gradients(model, inputs, targets)
     norms = _norms(grads)
@@ -235,9 +260,10 @@ def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> 
             f"in eval mode and a batch of {len(inputs)} (the examples' gradient norms over the trainable parameters: "
             f"{fmt(norms, 4)})")
     modes = [m.training for m in model.modules()]
-    routes = Routes()
+    routes, largest = Routes(), LargestTensor()
     try:
-        answer = call_learner(clipped_mean_gradient, model, inputs, targets, max_norm, what=what, routes=routes)
+        with largest:
+            answer = call_learner(clipped_mean_gradient, model, inputs, targets, max_norm, what=what, routes=routes)
     except GradingFailure as failure:  # autograd refuses to differentiate a BatchNorm's running statistics
         statistics = any(name.rsplit(".", 1)[-1] in failure.message for name in statistic_names(model)) or (
             "num_batches_tracked" in failure.message)
@@ -246,8 +272,9 @@ def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> 
     if [m.training for m in model.modules()] != modes:
         model.eval()
         raise _proven(f"{what} left the model with another training mode than it came in.", CHANGED_MODE)
-    if routes.backward_runs > 1:
-        raise _proven(f"{what} ran {routes.backward_runs} backward passes for {len(inputs)} examples.", LOOPED)
+    if routes.backward_runs > MAX_BACKWARD:
+        raise _proven(f"{what} ran {routes.backward_runs} backward passes for {len(inputs)} examples; the part allows "
+                      f"{MAX_BACKWARD}.", LOOPED)
     names = list(grads)
     keys = set(map(str, answer)) if type(answer) in (dict, OrderedDict) else set()
     if keys & set(frozen_names(model)):
@@ -278,6 +305,14 @@ def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> 
                                  f"{tuple(expected[name].shape)}, the shape of that parameter.")
         expect_close(got.detach(), expected[name], what=f"{what}: entry {name!r}", source="a loop", rtol=1e-5,
                      atol=1e-6 * scale, symptoms=symptoms[name])
+    weight, size = max(((name, grads[name][0].numel()) for name in names if grads[name].dim() == 3),
+                       key=lambda pair: pair[1])
+    if watched(model, inputs) and largest.numel >= len(inputs) * size:
+        return (f"{what} returned the right values, but made a tensor of shape {largest.shape} "
+                f"({largest.numel:,} entries): as many as {len(inputs)} copies of the trainable {weight} "
+                f"{tuple(grads[weight].shape[1:])}, while no tensor the step needs has more than "
+                f"{needed(model, inputs):,}.")
+    return None
 
 
 @check
@@ -292,10 +327,21 @@ def check_clipped_mean_gradient(clipped_mean_gradient, grading_seed: int | None 
     norm (all clipped), C between the norms and below the mean gradient's norm (one example three times and a
     shorter one, twice); otherwise C lies between the norms, 5 % or more away from each. Contract: a dict with exactly
     the names of model.named_parameters(), each a tensor of that parameter's shape (a graph on it is allowed, the
-    test reads values); one backward pass for the whole batch (torch.func: a vmapped grad counts one engine run); the
-    model (its parameters and their .grad) and the batch unchanged.
+    test reads values); at most two backward passes for the whole batch; never a tensor as large as N copies of the
+    largest trainable weight matrix (watched, forward and backward, wherever that is more than any tensor the step
+    needs: see :func:`watched`), so never the examples' gradients themselves; the model (its parameters and their
+    .grad, buffers, mode) and the batch unchanged.
     """
     __tracebackhide__ = True
+    built, wrong = [], False
     for model, inputs, targets, where in _clipping_cases(grading_seed):
+        count = len(built)
         with trial():
-            _run_clipping(clipped_mean_gradient, model, inputs, targets, where)
+            built.append(_run_clipping(clipped_mean_gradient, model, inputs, targets, where))
+        wrong = wrong or len(built) == count  # the case raised before returning
+    # Memory last: an answer with a wrong value is shown that mistake first; one right everywhere but built on the
+    # examples' gradients fails once, with the first case where the watch saw them.
+    seen = [message for message in built if message is not None]
+    if seen and not wrong:
+        with trial():
+            raise _proven(seen[0], PER_EXAMPLE_GRADIENTS)

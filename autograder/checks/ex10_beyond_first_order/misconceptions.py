@@ -34,7 +34,7 @@ FINITE_DIFFERENCES = Misconception(
 )
 TORCH_FUNC_HVP = Misconception(
     "used torch.func where the part asks for double backward",
-    "Parts A and B are about torch.autograd.grad with create_graph=True (Part D is where torch.func belongs): "
+    "Parts A and B are about torch.autograd.grad with create_graph=True: "
     "compute the gradient with a graph, then differentiate its product with a vector.",
     question='Which machinery does this part ask for: torch.func, or a gradient of a gradient with torch.autograd?'
 )
@@ -205,6 +205,21 @@ NORM_OVER_ONE_AXIS = Misconception(
     "An example's gradient is a whole (C, H, W) tensor: its norm runs over every one of its entries (flatten all "
     "axes but the batch, then take the norm per row); a norm over the channels alone gives one number per pixel.",
     question="When an example is an image, over which of its axes does the norm of its gradient run?")
+SUMMED_SCORES_MIXED = Misconception(
+    "took each example's gradient from the summed scores where the examples interact",
+    "The gradient of the summed scores with respect to example i is the sum over j of the derivative of score j "
+    "with respect to example i. It is example i's own gradient only when no other score depends on example i. A "
+    "BatchNorm on the batch's statistics makes every score depend on every example, so the cross terms stay in "
+    "(for a critic without an activation after the norm, they cancel the whole gradient to 0).",
+    question="With a BatchNorm on the batch's statistics, does score j depend on example i, and what does the "
+             "gradient of the summed scores then add to example i's own gradient?")
+SCORED_ALONE = Misconception(
+    "scored each example in a batch of its own, where the critic's BatchNorm needs the whole batch",
+    "A BatchNorm on the batch's statistics normalises every example with the mean and variance of the batch it "
+    "arrives in: example i's score is the one it gets beside the others. Run alone (a batch of one, or a vmap over "
+    "the examples) the critic computes another function, and in training mode it refuses a batch of one.",
+    question="Which mean and variance does the critic's BatchNorm use when it sees one example, and is that the "
+             "score the penalty is about?")
 PENALTY_SUMMED = Misconception(
     "summed the examples' penalties instead of averaging them",
     "The penalty is weight times the MEAN over the batch of (‖∇‖ − 1)², so that it does not grow with the batch.",
@@ -242,10 +257,20 @@ NAN_AT_ZERO_NORM = Misconception(
     "critic's gradient is exactly 0?"
 )
 LOOPED = Misconception(
-    "looped over the examples where the part asks for vmap",
-    "One backward pass per example is what torch.func.vmap replaces: write the loss of ONE example as a function "
-    "of the parameters, take torch.func.grad of it, and vmap that over the batch (in_dims=(None, 0, 0)).",
-    question='How many backward passes did your function run for the batch, and how many does a vmapped grad need?'
+    "looped over the examples, a backward pass each",
+    "One backward pass per example is what this part replaces: in eval mode the examples do not interact, so one "
+    "backward pass of the summed losses already reaches every example's own share of every layer's output.",
+    question='How many backward passes did your function run for the batch, and what does one pass of the summed '
+             'losses already hold for each example?'
+)
+PER_EXAMPLE_GRADIENTS = Misconception(
+    "held every example's whole gradient where only its norm and a weighted sum are needed",
+    "The lesson's per-example gradients (a vmap of grad, or a batched backward pass) cost N copies of the model. "
+    "DP-SGD needs only each example's norm, for its clip factor, and the clipped mean: a weighted sum over the "
+    "examples. A Linear layer's gradient for one example is built from that example's input to the layer and its "
+    "output gradient, both of which the forward and backward passes of the whole batch hold.",
+    question="Which one number of example i's gradient does its clip factor need, and what is the norm of a Linear "
+             "weight's gradient for one example, in terms of the two vectors it is built from?"
 )
 NOT_CLIPPED = Misconception(
     "averaged the per-example gradients without clipping them",

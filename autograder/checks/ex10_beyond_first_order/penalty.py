@@ -1,5 +1,6 @@
 """Part C: the WGAN-GP gradient penalty at interpolates between real and fake examples of any shape (vectors,
-images), checked against central differences of the penalty."""
+images), for critics whose examples are scored on their own and for critics that mix them (a BatchNorm on the batch's
+statistics), checked against central differences of the penalty."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from .misconceptions import (
     PENALTY_AT_REAL,
     PENALTY_SUMMED,
     R1_FORM,
+    SCORED_ALONE,
     SQUARED_NORM_MINUS_ONE,
+    SUMMED_SCORES_MIXED,
     SWAPPED_MIX,
     WEIGHT_SQUARED,
 )
@@ -55,22 +58,50 @@ def make_image_critic(gen: torch.Generator, channels: int, size: int, hidden: in
     return critic
 
 
+def make_batchnorm_critic(gen: torch.Generator, features: int, hidden: int, activation: bool = True) -> nn.Sequential:
+    """A float64 critic Linear(features, hidden) → BatchNorm1d on the batch's statistics (no running ones) → Tanh (or
+    nothing) → Linear(hidden, 1): example i's score depends on every example of the batch. Weights uniform in
+    [-1, 1), the norm's scale in [0.5, 1.5) and shift in [-0.5, 0.5)."""
+    critic = nn.Sequential(nn.Linear(features, hidden, dtype=torch.float64),
+                           nn.BatchNorm1d(hidden, track_running_stats=False, dtype=torch.float64),
+                           *([nn.Tanh()] if activation else []), nn.Linear(hidden, 1, dtype=torch.float64))
+    with torch.no_grad():
+        for param in critic.parameters():
+            param.copy_(uniform(gen, tuple(param.shape), -1.0, 1.0))
+        critic[1].weight.copy_(uniform(gen, (hidden,), 0.5, 1.5))
+        critic[1].bias.copy_(uniform(gen, (hidden,), -0.5, 0.5))
+    return critic
+
+
+def mixes(critic: nn.Module) -> bool:
+    """Whether the critic's examples see each other (a BatchNorm layer)."""
+    return any(isinstance(m, nn.BatchNorm1d) for m in critic.modules())
+
+
 def _wgan_penalty(critic: nn.Module, params: dict, real: Tensor, fake: Tensor, alpha: Tensor, weight: float, *,
                   mix: str = "rows", at: str = "between", norm: str = "rows", form: str = "wgan",
-                  reduce: str = "mean", weight_inside: bool = False) -> Tensor:
+                  reduce: str = "mean", weight_inside: bool = False, route: str | None = None) -> Tensor:
     """The penalty with the critic's parameters ``params`` (a graph reaches them); the keywords make the mistakes.
 
     mix: alpha along the examples (right) or the last axis; at: between (right), swapped, real; norm: rows (right:
     each example's gradient over all its axes), columns (down the batch), batch (one for all), axis1 (over the
     second axis only, per example and position), last (over the last axis only, per example, channel and row);
     form: wgan (right), r1, squares; reduce: mean (right) or sum;
-    weight_inside: (weight·(‖g‖−1))²."""
+    weight_inside: (weight·(‖g‖−1))²; route: "own" (each score differentiated with respect to its own example, the
+    others held fixed: right for every critic), "sum" (the gradient of the summed scores: right only when the examples
+    do not interact); default: "own" for a critic that mixes its examples, else the (cheaper, equal) "sum"."""
     a = alpha.reshape(-1, *[1] * (real.dim() - 1)) if mix == "rows" else alpha
     points = {"between": a * real + (1 - a) * fake, "swapped": a * fake + (1 - a) * real, "real": real}[at]
     with torch.enable_grad():
         points = points.detach().requires_grad_(True)
         scores = torch.func.functional_call(critic, params, (points,))
-        (g,) = torch.autograd.grad(scores.sum(), points, create_graph=True)
+        if (route or ("own" if mixes(critic) else "sum")) == "sum":
+            (g,) = torch.autograd.grad(scores.sum(), points, create_graph=True)
+        else:
+            b = len(points)
+            picks = torch.eye(b, dtype=scores.dtype).reshape(b, *scores.shape)
+            (rows,) = torch.autograd.grad(scores, points, picks, create_graph=True, is_grads_batched=True)
+            g = rows[torch.arange(b), torch.arange(b)]
     norms = {"rows": lambda: torch.linalg.vector_norm(g.flatten(1), dim=1),
              "columns": lambda: torch.linalg.vector_norm(g.flatten(1), dim=0),
              "batch": lambda: torch.linalg.vector_norm(g).reshape(1),
@@ -103,7 +134,9 @@ def _penalty_cases(grading_seed: int | None):
     """(critic, real, fake, alpha, weight, description). The corners (every seed): weight 0; a batch of one; B = D
     (alpha broadcast along the features runs and is silently wrong); a ReLU critic whose gradient at one interpolate
     is exactly 0 (the kink of the norm); alpha with 0 and 1 (the interpolates are the fake and the real examples);
-    an int weight. Then a Tanh and a ReLU critic at drawn sizes (public: fixed ones)."""
+    an int weight; two batches of images; a critic with a BatchNorm on the batch's statistics (its examples interact),
+    and one without an activation, where the gradient of the summed scores is exactly 0 at every interpolate. Then a
+    Tanh, a ReLU and a BatchNorm critic at drawn sizes (public: fixed ones)."""
     fixed = torch.Generator().manual_seed(1012)
     cases = []
 
@@ -121,12 +154,19 @@ def _penalty_cases(grading_seed: int | None):
         vector([0.2, 0.9, 0.5]), 10.0)
     add(make_image_critic(fixed, 1, 3), uniform(fixed, (2, 1, 3, 3)), uniform(fixed, (2, 1, 3, 3)), vector([0.6, 0.1]),
         2.0)
+    add(make_batchnorm_critic(fixed, 3, 5), uniform(fixed, (4, 3)), uniform(fixed, (4, 3)),
+        vector([0.2, 0.9, 0.5, 0.0]), 10.0)
+    add(make_batchnorm_critic(fixed, 2, 3, activation=False), uniform(fixed, (3, 2)), uniform(fixed, (3, 2)),
+        vector([0.4, 1.0, 0.7]), 2.0)
     gen = case_stream("10/penalty", grading_seed)
     for activation in ("tanh", "relu"):
         b, d, h = (5, 3, 4) if grading_seed is None else (randint(gen, 2, 6), randint(gen, 2, 5), randint(gen, 3, 6))
         weight = 10.0 if grading_seed is None else round(float(uniform(gen, (), 0.5, 12.0)), 2)
         add(make_critic(gen, d, h, activation), uniform(gen, (b, d)), uniform(gen, (b, d)),
             uniform(gen, (b,), 0.0, 1.0), weight)
+    b, d, h = (5, 3, 4) if grading_seed is None else (randint(gen, 3, 6), randint(gen, 2, 5), randint(gen, 2, 6))
+    add(make_batchnorm_critic(gen, d, h), uniform(gen, (b, d)), uniform(gen, (b, d)), uniform(gen, (b,), 0.0, 1.0),
+        10.0 if grading_seed is None else round(float(uniform(gen, (), 0.5, 12.0)), 2))
     if grading_seed is not None:
         b, c, size = randint(gen, 2, 4), randint(gen, 1, 2), randint(gen, 2, 4)
         add(make_image_critic(gen, c, size), uniform(gen, (b, c, size, size)), uniform(gen, (b, c, size, size)),
@@ -138,6 +178,9 @@ def _critic_name(critic: nn.Module) -> str:
     if isinstance(critic[0], nn.Flatten):
         return f"a critic Flatten → {critic[1].in_features} → {type(critic[2]).__name__} {critic[1].out_features} → 1"
     first, act = critic[0], critic[1]
+    if mixes(critic):
+        inside = " → ".join(["BatchNorm (batch statistics)"] + [type(m).__name__ for m in critic[2:-1]])
+        return f"a critic {first.in_features} → Linear {first.out_features} → {inside} → 1"
     return f"a critic {first.in_features} → {type(act).__name__} {first.out_features} → 1"
 
 
@@ -151,15 +194,16 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
     routes = Routes()
     try:
         answer = call_learner(gradient_penalty, critic, real, fake, alpha, weight, what=what, routes=routes)
-    except GradingFailure as failure:  # alpha * real with alpha of shape (B,) against (B, ..., D), B ≠ D
+    except GradingFailure as failure:  # alpha of shape (B,) against (B, ..., D), B ≠ D; a BatchNorm fed one example
         clash = any(f"tensor a ({m}) must match the size of tensor b ({n})" in failure.message
                     for m, n in ((b, d), (d, b)))
+        alone = mixes(critic) and isinstance(failure.raised, ValueError) and "value per channel" in str(failure.raised)
         raise GradingFailure(failure.message, suspects=(ALPHA_ON_FEATURES,) if clash and b != d else (),
-                             proven=failure.proven) from None
+                             proven=SCORED_ALONE if alone else failure.proven) from None
     if routes.backward_runs > 1:
-        raise GradingFailure(f"{what} ran {routes.backward_runs} backward passes; one is enough for the whole batch "
-                             "(the rows do not interact, so the gradient of the summed scores holds every row's own "
-                             "gradient).")
+        raise GradingFailure(f"{what} ran {routes.backward_runs} backward passes for {b} examples; one is enough "
+                             "for the whole batch. Can one call of torch.autograd.grad return every example's own "
+                             "gradient at once?")
     if not isinstance(answer, Tensor):
         raise _proven(f"{what} returned {type(answer).__name__} {answer!r:.60}; expected a 0-d tensor.",
                       PENALTY_AS_NUMBER)
@@ -183,6 +227,8 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
                       PENALTY_SUMMED.looks_like(penalty(reduce="sum")),
                       WEIGHT_SQUARED.looks_like(penalty(weight_inside=True)),
                       SWAPPED_MIX.looks_like(penalty(at="swapped")), PENALTY_AT_REAL.looks_like(penalty(at="real"))]
+    if mixes(critic):
+        value_symptoms.append(SUMMED_SCORES_MIXED.looks_like(penalty(route="sum")))
     if b == d and real.dim() == 2:
         value_symptoms.append(ALPHA_ON_FEATURES.looks_like(penalty(mix="features")))
     if real.dim() > 2:
@@ -203,7 +249,7 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
     expected = autograd_gradient(of_params, *values.values())
     fd = central_difference(lambda *ps: of_params(*ps).detach(), *values.values())
     for name, got, want, diff in zip(names, grads, expected, fd):
-        if not bool(torch.isfinite(got).all()):
+        if not bool(torch.isfinite(got).all()) and not mixes(critic):
             with torch.no_grad():
                 a = alpha.reshape(-1, *[1] * (real.dim() - 1))
                 inputs = a * real + (1 - a) * fake
@@ -221,11 +267,14 @@ def check_gradient_penalty(gradient_penalty, grading_seed: int | None = None) ->
     """Part C: gradient_penalty(critic, real, fake, alpha, weight) = weight · mean_i (‖∇_x̂ critic(x̂)_i‖ − 1)² at
     x̂_i = alpha_i real_i + (1 − alpha_i) fake_i (WGAN-GP), as a 0-d tensor that trains the critic.
 
-    Domain: ``critic`` a float64 network whose examples do not interact, scores of shape (B, 1): an MLP D → Tanh or
-    ReLU → 1 for (B, D) batches, Flatten → Tanh MLP → 1 for (B, C, H, W) images; ``real`` and ``fake`` of
+    Domain: ``critic`` a float64 network, scores of shape (B, 1): an MLP D → Tanh or ReLU → 1 for (B, D) batches,
+    Flatten → Tanh MLP → 1 for (B, C, H, W) images (examples scored on their own), or D → Linear → BatchNorm on the
+    batch's statistics → [Tanh] → 1 (B >= 3, the examples interact: example i's gradient is that of score i with
+    respect to example i, the others held fixed); ``real`` and ``fake`` of
     one shape (B, ...) float64 without requires_grad, B >= 1, D >= 2; ``alpha`` (B,) in [0, 1] (0 and 1 included);
     ``weight`` a number >= 0 (float or int, 0 included). Corners at every seed: weight 0, B = 1, B = D, a ReLU critic
-    with an interpolate where its gradient is exactly 0, alpha 0 and 1, an int weight, two batches of images.
+    with an interpolate where its gradient is exactly 0, alpha 0 and 1, an int weight, two batches of images, two
+    BatchNorm critics (one without an activation: the summed scores are constant there).
     Contract: at most one backward pass (the whole batch at once); a plain 0-d tensor with a graph; its value; its
     gradient with respect to every critic parameter (autograd and central differences of the penalty), finite where
     a row's gradient is 0 (the norm's subgradient 0 there); critic (parameters, their .grad), real, fake, alpha
