@@ -28,12 +28,14 @@ class WrongAnswer:
     """One catalogue entry. ``scores`` lists the test cells it loses (empty: a correct answer, which must get full
     marks); ``source`` says who wrote it: "authors" (the course's authors, who saw the checks), "blind" (a reviewer
     who saw only the student notebook and the lessons) or "ported" (the lesson's nearest code pasted as the answer,
-    which must lose points unless the part's text says to reuse it)."""
+    which must lose points unless the part's text says to reuse it). ``feedback``: phrases its feedback must show;
+    ``not_named``: mistakes its numbers resemble but it did not make, whose names must not appear."""
 
     name: str
     replace: dict[str, str]
     scores: dict[str, float] = field(default_factory=dict)
     feedback: list[str] = field(default_factory=list)
+    not_named: list[str] = field(default_factory=list)
     source: str = "authors"
 
     def __post_init__(self) -> None:

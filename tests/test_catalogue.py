@@ -74,6 +74,8 @@ def test_wrong_answer_loses_exactly_its_points(monkeypatch, assignment, wrong, s
     text = " ".join(" ".join(r.message.split()) for r in results.values() if not r.passed)
     for phrase in wrong.feedback:
         assert " ".join(phrase.split()) in text, f"seed {seed}: feedback for {wrong.name!r} lacks {phrase!r}"
+    for phrase in wrong.not_named:
+        assert " ".join(phrase.split()) not in text, f"seed {seed}: feedback for {wrong.name!r} names {phrase!r}"
     # what the learner wrote is theirs to read back: a reference line counts only where their submission lacks it
     own = {"".join(line.split()) for source in answers.values() for line in without_comments(source).splitlines()}
     told = [line for line in reference_lines(assignment) if line in "".join(text.split()) and line not in own]

@@ -49,6 +49,7 @@ class Answer:
     replace: dict[str, str]
     failing: frozenset[str]  # the test cells it must fail (all others it must pass)
     feedback: tuple[str, ...] = ()
+    not_named: tuple[str, ...] = ()  # mistakes whose names its feedback must not show
 
 
 def answers(assignment: str, *, blank: bool) -> list[Answer]:
@@ -64,7 +65,7 @@ def answers(assignment: str, *, blank: bool) -> list[Answer]:
     for entry in synthetic.catalogue(assignment):
         failing = frozenset(cell for cell, score in entry.get("scores", {}).items() if score < points.get(cell, 0))
         found.append(Answer(assignment, entry["name"], {**reference, **entry["replace"]}, failing,
-                            tuple(entry.get("feedback", ()))))
+                            tuple(entry.get("feedback", ())), tuple(entry.get("not_named", ()))))
     return found
 
 
@@ -116,13 +117,16 @@ def quick(assignments: list[str], jobs: int) -> int:
             failed = {cell for cell, (passed, _) in results.items() if not passed}
             text = "\n".join(message for _, message in results.values())
             missing = [phrase for phrase in answer.feedback if phrase not in text]
-            if failed != answer.failing or missing:
+            named = [phrase for phrase in answer.not_named if phrase in text]
+            if failed != answer.failing or missing or named:
                 problems += 1
                 print(f"WRONG {answer.assignment} / {answer.name}")
                 if failed != answer.failing:
                     print(f"   fails {sorted(failed)}; the catalogue says {sorted(answer.failing)}")
                 for phrase in missing:
                     print(f"   feedback lacks: {phrase!r}")
+                for phrase in named:
+                    print(f"   feedback names: {phrase!r}")
                 for cell in sorted(failed):
                     print("   " + f"[{cell}] " + results[cell][1].replace("\n", "\n      ")[:1500])
     print(f"{len(work)} answers of {', '.join(assignments)}: {problems} not as catalogued")
