@@ -164,6 +164,8 @@ def _clipping_cases(grading_seed: int | None):
         yield model, uniform(gen, (n, sizes[0])), torch.randint(sizes[-1], (n,), generator=gen), "some"
 
 
+#: The eps of every BatchNorm of Part D's models (the module's own, model[k].eps; not torch's default 1e-5).
+BN_EPS = 0.1
 #: What a case freezes: nothing, the first Linear layer (a pretrained feature layer), the BatchNorm's affine
 #: parameters, everything but the last layer (fine-tuning a head).
 FREEZES = ("nothing", "first", "batchnorm", "all but last")
@@ -171,13 +173,15 @@ FREEZES = ("nothing", "first", "batchnorm", "all but last")
 
 def dp_model(gen: torch.Generator, sizes: tuple[int, ...], *, batchnorm: bool, frozen: str) -> nn.Sequential:
     """A float64 MLP (Linear, [BatchNorm1d,] Tanh, ..., Linear) in eval mode: weights uniform in [-1, 1), every
-    BatchNorm with an affine transform and running statistics of its own (means in [-1, 1), variances in [0.5, 2),
-    7 batches tracked); ``frozen`` (one of :data:`FREEZES`) says which parameters have requires_grad=False."""
+    BatchNorm with an affine transform, eps :data:`BN_EPS` and running statistics of its own (means in [-1, 1),
+    variances in [0.5, 2), 7 batches tracked); ``frozen`` (one of :data:`FREEZES`) says which parameters have
+    requires_grad=False."""
     mlp = random_mlp(gen, sizes)
     layers: list[nn.Module] = []
     for layer in mlp:
         if isinstance(layer, nn.Tanh) and batchnorm:
-            norm = nn.BatchNorm1d(layers[-1].out_features, dtype=torch.float64)
+            # eps far from the default 1e-5: a normalisation without it, or with 1e-5 typed in, is off by percents
+            norm = nn.BatchNorm1d(layers[-1].out_features, eps=BN_EPS, dtype=torch.float64)
             with torch.no_grad():
                 norm.weight.copy_(uniform(gen, tuple(norm.weight.shape), 0.5, 1.5))
                 norm.bias.copy_(uniform(gen, tuple(norm.bias.shape), -0.5, 0.5))
@@ -253,6 +257,7 @@ def _run_clipping(clipped_mean_gradient, model, inputs, targets, where: str) -> 
     """Raises the case's failure; returns what the size watch saw where the values are right and the examples'
     gradients were built (None if they were not)."""
     __tracebackhide__ = True
+    model.eval()  # every model arrives in eval mode, as the part says (and the message below)
     grads = per_example_gradients(model, inputs, targets)
     norms = _norms(grads)
     max_norm = _threshold(norms, where, float(_norms({name: g.mean(0)[None] for name, g in grads.items()})))
