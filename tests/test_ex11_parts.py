@@ -109,6 +109,30 @@ def test_every_case_arms_each_named_mistake_of_w1(seed):
         assert counts.get(mistake.name, 0) >= 2, (seed, mistake.name, counts)
 
 
+@pytest.mark.parametrize("n", [2, 3, 7, 64, 1000])
+def test_dvar_factor_is_what_autograd_measures(n):
+    """The factor dvar_factor is graded against is the given line's dvar over autograd's gradient of the loss with
+    respect to the batch variance (a leaf), on a batch whose hidden units' variances are far above eps."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(n)
+    W1, W2 = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in [(5, 4), (4, 3)])
+    gamma = 1 + 0.1 * torch.randn(4, generator=gen, dtype=torch.float64)
+    X = 3 * torch.randn(n, 5, generator=gen, dtype=torch.float64)
+    X[0] += 10  # even a batch of 2 spreads far beyond eps
+    targets = torch.randint(3, (n,), generator=gen)
+    centred = X @ W1 - (X @ W1).mean(0)
+    variance = (centred ** 2).mean(0).requires_grad_(True)
+    xhat = centred / torch.sqrt(variance + BN_EPS)
+    xhat.retain_grad()
+    a = gamma * xhat
+    F.cross_entropy((a * torch.sigmoid(a)) @ W2, targets).backward()
+    given = -0.5 * (xhat.grad * centred).sum(0) * (centred.var(0) + BN_EPS) ** -1.5   # the notebook's given line
+    formula = ((n - 1) / n) ** 1.5
+    assert torch.allclose(given / variance.grad, torch.full_like(given, formula), rtol=bughunt.DVAR_RTOL / 10)
+    assert abs(bughunt.dvar_ratio(n) - formula) <= bughunt.DVAR_RTOL / 10 * formula
+
+
 # ------------------------------------------------------------------------------------ Part C.2
 
 

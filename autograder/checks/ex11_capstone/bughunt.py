@@ -8,7 +8,9 @@ gradcheck gate against autograd, intermediate tensors made leaves, batches of se
 (``WRONG_GRADIENT``), writes ``w1_errors(params, X, targets, sizes)``, the measurement of how far off that gradient
 is on the first n examples for each batch size n (checked against the check's own measurement on the notebook's case
 in the visible test and on fresh starts, digits and sizes in the hidden one, so numbers typed in from a run cannot
-pass: the size of the error, not a verdict, is what says which gate would have caught it) and
+pass: the size of the error, not a verdict, is what says which gate would have caught it), predicts with
+``dvar_factor(n)`` by what factor the culprit line's gradient of the batch variance is off for a batch of n (a
+formula derived from the line and checked against a measurement, called at batch sizes up to 5000) and
 writes ``mlp_gradients``, the backward with the bug fixed, graded against autograd and central differences on batches
 from 2 to 64 examples.
 
@@ -45,11 +47,16 @@ from ..shared import CE_NOT_DIVIDED
 from .batchnorm import BN_EPS, LIBRARY_NORMALISATIONS
 from .misconceptions import (
     BUG_LEFT_IN,
+    DVAR_FACTOR_INVERTED,
+    DVAR_FACTOR_ONE,
+    DVAR_FACTOR_ONE_SIZE,
+    DVAR_FACTOR_POWER,
     FIX_AT_ONE_BATCH_SIZE,
     LESSON_NETWORK_PORTED,
     LIBRARY_BATCHNORM,
     N_MINUS_1_IN_BACKWARD,
     RIGHT_STAGE_CHANGED,
+    SILU_FROM_C2_WRONG,
     W1_ERRORS_AS_VERDICTS,
     W1_ERRORS_FROM_NORMS,
     W1_ERRORS_OF_A_RIGHT_BACKWARD,
@@ -57,6 +64,7 @@ from .misconceptions import (
     WRONG_GRADIENT_NAMED,
 )
 from .network import DIGITS_KEYS, mlp_case, mlp_logits, mlp_loss, with_large_logits
+from .silu import silu
 
 Tensor = torch.Tensor
 
@@ -68,6 +76,11 @@ TRY_IT_BATCH = 64
 #: measurement.
 ERROR_SIZES = (2, 4, 8, 16, 32, 64)
 ERROR_RTOL = 0.02
+#: The batch sizes at which the visible test calls ``dvar_factor`` (the hidden test: 2, then four drawn up to
+#: DVAR_LARGEST), and the relative tolerance (eps, neglected by the formula, moves the measured ratio by ~1e-5).
+DVAR_SIZES = (2, 3, 4, 16, 64, 1000)
+DVAR_LARGEST = 5000
+DVAR_RTOL = 1e-4
 
 
 def start_params(gen: torch.Generator, hidden: int = 32) -> dict[str, Tensor]:
@@ -171,6 +184,82 @@ def _check_w1_case(w1_errors, params: dict[str, Tensor], X: Tensor, targets: Ten
     raise GradingFailure(f"{what} differs from the check's own measurement by more than {ERROR_RTOL:.0%} at the "
                          f"batch sizes {', '.join(off)}. Measured as the part says: ||G − A|| / ||A|| for W1 on the "
                          "first n examples of X, at the params given?")
+
+
+def dvar_ratio(n: int, variance: float = 1.0) -> float:
+    """What the given backward's dvar is, divided by the right one, on a batch of n whose feature has the (biased)
+    batch variance ``variance``: its line reads (unbiased variance + eps)^(-3/2) where the right one reads
+    (biased variance + eps)^(-3/2), and everything else in dvar is the same."""
+    return ((variance + BN_EPS) / (variance * n / (n - 1) + BN_EPS)) ** 1.5
+
+
+def _dvar_sizes(grading_seed: int | None) -> tuple[int, ...]:
+    if grading_seed is None:
+        return DVAR_SIZES
+    gen = case_stream("11/bug_hunt/dvar", grading_seed)
+    return (2, *sorted({randint(gen, 3, 12), randint(gen, 13, 200), randint(gen, 201, DVAR_LARGEST),
+                        randint(gen, 5, 99)}))
+
+
+def _check_dvar_factor(dvar_factor, sizes: tuple[int, ...]) -> None:
+    """dvar_factor(n), the given backward's dvar over the right one as a formula in n (eps neglected), at each size:
+    within DVAR_RTOL of what the two lines give on a feature of variance 1."""
+    __tracebackhide__ = True
+    got = {}
+    for n in sizes:
+        value = call_learner(dvar_factor, n, what=f"dvar_factor({n})")
+        if isinstance(value, bool) or not (isinstance(value, numbers.Real)
+                                           or (isinstance(value, torch.Tensor) and value.numel() == 1)) \
+                or not math.isfinite(float(value)):
+            raise GradingFailure(f"dvar_factor({n}) returned {value!r:.60}; expected a finite number (a Python "
+                                 "float), the given backward's dvar divided by the right one.")
+        got[n] = float(value)
+    own = {n: dvar_ratio(n) for n in sizes}
+    if all(abs(got[n] - own[n]) <= DVAR_RTOL * own[n] for n in sizes):
+        return
+    shown = ", ".join(f"{got[n]:.6g} at n = {n}" for n in sizes)
+    what = f"dvar_factor returned {shown}"
+
+    def like(power: float) -> bool:
+        return all(abs(got[n] - ((n - 1) / n) ** power) <= 1e-3 * ((n - 1) / n) ** power for n in sizes)
+
+    if like(-1.5):
+        raise _proven(f"{what}: each is above 1, and the given line's dvar is smaller than the right one at every "
+                      "batch size.", DVAR_FACTOR_INVERTED)
+    if any(like(p) for p in (1, 0.5, 3, 2, -1, -0.5, -3)):
+        raise _proven(f"{what}: these follow the batch size, but not as the two dvars compare when the test "
+                      "measures both on a batch whose feature has a variance of 1.", DVAR_FACTOR_POWER)
+    if all(abs(v - 1) < 1e-6 for v in got.values()):
+        raise _proven(f"{what}, where the given backward's W1 gradient is off at every batch size.",
+                      DVAR_FACTOR_ONE)
+    if len(set(got.values())) == 1:
+        raise _proven(f"{what}: one number whatever the batch size.", DVAR_FACTOR_ONE_SIZE)
+    off = [f"{n} ({got[n]:.6g}, {'above' if got[n] > own[n] else 'below'} what the test measures)" for n in sizes
+           if abs(got[n] - own[n]) > DVAR_RTOL * own[n]]
+    raise GradingFailure(f"{what}. It differs by more than {DVAR_RTOL:.0e} relative from the ratio of the given "
+                         f"backward's dvar to autograd's, measured on a batch of each size, at n = {'; '.join(off)}. "
+                         "Which variance does the given line read, and how does dvar depend on it?")
+
+
+def _expect_silu(silu_backward) -> None:
+    """Part C.2's silu_backward, which the given backward and mlp_gradients call, gives SiLU's derivative on inputs
+    of the network's range (values only: C.2's own test checks its contracts and overflow corners)."""
+    __tracebackhide__ = True
+    x = torch.linspace(-6.0, 6.0, 13, dtype=torch.float64).reshape(13, 1) * torch.tensor([[1.0, 0.37]],
+                                                                                        dtype=torch.float64)
+    dy = torch.linspace(-1.0, 1.5, 26, dtype=torch.float64).reshape(13, 2)
+    what = "silu_backward(x, dy), your Part C.2 function, which Part E's given backward calls"
+    try:
+        got = call_learner(silu_backward, x.clone(), dy.clone(), what=what, may_change=True)
+    except NotWritten:
+        raise NotWritten("Not written yet: silu_backward (Part C.2) still raises NotImplementedError, and Part E's "
+                         "given backward calls it. Write Part C.2 first.") from None
+    (expected,) = autograd_gradient(lambda t: (silu(t) * dy).sum(), x)
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape or not torch.allclose(got, expected, rtol=1e-6,
+                                                                                       atol=1e-8):
+        gap = (f"largest difference from autograd {float((got - expected).abs().max()):.3g}"
+               if isinstance(got, torch.Tensor) and got.shape == x.shape else f"it returned {got!r:.60}")
+        raise _proven(f"{what}, on x from -6 to 6 ({gap}).", SILU_FROM_C2_WRONG)
 
 
 def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
@@ -286,7 +375,8 @@ def _expect_named(wrong_gradient) -> None:
 
 
 @check
-def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, grading_seed: int | None = None) -> None:
+def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, dvar_factor, silu_backward,
+                   grading_seed: int | None = None) -> None:
     """Part E: WRONG_GRADIENT names the parameter whose gradient the given backward gets wrong, and
     mlp_gradients(params, X, targets), the given backward with its bug fixed, returns every parameter's gradient of
     the mean cross-entropy of silu(batchnorm(X·W1; gamma, beta))·W2 + b2 (training mode, eps = BN_EPS), by hand (no
@@ -302,13 +392,21 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, grading_seed: int |
     ``w1_errors(params, X, targets, sizes)`` returns, for each n of sizes, the given backward's relative W1 error on
     the first n examples, within ERROR_RTOL of :func:`measure_w1_errors`: on the notebook's case in the visible test,
     on two fresh draws in the hidden one (another start seed and hidden width, training digits in a random order, the
-    notebook's sizes, then five drawn from 2 to 96), so numbers typed in pass the first and fail the second.
+    notebook's sizes, then five drawn from 2 to 96), so numbers typed in pass the first and fail the second;
+    ``dvar_factor(n)``, the given backward's dvar over the right one as a formula in n (eps neglected), within
+    DVAR_RTOL of :func:`dvar_ratio` at DVAR_SIZES (visible) or at 2 and four sizes drawn up to DVAR_LARGEST (hidden).
+    Before any of it, Part C.2's ``silu_backward``, which the given backward calls, must give SiLU's derivative on
+    the network's range (values only), so that a C.2 mistake is named as such and not as a wrong fix.
     """
     __tracebackhide__ = True
     _expect_named(wrong_gradient)
     if w1_errors is None:
         raise NotWritten("Not written yet: w1_errors is still None. Write it, in its cell below WRONG_GRADIENT: "
                          "your measurement of the given backward's W1 error at each batch size.")
+    if dvar_factor is None:
+        raise NotWritten("Not written yet: dvar_factor is still None. Write it, in its cell below WRONG_GRADIENT: "
+                         "the given backward's dvar divided by the right one, as a formula in n.")
+    _expect_silu(silu_backward)
     outcomes = []
     for params, X, targets, note in _bug_hunt_cases(grading_seed):
         wrong = {"raised"}
@@ -329,6 +427,8 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, grading_seed: int |
         raise _proven(f"WRONG_GRADIENT is {wrong_gradient!r}, but the given backward's d loss / d {wrong_gradient} "
                       f"agrees with autograd (largest difference {gap:.1g} on a batch of {len(X)}).",
                       WRONG_GRADIENT_NAMED)
+    with trial():
+        _check_dvar_factor(dvar_factor, _dvar_sizes(grading_seed))
     for params, X, targets, sizes, note in _w1_cases(grading_seed):
         with trial():
             _check_w1_case(w1_errors, params, X, targets, sizes, note)

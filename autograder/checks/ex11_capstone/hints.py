@@ -121,29 +121,30 @@ hint = HintBook({
     "E": PartHints(texts=(
         "A gradient can only be wrong if a stage between its parameter and the loss is wrong: which of the five "
         "does a key-by-key comparison with autograd flag, which stages does it pass through that the right ones do "
-        "not, and does its error grow or shrink when the batch gets smaller?",
+        "not, and does its error grow or shrink when the batch gets smaller? Once you have the line: which number "
+        "in it differs from the one the forward pass used, and by how much for a batch of n?",
         "Check values from the right backward, on the try-it cell's starting parameters (the same draw as "
         "`train_with`'s) and the first training digits. On 16 digits the loss is 2.7450 and the gradients' norms are "
         "1.5885 (W1), 0.2571 (gamma), 0.2265 (beta), 1.0045 (W2) and 0.2273 (b2); on 2 digits they are 47.285, "
-        "0.5342, 0.5197, 2.4168 and 0.5830; on 64 digits 1.2582, 0.1860, 0.1486, 0.7956 and 0.1248. Set the given "
-        "backward's norms beside these. A right hand-derived gradient agrees with autograd to about $10^{-12}$ "
-        "relative, so an error of a percent is a bug, even where the norms agree to two digits: compare the "
-        "tensors, not only their norms. Cases outside the notebook's, to test your `w1_errors`: at the try-it start "
-        "on the first 3 digits the given backward's W1 gradient is 43.2 % off autograd's, while the difference of "
-        "the two norms is only 10.1 % of autograd's norm; at `start_params(torch.Generator().manual_seed(1), 16)` "
-        "on the first 3 and 8 digits it is 62.7 % and 12.4 % off (norms: 19.4 % and 0.50 %). If your numbers for "
-        "this second start are the notebook's, does your function read the params it is given?",
-        "Start from the loss and go down one stage at a time. Make an intermediate tensor of the forward pass (the "
-        "logits, then the SiLU's output, its input, and the BatchNorm's input) a leaf that requires grad, run the "
-        "rest of the loss from it, and compare autograd's gradient of that leaf with what the given backward "
-        "computes for the same tensor: the first one that disagrees comes out of the buggy line, whose inputs all "
-        "agree. Inside BatchNorm, do the same with its statistics: rebuild its output from a variance leaf (and a "
-        "mean leaf) and compare with the given backward's gradients of them. Evaluate every quantity that line "
-        "reads, and set each one beside the value the forward pass used. Measure that disagreement on batches of "
-        "2, 4, 16 and 64 examples; how it shrinks with the batch tells you what the line does wrong. Re-derive "
-        "that one stage from the forward's own formula, change only it in your copy, and check all five keys "
-        "against autograd at several batch sizes."),
-        checks=("check_bug_hunt",), cells=("wrong_gradient", "w1_errors", "mlp_gradients")),
+        "0.5342, 0.5197, 2.4168 and 0.5830; on 64 digits 1.2582, 0.1860, 0.1486, 0.7956 and 0.1248. A right "
+        "hand-derived gradient agrees with autograd to about $10^{-12}$ relative, so an error of a percent is a bug, "
+        "even where the norms agree to two digits: compare the tensors, not only their norms. Inside BatchNorm, on "
+        "those 16 digits, the gradient of the loss with respect to the batch variance of hidden unit 0 is -0.280604 "
+        "by autograd and -0.254717 in the given backward (unit 1: 0.0540261 and 0.0490419); on 4 digits unit 0's "
+        "are 0.410389 and 0.266585. Cases outside the notebook's, to test your `w1_errors`: at the try-it start on "
+        "the first 3 digits the given backward's W1 gradient is 43.2 % off autograd's, while the difference of the "
+        "two norms is only 10.1 % of autograd's norm; at `start_params(torch.Generator().manual_seed(1), 16)` on the "
+        "first 3 and 8 digits it is 62.7 % and 12.4 % off (norms: 19.4 % and 0.50 %). If your numbers for this "
+        "second start are the notebook's, does your function read the params it is given?",
+        "A traced check you can run on your own finding: make each intermediate tensor of the forward pass, from the "
+        "logits down to BatchNorm's statistics, a leaf in turn, and set autograd's gradient of it beside the given "
+        "backward's; the first that disagrees, while everything it is computed from agrees, comes out of the buggy "
+        "line. For the factor, the ratio of the two gradients of the variance is the same for every hidden unit "
+        "whose variance is well above eps, and it moves with the batch size only: tabulate it at n = 4, 16 and 64, "
+        "and ask which quantity in the line differs from the forward's by a factor that depends on n, and how the "
+        "line's power turns that factor into yours. Your fix is right when all five keys agree with autograd at a "
+        "batch of 2 and at one of 64."),
+        checks=("check_bug_hunt",), cells=("wrong_gradient", "dvar_factor", "w1_errors", "mlp_gradients")),
     "F": PartHints(texts=(
         "Besides the step, your loop has three duties: which single number does global-norm clipping compare with "
         "`max_norm`, on which steps does the gate run and which gradients must it compare, and when do the running "

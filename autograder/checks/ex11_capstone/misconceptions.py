@@ -259,6 +259,34 @@ W1_ERRORS_TYPED_IN = Misconception(
     "first digits, answer only the notebook's case: compute G and A from the params, X, targets and sizes it is given.",
     question="What does your w1_errors return when it is called with another start, other digits and other sizes?")
 
+DVAR_FACTOR_INVERTED = Misconception(
+    "the factor of the variance's gradient upside down",
+    "dvar_factor(n) is the given backward's dvar divided by the right one. The given line raises a larger variance "
+    "than the forward's to a negative power, so its dvar is the smaller of the two and the ratio is below 1.",
+    question="Is the variance the given line reads larger or smaller than the forward's, and what does the power "
+             "-3/2 do to that?")
+DVAR_FACTOR_POWER = Misconception(
+    "the ratio of the two variances taken for the ratio of the two gradients",
+    "The two variances differ by a factor that depends on n alone, but dvar reads its variance through a power: "
+    "the ratio of the two dvars is the ratio of the variances raised to that power.",
+    question="Through which power of (variance + eps) does dvar depend on the variance?")
+DVAR_FACTOR_ONE = Misconception(
+    "the factor of a right backward (1 at every n)",
+    "1 is what a backward compared with itself gives. The part asks how the given backward's dvar, the one in "
+    "given_gradients, compares with autograd's gradient of the loss with respect to the batch variance.",
+    question="Which two gradients of the variance did you divide, and which one comes from given_gradients?")
+DVAR_FACTOR_ONE_SIZE = Misconception(
+    "the factor measured at one batch size, returned for every n",
+    "dvar_factor is a formula in n: the gap between the given line's variance and the forward's depends on the "
+    "batch's size, so one number measured on one batch answers for that size only.",
+    question="What does your dvar_factor return for a batch of 2, and what do you measure on a batch of 2?")
+SILU_FROM_C2_WRONG = Misconception(
+    "Part C.2's silu_backward is wrong, and Part E's code calls it",
+    "given_gradients and your mlp_gradients take SiLU's backward from your Part C.2 silu_backward: while it is wrong, "
+    "every gradient below the SiLU (gamma, beta, W1) disagrees with autograd whatever Part E's fix. Part C.2's test "
+    "says what is wrong with it; fix it there first, then run Part E's test again.",
+    question="Does your silu_backward pass Part C.2's test?")
+
 # Part F: training the digits
 TRAINED_WITH_AUTOGRAD = Misconception(
     "trained with autograd where the part asks for your own backward",
