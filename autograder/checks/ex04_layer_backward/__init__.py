@@ -40,16 +40,22 @@ hint = HintBook({
     "B": PartHints(texts=(
         "Write one kept row's loss with every option on: which weight multiplies −log p of the target, which "
         "multiplies −log p_c inside the smoothing sum, and what does the mean divide by once the classes are "
-        "weighted?",
+        "weighted? And for a row of probabilities: how many classes pull on each logit, and can the mean tell a "
+        "row of zeros from any other row?",
         "Ask PyTorch on a case small enough to do by hand: logits all zero of shape (2, 3), targets [0, 1], weight "
         "[4, 1, 1]. Without smoothing autograd gives rows [−0.5333, 0.2667, 0.2667] and [0.0667, −0.1333, 0.0667] "
         "(a denominator of 5, not 2); with label_smoothing = 0.3, [−0.4133, 0.2067, 0.2067] and [0.0067, −0.0733, "
-        "0.0667]: the second row is no longer a multiple of p − q.",
-        "Treat the two terms separately. The target's term (1 − ε)·w_y·(−log p_y) differentiates to the lesson's "
-        "p − y scaled by w_y; the smoothing term (ε/C)·Σ_c w_c·(−log p_c) adds, over the classes, w_c times "
-        "(p − e_c). Add the two, zero the ignored rows, and divide every row by the sum of w_y over the kept rows "
-        "(with no weight, every w_c is 1 and this is the row count). A label equal to ignore_index need not be a "
-        "class, so replace it before you index or make a one-hot."),
+        "0.0667]: the second row is no longer a multiple of p − q. The same labels as one-hot probability rows, "
+        "[[1, 0, 0], [0, 1, 0]], with the same weight: [−1.3333, 0.6667, 0.6667] and [0.1667, −0.3333, 0.1667]. "
+        "Probability rows [[1, 1, 0], [0, 0, 0]] with that weight: [−1.1667, 0.3333, 0.8333] and a row of zeros; "
+        "without the weight, [−0.1667, −0.1667, 0.3333].",
+        "Treat the terms separately. The target's term (1 − ε)·w_y·(−log p_y) differentiates to the lesson's p − y "
+        "scaled by w_y, and each class's share of the smoothing term gives its own scaled copy of the same form; "
+        "an ignored row takes no part, and the label it holds need not be a class. For probability rows, every "
+        "class is a term of that same form with its own coefficient: add them up and collect what multiplies p "
+        "before you write code, then test your rule on the second hint's rows by hand. What the mean divides by is "
+        "one experiment per kind of target: append a row that should count for nothing and see by what factor the "
+        "other rows' gradients change."),
         checks=("check_softmax_cross_entropy_backward",), cells=("softmax_cross_entropy_backward",)),
     "C": PartHints(texts=(
         "The forward kept lse_i = log Σ_j exp(S_ij) over the keys query i sees: what is exp(S_ij − lse_i), and "

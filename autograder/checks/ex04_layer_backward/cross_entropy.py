@@ -1,13 +1,15 @@
 """Part B: the gradient of F.cross_entropy(logits, targets, weight=w, label_smoothing=ε, ignore_index=k) with respect
 to the logits, by hand, with PyTorch's semantics exactly (its mean divides by the kept targets, or by the sum of their
-weights; smoothing mixes in the uniform distribution over all C classes, each class with its own weight)."""
+weights; smoothing mixes in the uniform distribution over all C classes, each class with its own weight), for class
+indices and for class probabilities as targets (then a plain mean over all N rows, each row's gradient
+(Σ_c w_c t_c)·p − w⊙t with t the smoothed probabilities, whatever the row sums to)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ...checking import Symptom, check, trial
+from ...checking import GradingFailure, NotWritten, Symptom, check, trial
 from ...seeding import choice, uniform
 from ..cases import case_stream
 from ..shared import CE_NOT_DIVIDED
@@ -26,6 +28,11 @@ from .misconceptions import (
     SMOOTHING_TARGET_UNSCALED,
     SMOOTHING_UNIFORM_MISSING,
     SMOOTHING_WEIGHTED_BY_TARGET,
+    SOFT_AS_ARGMAX,
+    SOFT_AS_INDICES,
+    SOFT_DIVIDED_BY_WEIGHTS,
+    SOFT_ROW_SUM_ASSUMED,
+    SOFT_ZERO_ROWS_DROPPED,
     WEIGHT_IGNORED,
     WEIGHTED_MEAN_BY_ROWS,
 )
@@ -228,6 +235,82 @@ def _drawn(gen: torch.Generator, grading_seed: int | None) -> list[tuple[Tensor,
     return found
 
 
+def _soft_gradient(p: Tensor, targets: Tensor, weight: Tensor, smoothing: float, *, divisor: str = "n",
+                   plain: bool = False) -> Tensor:
+    """PyTorch's gradient for class-probability targets: t = (1 − ε)·targets + ε/C, row i's loss
+    −Σ_c w_c·t_(i,c)·log p_(i,c), the sum over all N rows divided by N. ``divisor``: "weights" divides by
+    Σ_i Σ_c w_c·t_(i,c) (the class-index rule), "nonzero" by the rows whose targets are not all 0; ``plain``: the
+    lesson's p − t per row (weights ignored, as if each row's weighted targets summed to 1)."""
+    n, classes = p.shape
+    t = (1 - smoothing) * targets + smoothing / classes
+    rows = p - t if plain else (t * weight).sum(-1, keepdim=True) * p - weight * t
+    if divisor == "weights":
+        return rows / float((t * weight).sum())
+    if divisor == "nonzero":
+        return rows / float((targets != 0).any(-1).sum())
+    return rows / n
+
+
+def _soft_case(logits: Tensor, targets: Tensor, smoothing: float, weight: Tensor | None) -> Case:
+    n, c = logits.shape
+    w = torch.ones(c, dtype=torch.float64) if weight is None else weight
+    p = torch.softmax(logits, dim=-1)
+    right = _soft_gradient(p, targets, w, smoothing)
+    labels = targets.argmax(-1)
+    mistakes = [(SOFT_ROW_SUM_ASSUMED, _soft_gradient(p, targets, w, smoothing, plain=True)),
+                (SOFT_DIVIDED_BY_WEIGHTS, _soft_gradient(p, targets, w, smoothing, divisor="weights")),
+                (SOFT_ZERO_ROWS_DROPPED, _soft_gradient(p, targets, w, smoothing, divisor="nonzero")),
+                (SOFT_AS_ARGMAX, _weighted_gradient(p, labels, torch.ones(n, dtype=torch.bool), w, smoothing)),
+                (SMOOTHING_IGNORED, _soft_gradient(p, targets, w, 0.0)),
+                (CE_REVERSED, -right)]
+    mistakes += [(mistake, _soft_gradient(unstable, targets, w, smoothing))
+                 for mistake, unstable in unstable_softmaxes(logits)]
+    options: dict = {}
+    if weight is not None:
+        options["weight"] = weight
+    if smoothing:
+        options["label_smoothing"] = smoothing
+    sums = [round(v, 6) for v in targets.sum(-1).tolist()]
+    note = (f"N = {n} rows, C = {c} classes, targets are class probabilities (float64, shape {tuple(targets.shape)}), "
+            f"their row sums {sums}, "
+            + (f"weight {[round(v, 6) for v in weight.tolist()]}, " if weight is not None else "no weight, ")
+            + f"label_smoothing = {smoothing:g}")
+    return make_case("softmax_cross_entropy_backward", {"logits": logits, "targets": targets},
+                     {"dlogits": "logits"},
+                     lambda z: F.cross_entropy(z, targets, weight=weight, label_smoothing=smoothing),
+                     (logits,), (literal_symptoms(mistakes),), options=options, note=note)
+
+
+def _soft_corners() -> list[tuple[Tensor, Tensor, float, Tensor | None]]:
+    """Part B's corners with class probabilities as targets, (logits, targets, label_smoothing, weight), the same at
+    every seed: no weight, rows summing to 1, 0 and 1.5 (a row of zeros still counts in N); one-hot rows with weights
+    from 0.25 to 8 (the class-index rule would divide by 17.25, not by 4); smoothing 0.3 with weights from 0.05 to 5,
+    a zero row and rows near ±1000."""
+    rows = lambda *values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
+    return [
+        (rows([0.4, -1.0, 1.3], [1.1, 0.2, -0.5], [-0.7, 0.9, 0.6], [0.3, 1.6, -1.2]),
+         rows([0.7, 0.2, 0.1], [0.0, 0.0, 0.0], [0.9, 0.3, 0.3], [0.0, 1.0, 0.0]), 0.0, None),
+        (rows([0.7, -0.4, 1.2], [0.1, 0.9, -1.3], [1.5, 0.3, -0.2], [-0.8, 0.6, 2.1]),
+         rows([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]), 0.0, rows(8.0, 1.0, 0.25)),
+        (rows([1000.0, 998.0, 1001.5, 999.0], [-1000.0, -999.0, -1002.5, -1001.0], [0.3, -0.6, 1.4, 0.2],
+              [1.2, 0.4, -0.9, -0.3], [0.8, -1.1, 0.5, 1.7]),
+         rows([0.1, 0.6, 0.3, 0.0], [0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.8, 0.0],
+              [0.5, 0.0, 0.0, 1.5]), 0.3, rows(0.05, 5.0, 2.0, 0.5)),
+    ]
+
+
+def _soft_drawn(gen: torch.Generator, grading_seed: int | None) -> tuple[Tensor, Tensor, float, Tensor | None]:
+    """A batch of probability targets with one row of zeros and row sums spread over [0, 2], weights over
+    [0.05, 20] (public: fixed sizes; hidden: drawn)."""
+    n, c = (5, 4) if grading_seed is None else tuple(distinct(gen, 2, 3, 7))
+    smoothing = 0.1 if grading_seed is None else choice(gen, [0.1, 0.2, 0.4])
+    targets = torch.rand(n, c, generator=gen, dtype=torch.float64)
+    targets = targets / targets.sum(-1, keepdim=True) * uniform(gen, (n, 1), 0.3, 2.0)
+    targets[int(torch.randint(n, (), generator=gen))] = 0.0
+    weight = torch.exp(uniform(gen, (c,), -3.0, 3.0))
+    return uniform(gen, (n, c), -3, 3), targets, smoothing, weight
+
+
 @check
 def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading_seed: int | None = None) -> None:
     """Part B: the gradient of F.cross_entropy(logits, targets, weight=w, label_smoothing=ε, ignore_index=k) (mean
@@ -236,13 +319,16 @@ def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading
 
     Domain: logits float64 (N, C), N >= 1, C >= 2, any finite values; targets int64 (N,), each in [0, C) or equal to
     ignore_index, at least one not ignored; label_smoothing in [0, 1] and ignore_index any int (a class index too),
-    both keyword arguments, left out when they have their defaults (0.0 and −100); weight None (left out) or float64
+    both keyword arguments, left out when they have their defaults (0.0 and −100); or targets float64 (N, C) class
+    probabilities; weight None (left out) or float64
     (C,) with positive entries, a keyword argument. Corners at every seed
     (:func:`_corners`): one row with two arguments, logits near 1000 (a naive exp gives nan), −100 rows,
     ignore_index 0 with smoothing, smoothing 1, rows at ±1000 with the last class ignored, smoothing 0.3 with
     nothing ignored; then two batches of
     distinct sizes (public: fixed; hidden: drawn); then, with class weights, the corners of
-    :func:`_weighted_corners` and one batch of :func:`_weighted_drawn`."""
+    :func:`_weighted_corners` and one batch of :func:`_weighted_drawn`; last, class probabilities as targets (float64
+    (N, C), non-negative, rows summing to anything, zeros included; ignore_index left at its default), the corners of
+    :func:`_soft_corners` and one batch of :func:`_soft_drawn`."""
     __tracebackhide__ = True
     gen = case_stream("04/cross_entropy", grading_seed)
     for logits, targets, smoothing, ignore_index in _corners() + _drawn(gen, grading_seed):
@@ -253,3 +339,13 @@ def check_softmax_cross_entropy_backward(softmax_cross_entropy_backward, grading
         case = _weighted_case(logits, targets, smoothing, ignore_index, weight)
         with trial():
             run_case(softmax_cross_entropy_backward, case)
+    for logits, targets, smoothing, weight in [*_soft_corners(), _soft_drawn(gen, grading_seed)]:
+        case = _soft_case(logits, targets, smoothing, weight)
+        with trial():
+            try:
+                run_case(softmax_cross_entropy_backward, case)
+            except GradingFailure as failure:
+                if not isinstance(failure, NotWritten) and isinstance(failure.raised, (IndexError, RuntimeError)):
+                    raise GradingFailure(f"{failure.message}\n  here:               {case.note}",
+                                         suspects=(SOFT_AS_INDICES,), raised=failure.raised) from None
+                raise

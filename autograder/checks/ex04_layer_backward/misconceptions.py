@@ -126,6 +126,36 @@ SMOOTHING_WEIGHTED_BY_TARGET = Misconception(
     "row's w_y, so the row's gradient is no longer a multiple of p − q.",
     question="In the smoothing term's sum over the classes, whose weight multiplies −log p_c?")
 
+SOFT_ROW_SUM_ASSUMED = Misconception(
+    "the lesson's p − y applied to a probability row, as if its weighted targets summed to 1",
+    "p − y is the gradient of −log p_y for one unweighted label. A row of probabilities t (after smoothing) with "
+    "class weights w has the loss −Σ_c w_c·t_c·log p_c, and each class's term pulls on every logit through the "
+    "softmax: the row's gradient is a combination of p and t whose coefficients depend on the row, equal to p − t "
+    "only when Σ_c w_c·t_c is 1.",
+    question="Differentiate −Σ_c w_c·t_c·log p_c with respect to one logit: how much of p does it carry?")
+SOFT_DIVIDED_BY_WEIGHTS = Misconception(
+    "probability targets divided by a sum of weights (the class-index rule)",
+    "The weighted mean, Σ w·loss / Σ w, is F.cross_entropy's rule for class indices. With class probabilities as "
+    "targets its mean reduction is a plain mean over all N rows: the weights stay inside each row's loss and the "
+    "sum is divided by N.",
+    question="With probability targets and class weights, what does F.cross_entropy's mean divide by?")
+SOFT_ZERO_ROWS_DROPPED = Misconception(
+    "rows of zeros left out of the mean",
+    "A row whose target probabilities are all 0 adds nothing to the sum, but with probability targets "
+    "F.cross_entropy's mean still counts it: it divides by N, every row (there is no ignore_index for "
+    "probabilities).",
+    question="With probability targets, does a row of zeros count in what the mean divides by?")
+SOFT_AS_INDICES = Misconception(
+    "probability targets read as class indices",
+    "targets may be a float64 (N, C) tensor of class probabilities as well as N class indices: F.cross_entropy tells "
+    "the two apart by the dtype (and the shape), and a row of probabilities cannot index a weight or build a one-hot.",
+    question="What do you do when targets is a float tensor of shape (N, C)?")
+SOFT_AS_ARGMAX = Misconception(
+    "probability targets turned into their most likely class",
+    "A row of probabilities is the target itself, not a stand-in for one label: every class with t_c > 0 pulls on "
+    "the logits, and the rules for class indices (the weighted mean) do not apply.",
+    question="What does a target row of 0.6 and 0.4 ask of the two classes, and what does its argmax ask?")
+
 FACTOR_IN_FLOAT32 = Misconception(
     "a factor rounded to float32 (a bool mask times a Python number)",
     "A bool tensor times a Python float gives a float32 tensor: the factor (ε/C or 1 − ε) keeps about 7 digits, and "
