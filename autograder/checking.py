@@ -434,8 +434,9 @@ def describe_mismatch(got: Tensor, expected: Tensor, *, what: str, fd: Tensor | 
     if fd is not None:
         lines.append(f"  finite difference:  {fmt(fd[index])} (central, float64)")
     abs_err = float(error[index])
-    rel_err = abs_err / max(abs(float(expected[index])), 1e-300)
-    lines.append(f"  error there:        abs {abs_err:.3g}, rel {rel_err:.3g} (allowed: rel {rtol:g} + abs {atol:g})")
+    scale = abs(float(expected[index]))
+    relative = f"rel {abs_err / scale:.3g}" if scale > 0 else "rel undefined (the expected value is 0)"
+    lines.append(f"  error there:        abs {abs_err:.3g}, {relative} (allowed: rel {rtol:g} + abs {atol:g})")
     if expected.dim():
         lines.append(f"  all of yours:       {fmt(got)}")
         lines.append(f"  all expected:       {fmt(expected)}")

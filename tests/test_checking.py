@@ -121,3 +121,10 @@ def test_a_test_cell_from_another_release_is_told_so():
     with pytest.raises(StaleNotebook, match="check_thing .*missing a required argument: 'factor'.*current release"):
         check_thing(lambda: None)
     check_thing(lambda: None, 2.0)  # the current release's call passes
+
+
+def test_a_relative_error_against_zero_is_not_a_number_in_the_hundreds_of_digits():
+    with pytest.raises(GradingFailure) as failure:
+        expect_close(torch.tensor([1.0, 0.5], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64),
+                     what="g(x)")
+    assert "rel undefined (the expected value is 0)" in str(failure.value) and "e+" not in str(failure.value)
