@@ -106,18 +106,29 @@ def test_the_groups_cover_the_bank_and_judge_every_snippet_twice_corner_first():
             assert all(inputs.steps >= 2 and inputs is not ex06.CORNER_INPUTS for _, inputs in judged[len(snippets):])
 
 
+def _answer(snippet, verdict, mechanism, saved=None):
+    if snippet.kind == "update":
+        return verdict, mechanism
+    return verdict, mechanism, snippet.saved if saved is None else frozenset(saved)
+
+
 @pytest.mark.parametrize("snippet", ex06.SNIPPETS, ids=lambda snippet: snippet.id)
 def test_no_message_shows_the_right_verdict_or_mechanism(snippet):
     """Every wrong answer to a snippet (verdict, mechanism or both) fails with a message that never quotes what is
-    right, unless the learner's own answer said it; the misconception it may name says the situation, not the label."""
+    right, unless the learner's own answer said it; the misconception it may name says the situation, not the label.
+    A held-back snippet's message names the snippet only: no evidence of running it, no misconception."""
     truth = (snippet.verdict, snippet.mechanism)
+    ex06._judge(snippet, ex06.CORNER_INPUTS, _answer(snippet, *truth), "f()")
     for verdict in ex06.VERDICTS:
         for mechanism in ex06.MECHANISMS:
             if (verdict, mechanism) == truth:
                 continue
             with pytest.raises(ex06.GradingFailure) as failure:
-                ex06._judge(snippet, ex06.CORNER_INPUTS, (verdict, mechanism), "f()")
+                ex06._judge(snippet, ex06.CORNER_INPUTS, _answer(snippet, verdict, mechanism), "f()")
             message = failure.value.message
+            if snippet.id in ex06.HELD_BACK:
+                assert f"{snippet.id} is wrong" in message and not failure.value.suspects
+                assert "finite differences" not in message and "Error" not in message
             if verdict != truth[0]:
                 assert repr(truth[0]) not in message
             if truth[1] not in (verdict, mechanism):  # "fine" is a verdict and a mechanism: theirs to read back
@@ -127,13 +138,44 @@ def test_no_message_shows_the_right_verdict_or_mechanism(snippet):
         assert snippet.mechanism not in named.line()
 
 
+@pytest.mark.parametrize("snippet", [s for s in ex06.SNIPPETS if s.kind == "gradient"], ids=lambda snippet: snippet.id)
+def test_wrong_saved_names_fail_without_showing_the_right_ones(snippet):
+    """Saved names that are off by one name (one missing, or one too many) fail the snippet, right verdict and
+    mechanism or not; the message shows the learner's names, never the right ones, and names no misconception."""
+    extra = next(name for name in ("x", "y", "z", "d") if name not in snippet.saved)
+    wrong = [snippet.saved | {extra}] + [snippet.saved - {name} for name in snippet.saved]
+    for saved in wrong:
+        with pytest.raises(ex06.GradingFailure) as failure:
+            ex06._judge(snippet, ex06.CORNER_INPUTS, _answer(snippet, snippet.verdict, snippet.mechanism, saved), "f()")
+        assert not failure.value.suspects
+        if snippet.id not in ex06.HELD_BACK:
+            assert f"({', '.join(sorted(saved)) or 'none'})" in failure.value.message
+
+
+def test_saved_names_decide_the_verdicts_not_the_look_of_the_code():
+    """Every gradient snippet's saved names are what saved_tensors_hooks measures, and the replacements of the
+    lesson-like rows (S02, S16, S19) turn on a node keeping its output (tanh, sigmoid) or its input (cos)."""
+    for snippet in ex06.SNIPPETS:
+        if snippet.kind == "gradient":
+            assert ex06.measure_saved(snippet, ex06.CORNER_INPUTS) == snippet.saved
+    by_id = {s.id: s for s in ex06.SNIPPETS}
+    assert by_id["S02"].saved == {"z"} and by_id["S16"].saved == {"z"} and by_id["S19"].saved == {"y"}
+    assert ex06.measure_saved(by_id["S05"], ex06.CORNER_INPUTS) == frozenset()  # refused before a node is made
+
+
 def test_answers_are_read_leniently_but_completely():
-    reference = {s.id: (s.verdict, s.mechanism) for s in ex06.SNIPPETS}
-    loose = {key: [verdict.upper().replace(" ", "_"), mechanism.strip(".").title()]
-             for key, (verdict, mechanism) in reference.items()}
+    reference = {s.id: _answer(s, s.verdict, s.mechanism) for s in ex06.SNIPPETS}
+    loose = {key: [answer[0].upper().replace(" ", "_"), answer[1].strip(".").title(), *answer[2:]]
+             for key, answer in reference.items()}
+    loose = {key: value[:2] + [" ".join(sorted(value[2])) if len(value[2]) % 2 else sorted(value[2])]
+             if len(value) == 3 else value for key, value in loose.items()}
     assert ex06._read_answers(loose, "f()") == reference
     with pytest.raises(ex06.GradingFailure, match="is not a pair"):
-        ex06._read_answers({key: verdict for key, (verdict, _) in reference.items()}, "f()")
+        ex06._read_answers({key: answer[0] for key, answer in reference.items()}, "f()")
+    with pytest.raises(ex06.GradingFailure, match="is not a triple"):
+        ex06._read_answers({key: answer[:2] for key, answer in reference.items()}, "f()")
+    with pytest.raises(ex06.GradingFailure, match="is not a name or a set of names"):
+        ex06._read_answers({**reference, "S01": ("raises", "version counter", 3)}, "f()")
 
 
 # ------------------------------------------------------------------------------------------ Part A: the audit's truth

@@ -38,18 +38,19 @@ hint = HintBook({
         "into the caller's list itself."),
         checks=("check_train_keep_best",), cells=("train_keep_best",)),
     "C": PartHints(texts=(
-        "For each snippet: does it write into a leaf, into a tensor a backward node saved (directly, through an "
-        "index, or through a tensor that shares its bookkeeping), or through `.data`? Or does it cut a path, move "
-        "a name, or skip a reset?",
-        "Measure what a node kept, in a scratch cell: after `y = x.tanh()`, `y.grad_fn._saved_result` and `y` "
-        "share a `data_ptr()`, and `y._version` counts the in-place writes into `y`. A tensor whose version moved "
-        "after a node saved it is what backward refuses. `checks.run_snippet(\"S13\", x=[0.5, -1.0, 0.0])` runs a "
-        "snippet on inputs of your choice.",
-        "Which tensors are saved decides most of them, and you can measure it instead of guessing by analogy: right "
-        "after the line that makes a node, compare the data_ptr() of its grad_fn._saved_result or "
-        "grad_fn._saved_self with the tensors you hold and note their _version; after the in-place line, read the "
-        "_version again. A saved tensor whose version moved is what backward refuses, whatever the values did. "
-        "detach() and .data both share memory with the original, but only detach() shares the version counter; "
-        "clone() shares neither."),
+        "For each snippet: which of its tensors did each backward node keep, its input or its output, and does a "
+        "later line write into that memory (directly, through an index, or through a tensor that shares it), "
+        "through `.data`, or into a leaf? Or does it cut a path, move a name, or skip a reset?",
+        "Check values: S11's nodes kept the memory of two of its names and S05's of none (it stops before a node is "
+        "made); in groups 1 and 2 together, exactly two snippets name more than one tensor. A smaller case, in a "
+        "scratch cell: after `y = x.tanh()`, `y.grad_fn._saved_result` and `y` share a `data_ptr()`, and "
+        "`y._version` counts the in-place writes into `y`. `checks.run_snippet(\"S13\", x=[0.5, -1.0, 0.0])` "
+        "runs a snippet that is not held back on inputs of your choice.",
+        "Trace a case outside the bank first: after `u = x * 3` and `v = u.sinh()`, the only saved attribute of "
+        "`v.grad_fn` (dir() lists the `_saved_` ones) has the `untyped_storage().data_ptr()` of u, not of v: sinh "
+        "keeps its input, so an in-place edit of u makes backward refuse, and one of v would not. Asking each node "
+        "of a snippet the same question gives its saved names, and with its in-place line most verdicts; never "
+        "assume that an op keeps what a neighbouring op keeps. detach() and .data both share memory with the "
+        "original, but only detach() shares the version counter; clone() shares neither."),
         checks=("check_snippets",), cells=("classify_snippets",)),
 })

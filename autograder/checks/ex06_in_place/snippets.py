@@ -1,8 +1,9 @@
 """Part C of exercise 06: 24 snippets the lesson did not show, each sorted into "raises" / "silently wrong" / "fine"
-with the mechanism that decides it, graded snippet by snippet in three groups of eight. A verdict is measured by
-running the snippet on the installed PyTorch (a recorded verdict that disagrees is a course bug); no message shows a
-snippet's right verdict or mechanism, only what running it gives and, when two cases agree, what its group's
-situation is, as a question."""
+with the mechanism that decides it and, for a gradient snippet, the names of its tensors whose memory a backward node
+saved; graded snippet by snippet in three groups of eight. A verdict and the saved names are measured by running the
+snippet on the installed PyTorch (a recorded answer that disagrees is a course bug); no message shows a snippet's
+right verdict, mechanism or saved names, only what running it gives (never for the held-back snippets of group 3,
+whose messages name the snippet only) and, when two cases agree, what its group's situation is, as a question."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ class Snippet:
     def mechanism(self) -> str:
         return GROUPS[self.group][0]
 
+    @property
+    def saved(self) -> frozenset[str] | None:
+        """For a gradient snippet, the names it binds (x, y, z, d) whose memory a tensor saved by a backward node
+        shares, by the time the code stops (an error stops it); None for an update snippet."""
+        return frozenset(SAVED[self.id]) if self.kind == "gradient" else None
+
 
 def _bank(*entries: tuple[str, str, str, str]) -> list[Snippet]:
     return [Snippet(f"S{number:02d}", *entry) for number, entry in enumerate(entries, start=1)]
@@ -64,7 +71,7 @@ RAISES, WRONG, FINE = VERDICTS
 #: whose backward needs its own result, a loop that trains a copy, a reset that comes too early...).
 SNIPPETS = _bank(
     ("saved", "gradient", RAISES, "y = x * 3\nz = y ** 2\ny.add_(1)\nloss = z.sum()"),
-    ("harmless", "gradient", FINE, "y = x * 2\ny.exp_()\nloss = y.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\nz = torch.tanh(y)\ny.mul_(-1)\nloss = z.sum()"),
     ("data_intermediate", "gradient", WRONG, "y = x.tanh()\ny.data.mul_(0.5)\nloss = y.sum()"),
     ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
                                        "    with torch.no_grad():\n        w.sub_(lr * w.grad)\n"
@@ -84,13 +91,13 @@ SNIPPETS = _bank(
     ("data_intermediate", "gradient", WRONG, "y = x * 3\nz = y ** 2\ny.data.add_(1)\nloss = z.sum()"),
     ("rebinding", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
                                    "        w = w - lr * w.grad\n    w.requires_grad_(True)"),
-    ("clone", "gradient", FINE, "y = torch.sigmoid(x)\ny = y.clone()\ny.mul_(2)\nloss = y.sum()"),
+    ("clone", "gradient", FINE, "y = x.clone()\nz = torch.sigmoid(y)\ny.mul_(2)\nloss = z.sum()"),
     # Group 3: where the lesson's rules, applied by the look of the code, mispredict (a write that changes no value,
     # an op that keeps its input where its neighbours keep their output, a ratio to its own detached copy). Its
     # gradient snippets are held back from run_snippet (HELD_BACK): the learner measures what the nodes kept.
     ("saved", "gradient", RAISES, "y = torch.sigmoid(x)\ny.relu_()\nloss = y.sum()"),
     ("harmless", "gradient", FINE, "y = x.sin()\ny.mul_(2)\nloss = y.sum()"),
-    ("detach_write", "gradient", RAISES, "y = x.exp()\ny.detach().clamp_(min=0.0)\nloss = y.sum()"),
+    ("detach_write", "gradient", RAISES, "y = x + 1\nz = y.cos()\ny.detach().mul_(1.0)\nloss = z.sum()"),
     ("no_grad_update", "update", FINE, "for _ in range(steps):\n    w.grad = None\n    loss_of(w).backward()\n"
                                        "    with torch.no_grad():\n        w.copy_(w - lr * w.grad)"),
     ("no_reset", "update", WRONG, "w.grad = None\nfor _ in range(steps):\n    loss_of(w).backward()\n"
@@ -99,6 +106,13 @@ SNIPPETS = _bank(
     ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
     ("harmless", "gradient", FINE, "y = x * 2\nz = y.exp()\ny.zero_()\nloss = z.sum()"),
 )
+
+#: What the backward nodes of each gradient snippet kept, as the names whose memory a saved tensor shares (measured by
+#: :func:`measure_saved` with saved_tensors_hooks; a tensor that shares memory with a saved one counts, e.g. both the
+#: y and the d = y.detach() of S06). The verdicts of groups 1-3 hinge on them; the part asks for them.
+SAVED = {"S01": ("y",), "S02": ("z",), "S03": ("y",), "S05": (), "S06": ("d", "y"), "S08": ("y",), "S11": ("x", "y"),
+         "S13": ("x",), "S14": ("y",), "S16": ("z",), "S17": ("y",), "S18": ("x",), "S19": ("y",), "S22": ("y",),
+         "S24": ("z",)}
 
 #: Every group: its mechanism, and what a wrong answer on a snippet of the group misjudged (named after the situation
 #: the code shows, never after the mechanism that decides it; the explanation, for graded feedback, may say more).
@@ -109,11 +123,12 @@ GROUPS = {
         "being used in an in-place operation', before any backward.",
         "What does PyTorch do with an in-place write into a tensor created with requires_grad=True, and when?")),
     "saved": ("version counter", Misconception(
-        "an overwrite of a tensor backward saved, misjudged", "Backward nodes keep what their derivative needs: exp, "
-        "tanh, sigmoid, relu and sqrt their output, a power, a product or sin their inputs (grad_fn._saved_result "
-        "and grad_fn._saved_self show which). An in-place edit of such a tensor (also through an index, y[1:] = 0) "
-        "bumps its version counter, even when it changes no value, and backward() raises 'modified by an inplace "
-        "operation'.", "Which tensors did the backward nodes here keep, and what wrote into one of them afterwards?")),
+        "an overwrite of a tensor backward saved, misjudged", "Backward nodes keep what their derivative needs: some "
+        "their output, some their inputs (grad_fn._saved_result, grad_fn._saved_self and grad_fn._saved_other show "
+        "which; compare their data_ptr() with your tensors'). An in-place edit of such a tensor (also through an "
+        "index, y[1:] = 0) bumps its version counter, even when it changes no value, and backward() raises "
+        "'modified by an inplace operation'.",
+        "Which tensors did the backward nodes here keep, and what wrote into one of them afterwards?")),
     "detach_write": ("version counter", Misconception(
         "a write through detach(), misjudged", "detach() shares memory and the version counter with the original: "
         "writing into it changes the saved tensor, the counter sees it (it counts writes, not changed values), and "
@@ -139,13 +154,13 @@ GROUPS = {
         "What does w.grad hold after the second step's backward?")),
     "harmless": ("fine", Misconception(
         "an in-place op on a tensor nothing saved, misjudged", "An in-place edit only matters when it overwrites a "
-        "leaf or a tensor that a backward node saved. Adding or multiplying by a constant saves nothing, so editing "
-        "y = x * 2 in place is fine; sin keeps its input, so editing its output is fine; exp keeps its output, so "
-        "editing its input afterwards is fine; and an in-place op such as exp_() saves its own new result, which "
-        "nothing edits afterwards.", "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
+        "leaf or a tensor that a backward node saved. Adding or multiplying by a constant saves nothing, and a "
+        "function that keeps its output does not need its input: which one a node kept is what its grad_fn._saved_* "
+        "attributes show.", "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
     "clone": ("fine", Misconception(
-        "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original and "
-        "everything backward saved from it alone, and gradients still flow through the clone.",
+        "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original alone, "
+        "and gradients still flow through the clone; editing the clone is safe unless a node saved the clone "
+        "itself.",
         "Which memory does the write after clone() change, and does any backward node read it?")),
     "no_grad_update": ("fine", Misconception(
         "an in-place update under no_grad, misjudged", "Inside torch.no_grad() nothing is recorded, so the leaf "
@@ -194,6 +209,31 @@ def measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
         raise CourseBug(f"snippet {snippet.id} is {verdict!r} on PyTorch {torch.__version__} ({evidence}), but the "
                         f"exercise records {snippet.verdict!r}.")
     return verdict, evidence
+
+
+def measure_saved(snippet: Snippet, inputs: SnippetInputs) -> frozenset[str]:
+    """The names a gradient snippet binds whose memory a tensor saved by a backward node shares, measured with
+    saved_tensors_hooks while its code runs (up to an error, if it raises); a CourseBug if they are not the recorded
+    :data:`SAVED`."""
+    kept: list[Tensor] = []
+
+    def pack(tensor):
+        kept.append(tensor)
+        return tensor
+
+    namespace = {"torch": torch, "x": inputs.x.clone().requires_grad_(True)}
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            _run_source(snippet.source, namespace)
+    except Exception:  # a snippet that raises saved what it saved before the error
+        pass
+    memory = {tensor.untyped_storage().data_ptr() for tensor in kept}
+    names = frozenset(name for name, value in namespace.items()
+                      if isinstance(value, Tensor) and value.untyped_storage().data_ptr() in memory)
+    if names != snippet.saved:
+        raise CourseBug(f"snippet {snippet.id}'s nodes saved {sorted(names)} on PyTorch {torch.__version__}, but the "
+                        f"exercise records {sorted(snippet.saved)}.")
+    return names
 
 
 def _measure(snippet: Snippet, inputs: SnippetInputs) -> tuple[str, str]:
@@ -277,10 +317,20 @@ def _one_of(value, options: tuple[str, ...]) -> str | None:
     return next((option for option in options if _words(option).lstrip(".") == wanted), None)
 
 
-def _read_answers(answer, what: str) -> dict[str, tuple[str, str]]:
-    """{snippet id: (verdict, mechanism)} from the learner's dict, or a GradingFailure saying what is missing."""
+def _names(value) -> frozenset[str] | None:
+    """The saved names of an answer: one name, or a set, list or tuple of names (spaces do not matter), else None."""
+    if type(value) is str:
+        value = value.replace(",", " ").split()
+    if type(value) not in (set, frozenset, list, tuple) or not all(type(name) is str for name in value):
+        return None
+    return frozenset(name.strip() for name in value)
+
+
+def _read_answers(answer, what: str) -> dict[str, tuple]:
+    """{snippet id: (verdict, mechanism)} for an update snippet, (verdict, mechanism, saved names) for a gradient
+    snippet, from the learner's dict, or a GradingFailure saying what is missing."""
     __tracebackhide__ = True
-    example = "{'S01': ('<verdict>', '<mechanism>'), 'S02': ..., ...}"
+    example = "{'S01': ('<verdict>', '<mechanism>', {'<name>', ...}), ..., 'S04': ('<verdict>', '<mechanism>'), ...}"
     if type(answer) is not dict:
         raise GradingFailure(f"{what} returned {type(answer).__name__}; expected a dict such as {example}.")
     missing = [s.id for s in SNIPPETS if s.id not in answer]
@@ -289,37 +339,52 @@ def _read_answers(answer, what: str) -> dict[str, tuple[str, str]]:
     read, invalid = {}, []
     for snippet in SNIPPETS:
         pair = answer[snippet.id]
-        if type(pair) not in (tuple, list) or len(pair) != 2:
-            invalid.append(f"{snippet.id}: {pair!r:.40} is not a pair (verdict, mechanism)")
+        size, shape = (3, "a triple (verdict, mechanism, saved names)") if snippet.kind == "gradient" else \
+            (2, "a pair (verdict, mechanism)")
+        if type(pair) not in (tuple, list) or len(pair) != size:
+            invalid.append(f"{snippet.id} ({snippet.kind} snippet): {pair!r:.40} is not {shape}")
             continue
+        names = None
+        if size == 3:
+            names = _names(pair[2])
+            if names is None:
+                invalid.append(f"{snippet.id}: saved names {pair[2]!r:.30} is not a name or a set of names")
         verdict, mechanism = _one_of(pair[0], VERDICTS), _one_of(pair[1], MECHANISMS)
         if verdict is None:
             invalid.append(f"{snippet.id}: verdict {pair[0]!r:.30} is not one of {', '.join(map(repr, VERDICTS))}")
         if mechanism is None:
             invalid.append(f"{snippet.id}: mechanism {pair[1]!r:.30} is not one of "
                            f"{', '.join(map(repr, MECHANISMS))}")
-        read[snippet.id] = (verdict, mechanism)
+        read[snippet.id] = (verdict, mechanism) if size == 2 else (verdict, mechanism, names)
     if invalid:
         raise GradingFailure(f"{what}: {'; '.join(invalid[:4])}{' ...' if len(invalid) > 4 else ''}. Expected a "
                              f"dict such as {example}.")
     return read
 
 
-def _judge(snippet: Snippet, inputs: SnippetInputs, answer: tuple[str, str], what: str) -> None:
-    """The learner's verdict must be what running the snippet gives, and the mechanism the one that decides it. The
-    message shows the snippet, the answer and the evidence of running it, never the right verdict or mechanism; for
-    a snippet held back from run_snippet (:data:`HELD_BACK`) it names the snippet only, since measuring it is the
-    learner's part."""
+def _judge(snippet: Snippet, inputs: SnippetInputs, answer: tuple, what: str) -> None:
+    """The learner's verdict must be what running the snippet gives, the mechanism the one that decides it and, for a
+    gradient snippet, the saved names those the nodes kept. The message shows the snippet, the answer and the
+    evidence of running it, never the right verdict, mechanism or names; for a snippet held back from run_snippet
+    (:data:`HELD_BACK`) it names the snippet only and no misconception (its group's situation would give the verdict
+    away), since measuring it is the learner's part."""
     __tracebackhide__ = True
     truth, evidence = measure(snippet, inputs)
-    verdict, mechanism = answer
-    if verdict == truth and mechanism == snippet.mechanism:
+    verdict, mechanism = answer[:2]
+    saved_right = snippet.kind != "gradient" or answer[2] == measure_saved(snippet, inputs)
+    if verdict == truth and mechanism == snippet.mechanism and saved_right:
         return
     if snippet.id in HELD_BACK:  # the measurement is the part: which snippet is off, not what running it shows
-        said = ("running it disagrees with your pair (verdict, mechanism) for this snippet. Run it yourself in a "
-                "scratch cell: what does each backward node keep (grad_fn._saved_result, _saved_self), and which "
-                "tensors' _version or data_ptr() move before backward()?")
-    elif verdict != truth:
+        raise GradingFailure(f"{what}: {snippet.id} is wrong (its verdict, its mechanism or the names you say its "
+                             "nodes saved). It is held back: settle it by measuring its graph in a scratch cell of "
+                             "your own, not by reading this message.")
+    if verdict == truth and mechanism == snippet.mechanism:  # only the saved names are off: no group's situation
+        names = ", ".join(sorted(answer[2])) or "none"
+        code = "\n".join("      " + line for line in snippet.source.splitlines())
+        raise GradingFailure(f"{what}: {snippet.id} (gradient snippet):\n{code}\n    the names you say its backward "
+                             f"nodes saved ({names}) are not the names whose memory a saved tensor shares. Which "
+                             "tensor does each node's grad_fn._saved_* hold, and whose data_ptr() is it?")
+    if verdict != truth:
         said = f"you said {verdict!r}; running it: {evidence}."
     else:
         said = (f"your verdict {verdict!r} is what running it gives ({evidence}), but {mechanism!r} is not what "
@@ -339,9 +404,10 @@ def check_snippets(classify_snippets, group: int, grading_seed: int | None = Non
     Domain (the part's text): the bank's snippets with their inputs (:func:`_snippet_inputs`): gradient snippets on a
     float64 leaf x of 3 to 5 entries in [-1.5, 1.5), not all zero, update snippets with lr in [0.05, 0.2) and steps
     >= 2. Corner pinned at every seed: :data:`CORNER_INPUTS` (a zero entry, both signs, steps = 2). Contracts
-    checked: a dict with a pair (verdict, mechanism) from the two lists for every snippet; each verdict is the one
-    running the snippet on the installed PyTorch gives (a recorded verdict that disagrees is a course bug, not the
-    learner's).
+    checked: a dict with a pair (verdict, mechanism) from the two lists for every update snippet and a triple
+    (verdict, mechanism, saved names) for every gradient snippet; each verdict, and each set of saved names, is the
+    one running the snippet on the installed PyTorch gives (a recorded one that disagrees is a course bug, not the
+    learner's). A held-back snippet's failure names the snippet only.
     """
     __tracebackhide__ = True
     what = "classify_snippets()"
