@@ -86,6 +86,8 @@ PARAMETERS_REPLACED = Misconception(
 BUFFERS_NOT_RESTORED = Misconception(
     "the momentum buffers not brought back to best_step",
     "The given step updates each buffer in place (mul_, add_), so a record that holds the same tensors (a copy of "
-    "the list, not of its tensors) follows every later update, as does a list never restored. Record each buffer "
-    "with clone() when you record the weights, and put those copies into the caller's list at the end.",
-    "Which tensors does your record of the buffers hold, and what does each later step do to them?")
+    "the list, not of its tensors) follows every later update, as does a list never restored, or restored by "
+    "rebinding the argument's name to another list (the caller's list is untouched). Record each buffer with "
+    "clone() when you record the weights, and put those copies into the caller's own list at the end.",
+    "Which tensors does your record of the buffers hold, what does each later step do to them, and does your "
+    "function change the caller's list or only rebind a name of its own?")
