@@ -79,7 +79,8 @@ def test_the_prediction_may_not_run_the_model():
 def test_every_pipeline_keeps_the_promise_and_shows_every_mistake(seed):
     """At every seed: each kind shows sound and broken in the first two pipelines (the straight-through sort among
     the broken ones, so a plain sum misses it; one stage that records no graph in each pipeline, and an inference
-    tensor handed on); every pipeline starts and ends with a sound stage; the tests' own locator names exactly the
+    tensor handed on; a broken clip that agrees with central differences at the pipeline's inputs, only not at its
+    own); every pipeline starts and ends with a sound stage; the tests' own locator names exactly the
     broken stages; and on fresh random weightings a broken stage is off by more than 1 % of its gradient's largest
     entry and a sound one agrees within 1e-6, as the part promises."""
     cases = list(cuts._cases(seed))
@@ -91,7 +92,7 @@ def test_every_pipeline_keeps_the_promise_and_shows_every_mistake(seed):
     handed_inference = False
     for stages, inputs, expected in cases:
         names = [name for name, _ in stages]
-        assert 5 <= len(names) <= 8 and len(set(names)) == len(names)
+        assert 5 <= len(names) <= 9 and len(set(names)) == len(names)
         assert names[0] not in expected and names[-1] not in expected
         assert any(name in cuts.NO_GRAPH for name in expected)
         assert cuts.reference_find_cuts(stages, inputs) == expected
@@ -107,6 +108,9 @@ def test_every_pipeline_keeps_the_promise_and_shows_every_mistake(seed):
                 assert (gap > 0.01) if name in expected else (gap < 1e-6), (name, gap)
             values = output
     assert handed_inference
+    # a locator that measures every stage at the pipeline's inputs misses a broken clip that serve feeds
+    assert [cuts._at_the_start(stages, inputs) != expected for stages, inputs, expected in cases] == [
+        "clip" in expected for _, _, expected in cases]
 
 
 def test_the_team_pipelines_keep_the_promise_too():

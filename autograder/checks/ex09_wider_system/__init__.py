@@ -77,9 +77,11 @@ hint = HintBook({
         texts=(
             "When autograd and central differences disagree on the pipeline from its input up to some stage, which "
             "stages could be at fault, and what would you have to hold fixed to put one stage alone on trial?",
-            "Check values on `checks.team_pipeline(0)`: four of its eight stages are broken, and the last stage "
+            "Check values on `checks.team_pipeline(0)`: four of its nine stages are broken, and the eighth stage "
             "receives an inference tensor. Weighted at random, a sound stage there agrees with central differences "
-            "to within 4e-9 of its gradient's largest entry, and each broken one is off by more than a tenth of it. A "
+            "to within 4e-9 of its gradient's largest entry, and a broken one is off by more than 1 % of it (fewer "
+            "than one weighting in a thousand comes closer). On `checks.team_pipeline(6)` three stages are broken, "
+            "and one of them agrees with central differences when it is given the pipeline's inputs. A "
             "smaller case to try your comparison on: the sum of a sorted row is the sum of the row, so which "
             "weighting of a sort's output can tell a right gradient from one that ignores the order?",
             "Trace `checks.team_pipeline(0)` by hand, one stage at a time: what does the stage receive when the "

@@ -1,8 +1,9 @@
 """Part C1: ``find_cuts(stages, inputs)`` locates, in a pipeline of opaque stages, the ones whose recorded gradient
 disagrees with central differences of what they compute. Every kind of stage comes in a sound and a broken version
 under the same name; the broken ones cut the gradient in ways the output does not show (a detached statistic, a
-straight-through sort, a hook that zeroes the gradient, a hand-written backward with the wrong derivative) or cut it
-altogether (a round trip through Python numbers, a stage run under ``inference_mode``)."""
+straight-through sort, a hook that zeroes the gradient, a hand-written backward with the wrong derivative, a clamp
+whose hand-written backward is right inside its limits and wrong beyond them, where only the stage before it sends
+values) or cut it altogether (a round trip through Python numbers, a stage run under ``inference_mode``)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,19 @@ from .misconceptions import (
     CUT_EXACT,
     CUT_INFERENCE_LEAF,
     CUT_NO_GRAPH,
+    CUT_PIPELINE_INPUT,
     CUT_PREFIX,
     CUT_SUM_DIRECTION,
 )
 
 CASES = 4
 #: A broken stage's gradient differs from central differences by more than this fraction of the gradient's largest
-#: entry, a sound one by less than 1e-6 of it (float64, step 1e-6): checked on every drawn stage, along the all-ones
-#: direction too (a broken one) except for the straight-through sort, which agrees there.
+#: entry, a sound one by less than 1e-6 of it (float64, step 1e-6): checked on every drawn stage (a broken one along
+#: DRAWS random directions, and along the all-ones direction too except for the straight-through sort, which agrees
+#: there).
 MARGIN = 0.05
+#: How many random directions a broken stage is drawn to keep MARGIN along.
+DRAWS = 8
 
 Stage = tuple[str, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -44,6 +49,25 @@ class _WrongTanh(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * (1 - x * x)
+
+
+class _ThroughClamp(torch.autograd.Function):
+    """clamp to [-LIMIT, LIMIT] whose hand-written backward passes the gradient through everywhere: right inside the
+    limits, wrong beyond them (where the pipeline's inputs never go, and the stage before it may send values)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(-LIMIT, LIMIT)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+#: The clip stage's limits: the pipeline's inputs lie in [-LIMIT, LIMIT).
+LIMIT = 2.0
+#: A broken clip receives at least this many entries beyond its limits.
+BEYOND = 3
 
 
 @torch.no_grad()
@@ -99,10 +123,12 @@ def _make(kind: str, broken: bool, gen: torch.Generator, width: int) -> Callable
         return monitored
     if kind == "squash":                                   # broken: a hand-written backward
         return _WrongTanh.apply if broken else torch.tanh
+    if kind == "clip":                                     # broken: a hand-written backward, wrong beyond the limits
+        return _ThroughClamp.apply if broken else (lambda x: x.clamp(-LIMIT, LIMIT))
     raise ValueError(kind)
 
 
-KINDS = ("normalise", "rescale", "log_softmax", "sort", "cache", "serve", "monitor", "squash")
+KINDS = ("normalise", "rescale", "log_softmax", "sort", "cache", "serve", "monitor", "squash", "clip")
 #: Kinds whose broken version records no graph at all (the output of a leaf input does not require grad).
 NO_GRAPH = frozenset({"cache", "serve"})
 
@@ -134,8 +160,11 @@ def _pipeline(gen: torch.Generator, kinds, broken_kinds, n: int, width: int):
             for _, stage in stages:
                 xs.append(x)
                 x = stage(x).clone()
+        if "clip" in broken_kinds and (xs[kinds.index("clip")].abs() > LIMIT).sum() < BEYOND:
+            continue                                          # a broken clip must receive values beyond its limits
         for (kind, stage), x in zip(stages, xs):
-            directions = [uniform(gen, tuple(stage(x).shape), -1.0, 1.0)]
+            directions = [uniform(gen, tuple(stage(x).shape), -1.0, 1.0)
+                          for _ in range(DRAWS if kind in broken_kinds else 1)]
             if kind != "sort" and kind in broken_kinds:       # broken along the all-ones direction too
                 directions.append(torch.ones_like(directions[0]))
             for direction in directions:
@@ -150,26 +179,79 @@ def _order(gen: torch.Generator, kinds) -> list[str]:
     return [kinds[i] for i in torch.randperm(len(kinds), generator=gen).tolist()]
 
 
+def _clip_after_serve(kinds: list[str]) -> list[str]:
+    """The same kinds with clip (if there) moved right after serve, the fixed linear map that sends values beyond the
+    clip's limits; serve moved one place earlier first if it is last, so that clip is never last."""
+    if "clip" not in kinds:
+        return kinds
+    kinds = [kind for kind in kinds if kind != "clip"]
+    at = kinds.index("serve")
+    if at == len(kinds) - 1:
+        kinds[at - 1], kinds[at] = kinds[at], kinds[at - 1]
+        at -= 1
+    return [*kinds[:at + 1], "clip", *kinds[at + 1:]]
+
+
 def _cases(grading_seed: int | None):
     """(stages, inputs, broken names): two pipelines of every kind, broken in complementary halves (so each kind
-    shows both ways, one that records no graph in each); then two of five kinds drawn, two of them broken, one of
-    those one that records no graph. Every pipeline starts and ends with a sound stage."""
+    shows both ways, one that records no graph in each, clip right after serve); then two of five kinds drawn (clip
+    not among them), two of them broken, one of those one that records no graph. Every pipeline starts and ends with
+    a sound stage."""
     gen = case_stream("09/cuts", grading_seed)
     half = set(_order(gen, [k for k in KINDS if k not in NO_GRAPH])[:3]) | {sorted(NO_GRAPH)[randint(gen, 0, 1)]}
     n, width = randint(gen, 4, 6), randint(gen, 3, 4)
     for broken in (half, set(KINDS) - half):
         sound = _order(gen, [k for k in KINDS if k not in broken])
+        sound.sort(key=lambda kind: kind in ("serve", "clip"))             # neither of them first or last
         middle = _order(gen, [k for k in KINDS if k in broken] + sound[2:])
-        yield _pipeline(gen, [sound[0], *middle, sound[1]], broken, n, width)   # a sound stage first and last
+        kinds = _clip_after_serve([sound[0], *middle, sound[1]])            # a sound stage first and last
+        yield _pipeline(gen, kinds, broken, n, width)
     for _ in range(CASES - 2):
-        others = _order(gen, [k for k in KINDS if k not in NO_GRAPH])[:4]
+        others = _order(gen, [k for k in KINDS if k not in NO_GRAPH and k != "clip"])[:4]
         broken = {sorted(NO_GRAPH)[randint(gen, 0, 1)], others[randint(gen, 0, 3)]}
         sound = [k for k in others if k not in broken]
         kinds = [sound[0], *_order(gen, [*broken, sound[1]]), sound[2]]   # a sound stage first and last
         yield _pipeline(gen, kinds, broken, randint(gen, 4, 6), randint(gen, 3, 4))
 
 
-def _diagnose(found: list[str], expected: list[str], stages, what: str) -> GradingFailure:
+def _at_the_start(stages, inputs) -> list[str]:
+    """The stages that disagree with central differences when each is measured at the pipeline's own inputs."""
+    gen = torch.Generator().manual_seed(0)
+    named = []
+    for name, stage in stages:
+        with torch.no_grad():
+            shape = stage(inputs).shape
+        directions = [torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1 for _ in range(2)]
+        if max(_disagreement(stage, inputs, direction) for direction in directions) > 1e-3:
+            named.append(name)
+    return named
+
+
+def _on_probe(find_cuts, probe: list[Stage], inputs: torch.Tensor) -> list[str] | None:
+    """What find_cuts returns on a small probe pipeline (None if it raises or returns no list)."""
+    try:
+        found = call_learner(find_cuts, probe, inputs, what="find_cuts on a probe")
+    except GradingFailure:
+        return None
+    return list(found) if isinstance(found, (list, tuple)) else None
+
+
+def _probes() -> dict[str, tuple[list[Stage], torch.Tensor]]:
+    """Three small pipelines, each telling one mistake from the others by its numbers. "start": a fixed map tripling
+    values in [1, 1.8], then a broken clip: right at the pipeline's inputs, wrong at every entry it receives. "prefix":
+    a broken squash between two sound stages. "sort": a straight-through sort given rows in reverse order, where its
+    gradient is off by about its largest entry along almost any weighting, and agrees only along weightings equal
+    within each row's reversed pairs (the all-ones one among them)."""
+    gen = generator("09/cuts/probe", 0)
+    rows = torch.arange(24, dtype=torch.float64).flip(0).reshape(6, 4) / 6 - 2          # in [-2, 2), each row reversed
+    return {
+        "start": ([("serve", lambda x: 3 * x), ("clip", _make("clip", True, gen, 4))], rows.abs() / 2.5 + 1),
+        "prefix": ([(kind, _make(kind, kind == "squash", gen, 4)) for kind in ("rescale", "squash", "log_softmax")],
+                   rows),
+        "sort": ([("squash", torch.tanh), ("sort", _make("sort", True, gen, 4))], rows)}
+
+
+def _diagnose(found: list[str], expected: list[str], stages, inputs, what: str, find_cuts) -> GradingFailure:
     names = [name for name, _ in stages]
     extra = [name for name in found if name not in expected]
     missed = [name for name in expected if name not in found]
@@ -177,13 +259,20 @@ def _diagnose(found: list[str], expected: list[str], stages, what: str) -> Gradi
                f"{len(extra)} of the names you returned are sound stages (their gradient agrees with central "
                f"differences at their own input), and {len(missed)} broken stage(s) are missing.")
     first = min((names.index(name) for name in expected), default=len(names))
-    if extra and all(names.index(name) > first for name in extra) and not missed:
-        return proven_failure(message + " Every sound stage you named comes after a broken one.", CUT_PREFIX)
-    if missed and not extra and all(name not in NO_GRAPH for name in missed) and \
-            {name for name in expected if name in NO_GRAPH} <= set(found):
-        if missed == ["sort"]:
-            return proven_failure(message, CUT_SUM_DIRECTION)
+    after = [name for name in names[first:] if name not in expected]     # the sound stages after the first break
+    probes = _probes()
+    if found == _at_the_start(stages, inputs) and _on_probe(find_cuts, *probes["start"]) == []:
+        return proven_failure(message + " The names you returned are exactly the stages whose gradient disagrees "
+                              "with central differences at the pipeline's `inputs`.", CUT_PIPELINE_INPUT)
+    if extra and extra == after and not missed and \
+            _on_probe(find_cuts, *probes["prefix"]) == ["squash", "log_softmax"]:
+        return proven_failure(message + " The sound stages you named are exactly those after the first broken one.",
+                              CUT_PREFIX)
+    if len(missed) > 1 and not extra and missed == [name for name in expected if name not in NO_GRAPH]:
         return proven_failure(message + " Each missing one returns an output that requires grad.", CUT_NO_GRAPH)
+    if missed == ["sort"] and not extra and _on_probe(find_cuts, *probes["sort"]) == []:
+        return proven_failure(message + " It is left out again on rows in reverse order, where a sort's gradient is "
+                              "wrong along almost every weighting of its output.", CUT_SUM_DIRECTION)
     if extra and not missed and len(extra) >= len(names) - len(expected) - 1:
         return proven_failure(message, CUT_EXACT)
     return GradingFailure(message)
@@ -196,7 +285,7 @@ def check_find_cuts(find_cuts, grading_seed: int | None = None) -> None:
 
     Domain: ``stages`` a list of (name, function) pairs, names from KINDS, each at most once; each function maps a
     float64 (n, w) tensor to a float64 (n, w) tensor, 4 <= n <= 6, 3 <= w <= 4; ``inputs`` float64 (n, w) in [-2, 2).
-    A broken stage disagrees by more than MARGIN of its gradient's largest entry (along a random direction; along
+    A broken stage disagrees by more than MARGIN of its gradient's largest entry (along DRAWS random directions; along
     the all-ones one too, except the straight-through sort), a sound one agrees within 1e-6. Four cases: two with
     every kind, broken in complementary halves, two with five kinds, two broken (one recording no graph); a sound
     stage after a broken one in each. Contracts: a list of names, in pipeline order; the inputs unchanged."""
@@ -222,14 +311,14 @@ def check_find_cuts(find_cuts, grading_seed: int | None = None) -> None:
                 if sorted(found) == sorted(expected):
                     raise GradingFailure(f"{what} returned {found}: the right stages, not in pipeline order "
                                          f"{[name for name, _ in stages]}.")
-                raise _diagnose(found, expected, stages, what)
+                raise _diagnose(found, expected, stages, inputs, what, find_cuts)
 
 
 def team_pipeline(seed: int = 0) -> tuple[list[Stage], torch.Tensor]:
     """A pipeline of the team's stages and its inputs, to try a locator on (``seed`` 0 to 9 give ten of them; which
     stages are broken is for the locator to find)."""
     gen = generator("09/cuts/team", int(seed))
-    kinds = _order(gen, list(KINDS))
+    kinds = _clip_after_serve(_order(gen, list(KINDS)))
     broken = set(_order(gen, kinds[1:-1])[:randint(gen, 2, 4)])
     stages, inputs, _ = _pipeline(gen, kinds, broken, randint(gen, 4, 6), randint(gen, 3, 4))
     return stages, inputs

@@ -313,6 +313,12 @@ CUT_EXACT = Misconception(
     "a sound stage never matches autograd to the last bit. Compare with a tolerance between that error and the size "
     "of a real disagreement.",
     question="How close do autograd and central differences come on a stage you know is sound?")
+CUT_PIPELINE_INPUT = Misconception(
+    "measured every stage at the pipeline's input",
+    "A stage's gradient can be right on part of its domain and wrong on the rest (a clamp whose hand-written backward "
+    "lets the gradient through where the value was clamped): measured at the pipeline's input, it is measured where "
+    "it never runs. Each stage is on trial at the values the stage before it hands on.",
+    question="At which values does each stage run when the pipeline runs on `inputs`, and at which did you measure it?")
 CUT_INFERENCE_LEAF = Misconception(
     "an inference tensor made a leaf",
     "A stage run under inference_mode hands the next stage an inference tensor: it may not be set to require grad "
