@@ -41,8 +41,7 @@ hint = HintBook({
         "For each snippet: which of its tensors did each backward node keep, its input or its output, and does a "
         "later line write into that memory (directly, through an index, or through a tensor that shares it), "
         "through `.data`, or into a leaf? Or does it cut a path, move a name, or skip a reset?",
-        "Check values: S11's nodes kept the memory of two of its names and S05's of none (it stops before a node is "
-        "made); in groups 1 and 2 together, exactly two snippets name more than one tensor. A smaller case, in a "
+        "A smaller case, in a "
         "scratch cell: after `y = x.tanh()`, `y.grad_fn._saved_result` and `y` share a `data_ptr()`, and "
         "`y._version` counts the in-place writes into `y`. `checks.run_snippet(\"S13\", x=[0.5, -1.0, 0.0])` "
         "runs a snippet that is not held back on inputs of your choice.",

@@ -153,10 +153,11 @@ GROUPS = {
         "the second step uses the sum of both gradients: no error, wrong weights.",
         "What does w.grad hold after the second step's backward?")),
     "harmless": ("fine", Misconception(
-        "an in-place op on a tensor nothing saved, misjudged", "An in-place edit only matters when it overwrites a "
-        "leaf or a tensor that a backward node saved. Adding or multiplying by a constant saves nothing, and a "
-        "function that keeps its output does not need its input: which one a node kept is what its grad_fn._saved_* "
-        "attributes show.", "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
+        "whether an in-place write reaches memory a node saved, misjudged",
+        "An in-place edit only matters when it overwrites a leaf or a tensor that a backward node saved. Adding or "
+        "multiplying by a constant saves nothing, and a function that keeps its output does not need its input: "
+        "which one a node kept is what its grad_fn._saved_* attributes show.",
+        "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
     "clone": ("fine", Misconception(
         "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original alone, "
         "and gradients still flow through the clone; editing the clone is safe unless a node saved the clone "
