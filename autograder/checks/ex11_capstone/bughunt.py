@@ -46,6 +46,7 @@ from ..ex04_layer_backward import NAIVE_SOFTMAX
 from ..shared import CE_NOT_DIVIDED
 from .batchnorm import BN_EPS, LIBRARY_NORMALISATIONS
 from .misconceptions import (
+    BUG_FACTOR_UNDONE,
     BUG_LEFT_IN,
     DVAR_FACTOR_INVERTED,
     DVAR_FACTOR_ONE,
@@ -263,12 +264,13 @@ def _expect_silu(silu_backward) -> None:
 
 
 def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, var_divisor: str = "n",
-                     mean_divisor: str = "n", ce_divided: bool = True, unbiased_dvar: bool = False
-                     ) -> dict[str, Tensor]:
+                     mean_divisor: str = "n", ce_divided: bool = True, unbiased_dvar: bool = False,
+                     factor_undone: bool = False) -> dict[str, Tensor]:
     """The given backward's stages with the reference exercise-04 pieces. ``var_divisor`` and ``mean_divisor`` ("n" or
     "n - 1") divide BatchNorm's routes back through the variance and the mean; ``unbiased_dvar``: the route through
     the variance taken at (unbiased variance + eps)^(-3/2), the given code's bug; ``ce_divided`` False: the
-    cross-entropy's gradient without its 1/N (a pasted exercise-04 mistake)."""
+    cross-entropy's gradient without its 1/N (a pasted exercise-04 mistake); ``factor_undone``: the buggy route
+    multiplied by (n/(n−1))^(3/2), which scales eps by (n−1)/n (a fix by the factor of Part E's dvar_factor)."""
     n = X.shape[0]
     divisors = {"n": n, "n - 1": n - 1}
     z = X @ params["W1"]
@@ -287,7 +289,10 @@ def staged_gradients(params: dict[str, Tensor], X: Tensor, targets: Tensor, *, v
     da = dh * s * (1 + a * (1 - s))
     dgamma, dbeta = (da * xhat).sum(0), da.sum(0)
     dxhat = da * params["gamma"]
-    dvar = -0.5 * (dxhat * centred).sum(0) * ((centred.var(0) + BN_EPS) ** -1.5 if unbiased_dvar else std ** -3)
+    dvar = -0.5 * (dxhat * centred).sum(0) * ((centred.var(0) + BN_EPS) ** -1.5 if unbiased_dvar or factor_undone
+                                              else std ** -3)
+    if factor_undone:
+        dvar = dvar * (n / (n - 1)) ** 1.5
     dmean = -(dxhat / std).sum(0)
     dz = dxhat / std + dvar * 2 * centred / divisors[var_divisor] + dmean / divisors[mean_divisor]
     return {"W1": X.T @ dz, "gamma": dgamma, "beta": dbeta, "W2": dW2, "b2": db2}
@@ -350,13 +355,17 @@ def _run_case(mlp_gradients, params: dict[str, Tensor], X: Tensor, targets: Tens
     wrong.update(key for key in DIGITS_KEYS if not torch.allclose(got[key], expected[key], rtol=1e-6, atol=1e-8))
     given = given_gradients(params, X, targets)
     variants = {"both": staged_gradients(params, X, targets, var_divisor="n - 1", mean_divisor="n - 1"),
-                "undivided": staged_gradients(params, X, targets, ce_divided=False)}
+                "undivided": staged_gradients(params, X, targets, ce_divided=False),
+                "undone": staged_gradients(params, X, targets, factor_undone=True)}
+    if BUGGY_KEY in wrong and torch.allclose(got[BUGGY_KEY], variants["undone"][BUGGY_KEY], rtol=1e-9, atol=1e-12):
+        wrong.add("factor undone")  # not a fix tuned to one batch size: eps matters on the small batches
     for key in ("b2", "W2", "beta", "gamma", BUGGY_KEY):  # from the loss down: the first wrong one leads
         if key not in wrong:
             continue
         symptoms = [CE_NOT_DIVIDED.looks_like(variants["undivided"][key])]
         if key == BUGGY_KEY:
-            symptoms += [BUG_LEFT_IN.looks_like(given[key]), N_MINUS_1_IN_BACKWARD.looks_like(variants["both"][key])]
+            symptoms += [BUG_LEFT_IN.looks_like(given[key]), N_MINUS_1_IN_BACKWARD.looks_like(variants["both"][key]),
+                         BUG_FACTOR_UNDONE.looks_like(variants["undone"][key])]
         else:  # the given backward has this one right: the answer changed a stage that needed no change
             symptoms.append(RIGHT_STAGE_CHANGED.when(lambda received, right=expected[key]: not torch.allclose(
                 received, right, rtol=1e-6, atol=1e-8)))

@@ -24,7 +24,7 @@ hint = HintBook({
         "pick."),
         checks=("check_logsumexp",), cells=("logsumexp",)),
     "B": PartHints(texts=(
-        "The budget is 10,000 forward passes of one point: how will you split it between points per step and "
+        "The budget is 5,000 forward passes of one point: how will you split it between points per step and "
         "steps, which loss stops pushing the points already on their side with room to spare, and how would your "
         "loop notice that a run got stuck with the tip of a moon on the wrong side?",
         "A loss to test by hand, the hinge $\\max(0,\\ 1 - s\\cdot\\text{score})$ with the sign $s = +1$ for label "

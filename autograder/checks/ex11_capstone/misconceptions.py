@@ -212,6 +212,13 @@ N_MINUS_1_IN_BACKWARD = Misconception(
     "back along each route. The unbiased N − 1 belongs to the running variance, which no gradient flows through.",
     question="By what does the forward divide when it takes the batch's mean and variance, and is each route of "
              "your backward divided by the same?")
+BUG_FACTOR_UNDONE = Misconception(
+    "the culprit line multiplied by the factor back, eps scaled with it",
+    "Multiplying the given line by (n/(n−1))^1.5 turns (unbiased variance + eps)^(-3/2) into (biased variance + "
+    "eps·(n−1)/n)^(-3/2): right only where eps is negligible beside the batch's variance, and off on small batches "
+    "and on features that barely vary. The line must read the variance the forward normalised with, eps as it is.",
+    question="What does your correction do to the eps inside the power, and on which batches does eps matter beside "
+             "the variance?")
 FIX_AT_ONE_BATCH_SIZE = Misconception(
     "a fix that holds at one batch size only",
     "Your gradients agree with autograd on a batch of the try-it cell's size and not on others: a number measured "
