@@ -1,8 +1,8 @@
 """Part A of exercise 06: audit_step(step) finds, by measuring, which in-place hazards an optimizer step with momentum
 has. The suspects are the notebook's given step (``sgd_momentum_step``, none of the hazards) with its parts swapped
 for others: how the first momentum buffer is made, how a later one is updated, whether .grad is edited, and how the
-parameter is written. Truth: each suspect's hazards, declared from its parts (:func:`declared`) and checked against
-what running it shows (:func:`measured`, the oracle; tests/test_ex06_snippets.py compares the two on every
+parameter is written. Truth: each suspect's hazards, declared from its parts (:meth:`Suspect.declared`) and checked
+against what running it shows (:func:`measured`, the oracle; tests/test_ex06_snippets.py compares the two on every
 combination of parts)."""
 
 from __future__ import annotations
