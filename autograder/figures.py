@@ -150,3 +150,43 @@ def show(fig, *, alt: str, caption: str, dpi: int = 100) -> None:
     png = buffer.getvalue()
     display({"text/html": figure_html(png, alt, caption), "image/png": base64.b64encode(png).decode(),
              "text/plain": f"[figure: {alt}] {caption}"}, raw=True)
+
+
+def show_widget(widget, static_html: str) -> None:
+    """Show ``widget`` live, and ``static_html`` wherever widgets are not drawn: an HTML export or a viewer without the
+    widgets' state (nbconvert skips a widget view whose model it lacks and takes the next format). The one output
+    carries both; JupyterLab's widget renderer outranks its HTML one."""
+    from IPython.display import display
+
+    bundle = dict(widget._repr_mimebundle_()) if hasattr(widget, "_repr_mimebundle_") else {}
+    if "application/vnd.jupyter.widget-view+json" not in bundle:
+        raise TypeError(f"{type(widget).__name__} is not a widget that has a view")
+    display({**bundle, "text/html": static_html}, raw=True)
+
+
+def drawn_html(draw, *args, **kwargs) -> str:
+    """The HTML that ``draw(*args, **kwargs)`` displays (figures shown with :func:`show`), captured instead of shown:
+    the static view of a widget that redraws a figure."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        draw(*args, **kwargs)
+    pieces = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
+    if not pieces:
+        raise ValueError(f"{getattr(draw, '__name__', draw)} displayed no HTML")
+    return "".join(pieces)
+
+
+def show_interactive(draw, **controls) -> None:
+    """``ipywidgets.interactive(draw, **controls)`` with its sliders named for screen readers (:mod:`.sliders`), shown
+    live and, where widgets are not drawn, as what ``draw`` shows at the controls' first values, with a line that
+    names the controls."""
+    import ipywidgets as widgets
+
+    from .sliders import with_slider_names
+
+    live = with_slider_names(widgets.interactive(draw, **controls))
+    settings = ", ".join(f"{control.description} {control.value:g}" if isinstance(control.value, (int, float))
+                         else f"{control.description} {control.value}" for control in live.kwargs_widgets)
+    note = f"<p><em>Shown at {html.escape(settings)}: run the notebook to change them.</em></p>"
+    show_widget(live, drawn_html(draw, **live.kwargs) + note)

@@ -642,10 +642,21 @@ class Stepper:
         self.buttons["step ▶"].disabled = self.buttons["run to end »"].disabled = \
             self.step == len(self.schedule.steps)
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def static_html(self) -> str:
+        """The state after the last step (picture, status, table), for a page that cannot run the widget."""
+        from .figures import figure_html
 
-        display(self.widget)
+        last = len(self.schedule.steps)
+        if last not in self._pngs:
+            self._pngs[last] = self.schedule.png(last)
+        return ("<p><em>After the last step: run the notebook to step through it.</em></p>"
+                + figure_html(self._pngs[last], self.schedule.alt(last), CAPTION, width_px=self.schedule.width_px())
+                + self.schedule.status_html(last) + self.schedule.nodes_html(last))
+
+    def _ipython_display_(self) -> None:
+        from .figures import show_widget
+
+        show_widget(self.widget, self.static_html())
 
 
 def show(loss: torch.Tensor, names=None, gradient: torch.Tensor | None = None) -> None:

@@ -914,7 +914,8 @@ def test_lesson_is_accessible_live_and_exported(lesson_runs, lab, browser, lesso
     """Live, after Run All: no critical or serious axe violation in the course's content of the notebook, no image
     without a text alternative, every widget control named (JupyterLab's own findings are recorded, not counted).
     Exported: the notebook JupyterLab saved, as `make html` writes it (``autograder.export``), has no critical or
-    serious violation on the whole page, every image described, its language said. One test for both, so that a lesson
+    serious violation on the whole page, every image described, its language said, and a picture where each widget
+    was. One test for both, so that a lesson
     of :data:`NOT_YET_ACCESSIBLE` passes (and must leave the set) only when all of it does."""
     result = lesson_runs[lesson.name]
     assert "failure" not in result, f"{lesson.name}: {result['failure']} (screenshot: {result.get('screenshot')})"
@@ -924,6 +925,8 @@ def test_lesson_is_accessible_live_and_exported(lesson_runs, lab, browser, lesso
     problems += [f"live: {problem}" for problem in found["controls"]]
     notebook = read_saved(lab.root / "lessons" / lesson.name)
     assert any(cell.get("outputs") for cell in notebook.cells), "the saved notebook holds its outputs"
+    problems += [f"exported: a widget with nothing to show without its kernel ({where})"
+                 for where in widgets_without_a_picture(notebook)]
     target = export.export_notebook(notebook, tmp_path / f"{lesson.stem}.html")
     window = browser.new_page(viewport={"width": 1200, "height": 900})
     try:
@@ -937,6 +940,14 @@ def test_lesson_is_accessible_live_and_exported(lesson_runs, lab, browser, lesso
     finally:
         window.close()
     assert problems == [], f"{lesson.name}, for every reader:\n" + "\n".join(problems)
+
+
+def widgets_without_a_picture(notebook) -> list[str]:
+    """The outputs that show a widget and nothing else (``figures.show_widget`` gives each its static view): an
+    export or a viewer without the widgets' state would show the widget's repr there, or nothing."""
+    view = "application/vnd.jupyter.widget-view+json"
+    return [f"cell {i}" for i, cell in enumerate(notebook.cells) for output in cell.get("outputs", [])
+            if view in output.get("data", {}) and "text/html" not in output["data"]]
 
 
 IMG = re.compile(r"<img\b[^>]*>", re.I)

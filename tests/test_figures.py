@@ -5,6 +5,7 @@ shown figure keeps its text alternative and caption."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import matplotlib
 
@@ -77,3 +78,32 @@ def test_a_shown_figure_keeps_its_text_alternative_and_caption(monkeypatch):
     assert data["text/plain"].startswith("[figure: A line rising") and data["image/png"]
     with pytest.raises(ValueError, match="text alternative"):
         figures.show(plt.subplots()[0], alt=" ", caption="x")
+
+
+def rising_line(slope=1.0):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, slope], label="loss")
+    figures.show(fig, alt=f"A line rising to {slope:g}.", caption="The loss.")
+
+
+def test_a_widget_shows_a_picture_where_widgets_are_not_drawn(tmp_path):
+    """The widgets' output carries its static view: nbconvert, without the widgets' state, exports the figure the
+    controls start at (and the controls' names), where it would otherwise export a widget's repr."""
+    import ipywidgets as widgets
+    import nbformat
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from nbconvert import HTMLExporter
+
+    InteractiveShell.instance()
+    with capture_output() as captured:
+        figures.show_interactive(rising_line, slope=widgets.FloatSlider(value=2.5, description="slope"))
+    (output,) = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert "alt='A line rising to 2.5.'" in output.data["text/html"] and "slope 2.5" in output.data["text/html"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "display_data", data=output.data)])])
+    page, _ = HTMLExporter().from_notebook_node(notebook)
+    assert re.search(r"<img [^>]*alt=.A line rising to 2\.5\.", page), "the exported page shows the figure"
+    assert "interactive(children=" not in page
+    with pytest.raises(TypeError, match="has a view"):
+        figures.show_widget(widgets.fixed(1.0), "<p>no</p>")
