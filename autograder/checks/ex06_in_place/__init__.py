@@ -7,9 +7,10 @@ tensors its backward nodes saved, graded snippet by snippet in three groups of e
 
 Decisions the exercise states to learners:
 
-* Part A's hazards are defined by what happens within three calls, with .grad reset between calls either way (None,
-  or zero_() in place): a buffer that is a .grad's memory, a .grad whose values change, a parameter given new memory
-  (``p.data = ...``, ``p.set_(...)``), and a write the version counter does not see (``p.data.sub_(...)``);
+* Part A's hazards are defined by what happens at some call of a run (the oracle runs three), with .grad reset
+  between calls as training loops do (None, or zero_() in place): a buffer that is a .grad's memory, a .grad whose
+  values change, a parameter given new memory (``p.data = ...``, ``p.set_(...)``), and a write the version counter
+  does not see (``p.data.sub_(...)``);
 * no failure message shows a snippet's right verdict, mechanism or saved tensors: a message shows what running the
   snippet gives (the evidence) and, when two cases agree, the situation its group misjudged, as a question; for the
   snippets held back from the notebook it says only which one is wrong (what running it gives would be the answer).

@@ -33,6 +33,7 @@ from ..shared import read_losses
 from .misconceptions import (
     ACCUMULATED,
     BEST_AMONG_UPDATES,
+    BUFFERS_LIST_REBOUND,
     BUFFERS_NOT_RESTORED,
     HELD_OUT_RECORDED,
     LATER_ON_TIES,
@@ -55,6 +56,32 @@ Tensor = torch.Tensor
 STALE = 0.5
 #: What PyTorch's leaf guard says (an in-place write into a leaf that requires grad while autograd records).
 LEAF_GUARD = "a leaf Variable that requires grad is being used in an in-place operation"
+
+
+class _CallersList(list):
+    """The caller's momentum_buffers: a list that notes whether anything wrote over an entry that held a tensor, or
+    changed it as a whole (a restore does; the given step only fills entries that are still None), so that a list
+    never written after training (a restore that rebound a name) is told apart from one given the wrong tensors."""
+
+    written = False
+
+    def __setitem__(self, index, value):
+        if isinstance(index, slice) or self[index] is not None:
+            self.written = True
+        super().__setitem__(index, value)
+
+
+def _noting(name: str):
+    def method(self, *args, **kwargs):
+        self.written = True
+        return getattr(list, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove", "clear", "sort",
+              "reverse"):
+    setattr(_CallersList, _name, _noting(_name))
 
 
 def _mlp(sizes: tuple[int, int], values: Sequence[Tensor] = ()) -> nn.Module:
@@ -197,7 +224,7 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
         return ((model(problem.x_held) - problem.y_held) ** 2).mean()
 
     d, h = problem.sizes
-    state: list = [None] * len(params)
+    state = _CallersList([None] * len(params))
     what = (f"train_keep_best(model, train_loss, held_out_loss, lr={problem.lr:g}, momentum={problem.momentum:g}, "
             f"steps={problem.steps}, momentum_buffers) for a Linear({d}, {h}), Tanh, Linear({h}, 1) model, mean "
             f"squared errors, {problem.description} (the model arrives with every .grad full of {STALE:g})")
@@ -264,8 +291,9 @@ def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str
     tensor of its own."""
     __tracebackhide__ = True
     log, fd_log = problem.buffers(autograd_gradient), problem.buffers(central_difference)
-    if type(state) is not list or len(state) != len(problem.names):
+    if not isinstance(state, list) or len(state) != len(problem.names):
         raise GradingFailure(f"{what}: momentum_buffers is no longer a list of {len(problem.names)} entries.")
+    stale = BUFFERS_NOT_RESTORED if getattr(state, "written", True) else BUFFERS_LIST_REBOUND
     for i, (name, got) in enumerate(zip(problem.names, state)):
         want, last = log[best][i], log[-1][i]
         where = f"{what}: momentum_buffers[{i}] ({name}) afterwards"
@@ -274,12 +302,12 @@ def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str
                 shown = "None" if got is None else fmt(got)
                 raise GradingFailure(f"{where} is {shown}; after best_step = {best} update(s) torch.optim.SGD's "
                                      f"buffer {'is None' if want is None else 'holds ' + fmt(want)}.",
-                                     suspects=(BUFFERS_NOT_RESTORED,) if got is not None or best else ())
+                                     suspects=(stale,) if got is not None or best else ())
             continue
         if type(got) is not torch.Tensor or got.shape != want.shape:
             raise GradingFailure(f"{where} is {type(got).__name__} {tuple(getattr(got, 'shape', ()))}; expected a "
                                  f"tensor of shape {tuple(want.shape)}.")
-        symptoms = [BUFFERS_NOT_RESTORED.looks_like(last)] if best != problem.steps else []
+        symptoms = [stale.looks_like(last)] if best != problem.steps else []
         expect_close(got.detach(), want, what=where, fd=fd_log[best][i], symptoms=symptoms,
                      source=f"torch.optim.SGD, its buffer after best_step = {best} update(s)")
     tensors = [b for b in state if b is not None]

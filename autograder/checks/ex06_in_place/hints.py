@@ -22,25 +22,27 @@ hint = HintBook({
         "does its in-place buffer update write into?"),
         checks=("check_audit_step",), cells=("audit_step",)),
     "B": PartHints(texts=(
-        "Your record of the best weights has to survive every in-place update that comes after it. Which ways of "
-        "taking a record share memory with the parameters, how would you find out (`data_ptr()`, or the record "
-        "after one more update), which weights does held-out loss number 0 belong to, and what does the given step "
-        "do to a momentum buffer that already exists?",
-        "A smaller case: with steps = 3 and held-out losses $[0.9, 0.5, 0.4, 0.6]$, `best_step` is 2 and the model "
-        "ends holding the weights after 2 updates, not 3; were all four losses equal, `best_step` would be 0. A "
-        "view of a parameter taken with detach() before training must show the final values afterwards: that is "
-        "how the test sees an in-place restore.",
-        "For each of the steps + 1 sets of weights: measure the held-out loss without recording, as a float; when it "
-        "is strictly lower than the best so far, record the parameters and the buffers the caller's list holds at "
-        "that moment, each in memory of its own (a buffer may still be None); after the last measurement stop, "
-        "otherwise clear the gradients, backpropagate the training loss and take the given step with the caller's "
-        "list. At the end write the recorded weights back into the parameters, in place, and the recorded buffers "
-        "into the caller's list itself."),
+        "The given step writes into some tensors in place at every update after the first one: which ones, and what "
+        "does a record that holds those very tensors (rather than values of its own) read once training has gone on? "
+        "And when your function returns, which list does the caller's name point to: the one it passed in, or one "
+        "your function made?",
+        "A smaller case to trace by hand or run: one parameter p = 1.0, training loss p squared, lr 0.1, momentum "
+        "0.9, gradients cleared before each backward. After update 1 the buffer holds 2.0 (and p 0.8), after update "
+        "2 it holds 3.4 (p 0.46), after update 3 it holds 3.98. Were update 1's weights the best, the caller's list "
+        "would hold 2.0 when you return, even though the step went on to 3.98. In the resume cell below your answer, "
+        "a right answer prints a difference of exactly 0: both runs do the same arithmetic in the same order.",
+        "If the resume cell shows the two runs parting, find the first tensor that differs rather than rereading "
+        "your code. For a moment, print one entry of your record of the buffers right after you take it, and again "
+        "after the next update: a record must not move when training goes on (2.0 both times in hint 2's case). Do "
+        "the same with a recorded weight, then check the caller's side: after your function returns, is the "
+        "caller's list the object it passed in, and do its entries match an uninterrupted run of best_step "
+        "updates? Held-out loss number 0 belongs to the weights before any update, and a tie keeps the earlier "
+        "weights."),
         checks=("check_train_keep_best",), cells=("train_keep_best",)),
     "C": PartHints(texts=(
-        "For each snippet: which of its tensors did each backward node keep, its input or its output, and does a "
-        "later line write into that memory (directly, through an index, or through a tensor that shares it), "
-        "through `.data`, or into a leaf? Or does it cut a path, move a name, or skip a reset?",
+        "For each snippet: which of its tensors did each backward node keep (its input, its output, both, an "
+        "index), and does a later line write into that memory (directly, through an index, or through a tensor "
+        "that shares it), through `.data`, or into a leaf? Or does it cut a path, move a name, or skip a reset?",
         "A smaller case, in a "
         "scratch cell: after `y = x.tanh()`, `y.grad_fn._saved_result` and `y` share a `data_ptr()`, and "
         "`y._version` counts the in-place writes into `y`. `checks.run_snippet(\"S13\", x=[0.5, -1.0, 0.0])` "

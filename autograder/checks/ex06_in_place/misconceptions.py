@@ -84,10 +84,15 @@ PARAMETERS_REPLACED = Misconception(
     "load_state_dict without assign=True).",
     "Are the model's parameters after your function the same tensors as before?")
 BUFFERS_NOT_RESTORED = Misconception(
-    "the momentum buffers not brought back to best_step",
-    "The given step updates each buffer in place (mul_, add_), so a record that holds the same tensors (a copy of "
-    "the list, not of its tensors) follows every later update, as does a list never restored, or restored by "
-    "rebinding the argument's name to another list (the caller's list is untouched). Record each buffer with "
-    "clone() when you record the weights, and put those copies into the caller's own list at the end.",
-    "Which tensors does your record of the buffers hold, what does each later step do to them, and does your "
-    "function change the caller's list or only rebind a name of its own?")
+    "the momentum buffers recorded by reference",
+    "The given step updates each existing buffer in place (mul_, add_), so a record that holds the same tensors (a "
+    "copy of the list, detach(), the buffers themselves) follows every later update: at the end it reads the last "
+    "step's buffers. Record each buffer with clone() when you record the weights, and put those copies into the "
+    "caller's list.",
+    "Which tensors does your record of the buffers hold, and what does each later step do to them?")
+BUFFERS_LIST_REBOUND = Misconception(
+    "the caller's list of buffers never written (rebinding)",
+    "After the training loop the caller's list was never written into: either nothing put the record back, or "
+    "`momentum_buffers = ...` rebound your function's own name to another list, which the caller never sees. Its "
+    "list still holds the last step's buffers. Write into the list itself (momentum_buffers[:] = record).",
+    "After your function returns, which list does the caller hold, and did your function ever write into it?")

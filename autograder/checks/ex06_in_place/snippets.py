@@ -67,10 +67,11 @@ def _bank(*entries: tuple[str, str, str, str]) -> list[Snippet]:
 
 RAISES, WRONG, FINE = VERDICTS
 #: None of these is a snippet of lesson 06: each is a variant of a mechanism the lesson shows (a saved INPUT where
-#: the lesson overwrote saved outputs, a write through a view or through .data into a saved input, an in-place op
-#: whose backward needs its own result, a loop that trains a copy, a reset that comes too early...).
+#: the lesson overwrote saved outputs, a write through a view's base or through .data into a saved input, an op that
+#: keeps its input AND its output (prod) or only an index (index_select), a loop that trains a copy, a reset that
+#: comes too early...). S01, S14 and S24's saved names cannot be read off the lesson's table: they are measured.
 SNIPPETS = _bank(
-    ("saved", "gradient", RAISES, "y = x * 3\nz = y ** 2\ny.add_(1)\nloss = z.sum()"),
+    ("saved", "gradient", RAISES, "y = x * 2\nv = y[1:]\nz = v.sin()\ny[0] = 0.0\nloss = z.sum()"),
     ("harmless", "gradient", FINE, "y = x * 2\nz = torch.tanh(y)\ny.mul_(-1)\nloss = z.sum()"),
     ("data_intermediate", "gradient", WRONG, "y = x.tanh()\ny.data.mul_(0.5)\nloss = y.sum()"),
     ("no_grad_update", "update", FINE, "for _ in range(steps):\n    loss_of(w).backward()\n"
@@ -88,12 +89,13 @@ SNIPPETS = _bank(
     ("leaf", "update", RAISES, "for _ in range(steps):\n    loss_of(w).backward()\n    w.sub_(lr * w.grad)\n"
                                "    w.grad = None"),
     ("detach_cut", "gradient", WRONG, "y = x.sin()\nloss = (y * x.detach()).sum()"),
-    ("data_intermediate", "gradient", WRONG, "y = x * 3\nz = y ** 2\ny.data.add_(1)\nloss = z.sum()"),
+    ("data_intermediate", "gradient", WRONG, "y = x + 2\nz = y.prod()\ny.data.mul_(2)\nloss = z * 1.0"),
     ("rebinding", "update", WRONG, "for _ in range(steps):\n    loss_of(w).backward()\n    with torch.no_grad():\n"
                                    "        w = w - lr * w.grad\n    w.requires_grad_(True)"),
     ("clone", "gradient", FINE, "y = x.clone()\nz = torch.sigmoid(y)\ny.mul_(2)\nloss = z.sum()"),
     # Group 3: where the lesson's rules, applied by the look of the code, mispredict (a write that changes no value,
-    # an op that keeps its input where its neighbours keep their output, a ratio to its own detached copy). Its
+    # an op that keeps its input where its neighbours keep their output, a ratio to its own detached copy, an op
+    # that keeps an index and not the tensor it reads). Its
     # gradient snippets are held back from run_snippet (HELD_BACK): the learner measures what the nodes kept.
     ("saved", "gradient", RAISES, "y = torch.sigmoid(x)\ny.relu_()\nloss = y.sum()"),
     ("harmless", "gradient", FINE, "y = x.sin()\ny.mul_(2)\nloss = y.sum()"),
@@ -104,15 +106,16 @@ SNIPPETS = _bank(
                                   "    with torch.no_grad():\n        w -= lr * w.grad"),
     ("detach_cut", "gradient", WRONG, "y = x.exp()\nloss = (y / y.detach()).sum()"),
     ("data_update", "update", FINE, "loss_of(w).backward()\nw.data.sub_(lr * w.grad)\nw.grad.zero_()"),
-    ("harmless", "gradient", FINE, "y = x * 2\nz = y.exp()\ny.zero_()\nloss = z.sum()"),
+    ("harmless", "gradient", FINE, "y = x * 2\ni = torch.tensor([2, 0])\nz = y.index_select(0, i)\ny.zero_()\n"
+                                   "loss = (z ** 2).sum()"),
 )
 
 #: What the backward nodes of each gradient snippet kept, as the names whose memory a saved tensor shares (measured by
 #: :func:`measure_saved` with saved_tensors_hooks; a tensor that shares memory with a saved one counts, e.g. both the
 #: y and the d = y.detach() of S06). The verdicts of groups 1-3 hinge on them; the part asks for them.
-SAVED = {"S01": ("y",), "S02": ("z",), "S03": ("y",), "S05": (), "S06": ("d", "y"), "S08": ("y",), "S11": ("x", "y"),
-         "S13": ("x",), "S14": ("y",), "S16": ("z",), "S17": ("y",), "S18": ("x",), "S19": ("y",), "S22": ("y",),
-         "S24": ("z",)}
+SAVED = {"S01": ("v", "y"), "S02": ("z",), "S03": ("y",), "S05": (), "S06": ("d", "y"), "S08": ("y",),
+         "S11": ("x", "y"), "S13": ("x",), "S14": ("y", "z"), "S16": ("z",), "S17": ("y",), "S18": ("x",),
+         "S19": ("y",), "S22": ("y",), "S24": ("i", "z")}
 
 #: Every group: its mechanism, and what a wrong answer on a snippet of the group misjudged (named after the situation
 #: the code shows, never after the mechanism that decides it; the explanation, for graded feedback, may say more).
@@ -155,8 +158,9 @@ GROUPS = {
     "harmless": ("fine", Misconception(
         "whether an in-place write reaches memory a node saved, misjudged",
         "An in-place edit only matters when it overwrites a leaf or a tensor that a backward node saved. Adding or "
-        "multiplying by a constant saves nothing, and a function that keeps its output does not need its input: "
-        "which one a node kept is what its grad_fn._saved_* attributes show.",
+        "multiplying by a constant saves nothing, a function that keeps its output does not need its input, and one "
+        "that keeps only an index (index_select, max over a dim) does not need the values it read: what a node kept "
+        "is what its grad_fn._saved_* attributes show.",
         "Does the in-place line overwrite a leaf, or a tensor a backward node kept?")),
     "clone": ("fine", Misconception(
         "a write into a clone, misjudged", "clone() copies the memory: editing the copy leaves the original alone, "
@@ -384,7 +388,8 @@ def _judge(snippet: Snippet, inputs: SnippetInputs, answer: tuple, what: str) ->
         code = "\n".join("      " + line for line in snippet.source.splitlines())
         raise GradingFailure(f"{what}: {snippet.id} (gradient snippet):\n{code}\n    the names you say its backward "
                              f"nodes saved ({names}) are not the names whose memory a saved tensor shares. Which "
-                             "tensor does each node's grad_fn._saved_* hold, and whose data_ptr() is it?")
+                             "tensors do each node's _saved_ attributes hold (dir() lists them), and whose "
+                             "untyped_storage().data_ptr() is theirs?")
     if verdict != truth:
         said = f"you said {verdict!r}; running it: {evidence}."
     else:
@@ -434,8 +439,8 @@ def run_snippet(snippet_id: str, *, steps: int = 2, x=None) -> None:
     if snippet.id in HELD_BACK:
         print(f"{snippet.id} is held back: run_snippet does not run the gradient snippets of group 3 "
               f"({', '.join(HELD_BACK)}). Predict it from what each backward node keeps, and measure that in a "
-              "scratch cell of your own on the line that makes the node: grad_fn._saved_result, "
-              "grad_fn._saved_self, _version and data_ptr().")
+              "scratch cell of your own on the line that makes the node: its _saved_ attributes (dir() lists them: "
+              "_saved_result, _saved_self and others), _version and untyped_storage().data_ptr().")
         print("\n".join("    " + line for line in snippet.source.splitlines()))
         return
     inputs = CORNER_INPUTS
