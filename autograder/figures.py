@@ -177,10 +177,10 @@ def drawn_html(draw, *args, **kwargs) -> str:
     return "".join(pieces)
 
 
-def show_interactive(draw, **controls) -> None:
+def show_interactive(draw, *, also_at=(), **controls) -> None:
     """``ipywidgets.interactive(draw, **controls)`` with its sliders named for screen readers (:mod:`.sliders`), shown
-    live and, where widgets are not drawn, as what ``draw`` shows at the controls' first values, with a line that
-    names the controls."""
+    live and, where widgets are not drawn, as what ``draw`` shows at the controls' first values and then at each
+    setting of ``also_at`` (dicts of control values: the ones the text suggests trying), with a line that says so."""
     import ipywidgets as widgets
 
     from .sliders import with_slider_names
@@ -188,5 +188,7 @@ def show_interactive(draw, **controls) -> None:
     live = with_slider_names(widgets.interactive(draw, **controls))
     settings = ", ".join(f"{control.description} {control.value:g}" if isinstance(control.value, (int, float))
                          else f"{control.description} {control.value}" for control in live.kwargs_widgets)
-    note = f"<p><em>Shown at {html.escape(settings)}: run the notebook to change them.</em></p>"
-    show_widget(live, drawn_html(draw, **live.kwargs) + note)
+    then = f", then at the {len(also_at)} settings the text suggests" if also_at else ""
+    note = f"<p><em>Shown at {html.escape(settings)}{then}: run the notebook to change them.</em></p>"
+    pictures = [drawn_html(draw, **{**live.kwargs, **setting}) for setting in ({}, *also_at)]
+    show_widget(live, note + "".join(pictures))

@@ -97,9 +97,11 @@ def test_a_widget_shows_a_picture_where_widgets_are_not_drawn(tmp_path):
 
     InteractiveShell.instance()
     with capture_output() as captured:
-        figures.show_interactive(rising_line, slope=widgets.FloatSlider(value=2.5, description="slope"))
+        figures.show_interactive(rising_line, slope=widgets.FloatSlider(value=2.5, description="slope"),
+                                 also_at=[{"slope": -1.0}])
     (output,) = [o for o in captured.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
-    assert "alt='A line rising to 2.5.'" in output.data["text/html"] and "slope 2.5" in output.data["text/html"]
+    static = output.data["text/html"]
+    assert "alt='A line rising to 2.5.'" in static and "slope 2.5" in static and "alt='A line rising to -1.'" in static
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
         "display_data", data=output.data)])])
     page, _ = HTMLExporter().from_notebook_node(notebook)
