@@ -1,8 +1,9 @@
-"""Checks for exercise 08, broadcasting, one module per part: the backward of out = a + (b * c).sum(-1) when all three
-operands broadcast, by hand (:mod:`.backward`); which output columns of a batch function depend on an example's
-batch-mates (:mod:`.mixing`); a bug hunt in a colleague's scorer of four hand-written Functions (:mod:`.colleague`),
-one of whose backward passes divides by the batch's mean sentence length, right on most test batches
-(:mod:`.pooling`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
+"""Checks for exercise 08, broadcasting, one module per part: the backward of out = a + (b * c).sum(dim) when all three
+operands broadcast and the caller picks the summed axis, by hand (:mod:`.backward`); which output columns of a batch
+function depend on an example's batch-mates (:mod:`.mixing`); a bug hunt in a colleague's scorer of four hand-written
+Functions (:mod:`.colleague`), one of whose backward passes divides by the batch's mean sentence length, right on most
+test batches (:mod:`.pooling`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is
+here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: autograd and central differences in float64 (Parts A and C), functions whose mixing
@@ -21,19 +22,20 @@ __all__ = ["check_add_dot_backward", "check_bug_batches", "check_bug_hunt", "che
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
     "A": PartHints(texts=(
-        "`grad` has the shape of `out`, which has lost the product's last axis. With `b` and `c` of shape `(3, 3)` and "
-        "`a` of shape `(3,)`, which axis of `c` does `grad`'s only axis meet when the two are lined up from the right, "
-        "and which axis of the product did `grad`'s entries come from?",
-        "Two smaller cases to test against. `b` and `c` both `torch.arange(9.).reshape(3, 3)`, `a` of shape `(3,)`, "
-        "`grad = torch.tensor([1., 0., 0.])`: only `out[0]` counts, so `grad_b` is `[[0., 1., 2.], [0., 0., 0.], "
-        "[0., 0., 0.]]`. `b` of shape `(2, 3)`, `c` the 0-d `torch.tensor(2.)`, `grad` all ones of shape `(2,)`: "
-        "`grad_b` is all 2s of shape `(2, 3)`, and `grad_c` is the sum of `b`. Then run the try-it cell on shapes of "
-        "your own: every shape your function returns must be its operand's own, and gradcheck must say True.",
-        "Trace one entry: in the square case, `b[1, 2]` appears in exactly one term, of exactly one output, `out[1]`, "
-        "so its gradient is `grad[1]` times `c[1, 2]`. Arrange `grad` so that, for every shape, its entry for an "
-        "output meets each of that output's k terms: which axis does it need, where, and of what size when only "
-        "one factor has the k? From there each factor goes as in the lesson: times the other factor, then summed "
-        "down to its own shape."),
+        "`grad` has the shape of `out`. With `b` of shape `(2, 3)`, `c` of shape `(2, 1)`, `a` of shape `(5, 1)` and "
+        "`dim` 0, what shape has `grad`? Which of its axes came from `a` alone, which from the product, and where, "
+        "among them, was the axis that the sum removed?",
+        "A smaller case to test against: `b = torch.arange(6.).reshape(2, 3)`, `c = torch.tensor([[1.], [2.]])`, `a` "
+        "any tensor of shape `(2, 1)`, `dim` 0 and `grad = torch.tensor([[1., 0., 0.], [0., 0., 1.]])`. Then "
+        "`grad_a` is `[[1.], [1.]]`, `grad_b` is `[[1., 0., 1.], [2., 0., 2.]]` and `grad_c` is `[[2.], [8.]]`. "
+        "Then run the try-it cell on shapes and dims of your own, with an `a` that adds a dimension in front among "
+        "them: every shape your function returns must be its operand's own, and gradcheck must say True.",
+        "Trace one entry of that case: `b[1, 2]` appears in one term of `out[0, 2]` and one of `out[1, 2]`, each "
+        "time times `c[1, 0]`, so its gradient is `(grad[0, 2] + grad[1, 2]) * c[1, 0]`, which is 2. Arrange `grad` "
+        "so that every output's entry meets each of its k terms: which axis does it need back, and of what size when "
+        "only one factor has the k? Where does that axis go among `grad`'s axes? Number the axes of `grad` and of the "
+        "product from both ends: from which end do the numbers agree whatever `a` adds in front? From there each "
+        "factor goes as in the lesson: times the other factor, then summed down to its own shape."),
         checks=("check_add_dot_backward",), cells=("add_dot_backward",)),
     "B": PartHints(texts=(
         "To see whether example $i$'s output depends on its batch-mates, what must stay the same between two calls "

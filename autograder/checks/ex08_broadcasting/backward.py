@@ -1,16 +1,18 @@
-"""Part A: add_dot_backward(grad, a, b, c), the backward of out = a + (b * c).sum(dim=-1) by hand, when all three
-operands broadcast and the product's last axis is summed away.
+"""Part A: add_dot_backward(grad, a, b, c, dim), the backward of out = a + (b * c).sum(dim) by hand, when all three
+operands broadcast and the caller picks the product's summed axis, dim, positive or negative.
 
-The sum's backward is a broadcast: the upstream gradient gets the summed axis back (size k, the product's last size)
-and every one of the k terms receives it. Each factor's gradient is that times the other factor, at the product's
-broadcast shape (with every dimension the output added in front), then summed down to the factor's own shape; a's
-gradient is grad summed down to a's shape. The oracles are autograd and central differences of
-f(a, b, c) = sum(grad * (a + (b * c).sum(-1))) in float64.
+dim numbers the axes of the product's broadcast shape P. grad has out's shape, P without that axis, lined up from the
+right with a, which may add dimensions in front: a positive dim therefore names a different axis of grad as soon as a
+adds one, and the axis is found counted from the right. The sum's backward is a broadcast: the upstream gradient gets
+the summed axis back there (size k = P[dim]) and every one of the k terms receives it. Each factor's gradient is that
+times the other factor, then summed down to the factor's own shape; a's gradient is grad summed down to a's shape. The
+oracles are autograd and central differences of f(a, b, c) = sum(grad * (a + (b * c).sum(dim))) in float64.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -31,6 +33,7 @@ from ...oracles import autograd_gradient, central_difference
 from ...routes import watch_calls
 from ..cases import case_stream, randint
 from .misconceptions import (
+    AXIS_MISPLACED,
     AXIS_NOT_RESTORED,
     EMPTY_NOT_SUMMED,
     FACTOR_MISSING,
@@ -54,62 +57,112 @@ Shape = tuple[int, ...]
 #: Bound when this module is imported, so that learner code cannot swap it.
 _SUM_TO_SIZE = torch.Tensor.sum_to_size
 
-#: Part A's corners (shapes of a, b, c), tried at every seed.
-CORNER_TRIPLES: list[tuple[Shape, Shape, Shape]] = [
-    ((), (3,), (2, 3)),             # out (2,): grad times c without the summed axis back cannot line up
-    ((3,), (3, 3), (3, 3)),         # square: grad times c without the summed axis back runs, along the wrong axis
-    ((3,), (2, 3, 4), (3, 1)),      # c's size 1 meets the product's 4: compared from the left, it meets the 3
-    ((2, 1), (4,), (3, 4)),         # a stretched to (2, 3): b and c sum over the dimension a added
-    ((3, 1, 1), (2, 1, 3), (4, 3)),  # a size-1 dimension in the middle of b; a adds a dimension in front of all
-    ((2,), (2, 3), ()),             # a 0-d c: the product's last size 3 comes from b alone
-    ((2,), (2, 1), (5,)),           # b's size-1 last dimension stretched to 5, then summed away
-    ((), (4,), (4,)),               # a plain dot product: out and grad are 0-d
-    ((1,), (0, 3), (3,)),           # an empty batch, a's size 1 stretched to 0: zeros of each operand's shape
-    ((2,), (2, 0), (1,)),           # an empty sum (k = 0): b's gradient is empty, c's is a zero
-    ((2, 3), (3, 4), (4,)),         # a's leading dimension added in front of the product's
+#: Part A's corners (shapes of a, b, c, and dim), tried at every seed.
+CORNERS: list[tuple[Shape, Shape, Shape, int]] = [
+    ((), (3,), (2, 3), -1),             # out (2,): grad times c without the summed axis back cannot line up
+    ((3,), (3, 3), (3, 3), -1),         # square: grad times c without the summed axis back runs, along the wrong axis
+    ((3, 1), (2, 3, 4, 2), (2,), 3),    # a (3, 1) under out (2, 3, 4): its 1 meets the 4, compared from the left the 3
+    ((5, 1, 4), (2, 3, 4), (3, 1), 1),  # a adds a dimension in front: grad's axis 1 is not the product's axis 1
+    ((3, 1), (3, 4), (3, 1), 0),        # the same, and a's 3 is k: the axis back at grad's front runs, silently wrong
+    ((), (4,), (3, 4), 0),              # dim 0 of the product, k = 3 from c alone: b has no axis 0 of its own
+    ((2, 1, 1), (3, 1, 5), (4, 5), -2),  # a middle axis, k from c alone, a adds a dimension in front
+    ((3, 1, 1), (2, 1, 3), (4, 3), 0),  # the product's axis 0, from b alone, with a's dimension in front of grad
+    ((3,), (3, 1), (2, 3, 4), -1),      # b's (3, 1) meets the product's (3, 4): compared from the left, (2, 3)
+    ((2, 1), (4,), (3, 4), -1),         # a stretched to (2, 3): b and c sum over the dimension a added
+    ((2,), (2, 3), (), 1),              # a 0-d c: the product's size 3 comes from b alone
+    ((2,), (2, 1), (5,), -1),           # b's size-1 last dimension stretched to 5, then summed away
+    ((), (4,), (4,), 0),                # a plain dot product: out and grad are 0-d
+    ((1,), (0, 3), (3,), -1),           # an empty batch, a's size 1 stretched to 0: zeros of each operand's shape
+    ((2,), (2, 0), (1,), -1),           # an empty sum (k = 0): b's gradient is empty, c's is a zero
+    ((3,), (0, 3), (1, 1), 0),          # an empty sum over axis 0: c's gradient is a zero of shape (1, 1)
+    ((2, 3), (3, 4), (4,), -1),         # a's leading dimension added in front of the product's
 ]
 
 
-def _random_triple(gen) -> tuple[Shape, Shape, Shape]:
-    """Three shapes: a product shape P of 1 to 3 dimensions of sizes 2 to 4; b and c each drop some leading
-    dimensions of P and set some of the rest to 1 (P[-1] kept in one of them); a lines up with P[:-1] the same way,
-    sometimes with one dimension more in front."""
+def _random_case(gen) -> tuple[Shape, Shape, Shape, int]:
+    """Three shapes and a dim: a product shape P of 1 to 3 dimensions of sizes 2 to 4 and an axis of it, dim, drawn
+    positive or negative; b and c each drop some leading dimensions of P and set some of the rest to 1 (P[dim] kept in
+    one of them); a lines up with P without that axis the same way, sometimes with one dimension more in front."""
     product = tuple(randint(gen, 2, 4) for _ in range(randint(gen, 1, 3)))
+    axis = randint(gen, 0, len(product) - 1)
+    positive = randint(gen, 0, 1)
 
     def operand(shape):
         kept = shape[randint(gen, 0, len(shape)):]
         return tuple(1 if randint(gen, 0, 2) == 0 else size for size in kept)
 
+    def keep_axis(shape):        # the factor that carries k: long enough to reach the axis, with P's size there
+        full = product[len(product) - max(len(shape), len(product) - axis):]
+        padded = (1,) * (len(full) - len(shape)) + shape
+        at = len(full) - (len(product) - axis)
+        return padded[:at] + (product[axis],) + padded[at + 1:]
+
     b, c = operand(product), operand(product)
     if randint(gen, 0, 1):
-        b, c = b[:-1] + product[-1:] if b else product[-1:], c
+        b = keep_axis(b)
     else:
-        c = c[:-1] + product[-1:] if c else product[-1:]
-    a = operand(product[:-1])
-    if randint(gen, 0, 2) == 0:      # a dimension in front of all of the product's: a's own, padded with ones
+        c = keep_axis(c)
+    a = operand(product[:axis] + product[axis + 1:])
+    if randint(gen, 0, 2) == 0:      # a dimension in front of all of the output's: a's own, padded with ones
         a = (randint(gen, 2, 3),) + (1,) * (len(product) - 1 - len(a)) + a
-    return a, b, c
+    rank = max(len(b), len(c))       # the rank of b * c, which may have fewer dimensions than the drawn product
+    dim = axis - (len(product) - rank) if positive else axis - len(product)
+    return a, b, c, dim
 
 
-def _out_shape(a: Shape, b: Shape, c: Shape) -> Shape:
-    return tuple(torch.broadcast_shapes(a, tuple(torch.broadcast_shapes(b, c))[:-1]))
+def _out_shape(a: Shape, b: Shape, c: Shape, dim: int) -> Shape:
+    product = list(torch.broadcast_shapes(b, c))
+    del product[dim]
+    return tuple(torch.broadcast_shapes(a, tuple(product)))
 
 
-def _cases(grading_seed: int | None) -> list[tuple[Tensor, ...]]:
-    """The corners, then 8 (public: fixed) or 10 (hidden: drawn) random triples; (grad, a, b, c) in float64."""
+def _cases(grading_seed: int | None) -> list[tuple[Tensor, Tensor, Tensor, Tensor, int]]:
+    """The corners, then 8 (public: fixed) or 10 (hidden: drawn) random ones; (grad, a, b, c) in float64, and dim."""
     gen = case_stream("08/add_dot_backward", grading_seed)
-    triples = CORNER_TRIPLES + [_random_triple(gen) for _ in range(8 if grading_seed is None else 10)]
+    drawn = CORNERS + [_random_case(gen) for _ in range(8 if grading_seed is None else 10)]
     cases = []
-    for shapes in triples:
+    for *shapes, dim in drawn:
         a, b, c = (torch.rand(shape, generator=gen, dtype=torch.float64) * 4 - 2 for shape in shapes)
-        cases.append((torch.rand(_out_shape(*shapes), generator=gen, dtype=torch.float64) * 4 - 2, a, b, c))
+        grad = torch.rand(_out_shape(*shapes, dim), generator=gen, dtype=torch.float64) * 4 - 2
+        cases.append((grad, a, b, c, dim))
     return cases
 
 
-def per_term(grad: Tensor, b: Tensor, c: Tensor) -> Tensor:
+def summed_axis(b: Tensor, c: Tensor, dim: int) -> tuple[int, int]:
+    """The summed axis counted from the right (a negative index, the same in P and in grad's copy) and its size k."""
+    product = tuple(torch.broadcast_shapes(b.shape, c.shape))
+    axis = dim % len(product) - len(product)
+    return axis, product[axis]
+
+
+def _given_back(grad: Tensor, place: int, size: int) -> Tensor:
+    """grad with an axis of ``size`` inserted at index ``place`` (0 to grad.dim()), the same copy along it."""
+    copy = grad.unsqueeze(place)
+    sizes = list(copy.shape)
+    sizes[place] = size
+    return copy.expand(sizes)
+
+
+def per_term(grad: Tensor, b: Tensor, c: Tensor, dim: int) -> Tensor:
     """The sum's backward: grad with the summed axis back, one copy for each of the product's k terms."""
-    size = tuple(torch.broadcast_shapes(b.shape, c.shape))[-1]
-    return grad.unsqueeze(-1).expand(*grad.shape, size)
+    axis, size = summed_axis(b, c, dim)
+    return _given_back(grad, grad.dim() + 1 + axis, size)
+
+
+def _misplaced(grad: Tensor, other: Tensor, shape: Shape, b: Tensor, c: Tensor, dim: int) -> list[Tensor | None]:
+    """The mistake of giving the summed axis back at another place of grad (a positive dim counted in grad's own
+    dimensions, the last axis whatever dim, ...): for each other place, the gradient it gives once summed down to
+    ``shape``, or None where the product cannot broadcast."""
+    axis, size = summed_axis(b, c, dim)
+    values = []
+    for place in range(grad.dim() + 1):
+        if place == grad.dim() + 1 + axis:
+            continue
+        try:
+            values.append(unbroadcast(_given_back(grad, place, size) * other, shape))
+        except RuntimeError:
+            values.append(None)
+    return values
 
 
 def unbroadcast(grad: Tensor, shape: Shape) -> Tensor:
@@ -205,20 +258,34 @@ class _EmptySums(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _broadcasts_not(grad: Tensor, factor: Tensor) -> bool:
-    """Whether grad and a factor of the product, as they come, cannot broadcast together."""
-    try:
-        torch.broadcast_shapes(grad.shape, factor.shape)
-    except RuntimeError:
-        return True
-    return False
+_CLASH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                    r"dimension (\d+)")
+
+
+def _clash(message: str) -> tuple | None:
+    """What a broadcasting error says: the two sizes that clash (in either order) and the dimension, or None."""
+    found = _CLASH.search(message)
+    return None if found is None else (frozenset(found.group(1, 2)), found.group(3))
+
+
+def _clashes(pairs: list[tuple[Tensor, Tensor]]) -> set:
+    """The broadcasting errors that multiplying each pair raises (a mistake's fingerprint when the learner's code
+    raises)."""
+    said = set()
+    for left, right in pairs:
+        for x, y in ((left, right), (right, left)):
+            try:
+                x * y
+            except RuntimeError as error:
+                said.add(_clash(str(error)))
+    return said - {None}
 
 
 def _attempt(fn):
-    """``fn(grad, a, b, c)``: its result, or the exception it raised, so that a check can tell the two apart."""
-    def attempt(grad, a, b, c):
+    """``fn(grad, a, b, c, dim)``: its result, or the exception it raised, so that a check can tell the two apart."""
+    def attempt(grad, a, b, c, dim):
         try:
-            return fn(grad, a, b, c), None
+            return fn(grad, a, b, c, dim), None
         except NotImplementedError:
             raise
         except Exception as error:
@@ -236,8 +303,8 @@ def _without_axis(grad: Tensor, other: Tensor, shape: Shape) -> Tensor | None:
     return value if tuple(value.shape) == shape else None
 
 
-def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, expected: Tensor, fd: Tensor,
-                    what: str) -> None:
+def _expect_operand(got, name: str, operands: dict[str, Tensor], dim: int, grad: Tensor, expected: Tensor,
+                    fd: Tensor, what: str) -> None:
     """One operand's gradient: a tensor of the operand's shape, equal to autograd's (and finite differences')."""
     __tracebackhide__ = True
     operand, out = operands[name], tuple(grad.shape)
@@ -247,15 +314,18 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, e
                              f"{shape}.", NOT_A_TENSOR)
     got = as_answer(got, what=label)
     other = {"b": operands["c"], "c": operands["b"]}.get(name)
-    terms = per_term(grad, operands["b"], operands["c"])
-    upstream = grad if other is None else terms * other       # at the full shape: out, then the k terms
+    terms = per_term(grad, operands["b"], operands["c"], dim)
+    upstream = grad if other is None else terms * other       # at the full shape: out, with the k terms' axis back
+    misplaced = [] if other is None else _misplaced(grad, other, shape, operands["b"], operands["c"], dim)
     if tuple(got.shape) != shape:
-        copied = (other is not None and shape and shape[-1] != 1 and got.dim() == len(shape) and got.shape[-1] == 1
-                  and tuple(got.shape[:-1]) == shape[:-1])
+        at = len(shape) + summed_axis(operands["b"], operands["c"], dim)[0]       # the summed axis in the operand
+        copied = (other is not None and at >= 0 and shape[at] != 1 and got.dim() == len(shape) and got.shape[at] == 1
+                  and all(g == s for i, (g, s) in enumerate(zip(got.shape, shape)) if i != at))
         left = _left_aligned(upstream, shape)
         stripped = tuple(upstream.shape)[upstream.dim() - len(shape):]        # the leading dimensions summed alone
         from_left = left is not None and tuple(left.shape) == tuple(got.shape) != stripped
-        mistake = (TERMS_NOT_COPIED if copied else LEFT_ALIGNED if from_left else
+        moved = any(value is not None and tuple(value.shape) == tuple(got.shape) for value in misplaced)
+        mistake = (TERMS_NOT_COPIED if copied else LEFT_ALIGNED if from_left else AXIS_MISPLACED if moved else
                    _shape_mistake(tuple(got.shape), shape, tuple(upstream.shape)))
         raise GradingFailure(f"{label} has shape {tuple(got.shape)}; expected {shape}, the shape of {name}.",
                              suspects=(mistake,) if mistake else ())
@@ -271,22 +341,25 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], grad: Tensor, e
         lined_up = _without_axis(grad, other, shape)
         if lined_up is not None:
             symptoms.append(AXIS_NOT_RESTORED.looks_like(lined_up))
+        symptoms += [AXIS_MISPLACED.looks_like(value) for value in misplaced
+                     if value is not None and tuple(value.shape) == shape]
     expect_close(got, expected, what=label, fd=fd, symptoms=symptoms,
                  extra=f"  grad (shape {out}): {fmt(grad)}\n  a {tuple(operands['a'].shape)}, b "
-                       f"{tuple(operands['b'].shape)}, c {tuple(operands['c'].shape)}")
+                       f"{tuple(operands['b'].shape)}, c {tuple(operands['c'].shape)}, dim {dim}")
 
 
-def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor) -> None:
+def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, dim: int) -> None:
     __tracebackhide__ = True
     what = (f"add_dot_backward(grad {tuple(grad.shape)}, a {tuple(a.shape)}, b {tuple(b.shape)}, "
-            f"c {tuple(c.shape)})")
+            f"c {tuple(c.shape)}, dim={dim})")
     # the caller's own tensors: call_learner fails a change to them
     with watch_calls([_SUM_TO_SIZE]) as watch, _EmptySums() as empty:
-        received, error = call_learner(_attempt(backward_fn), grad, a, b, c, what=what, forbid=[Route.AUTOGRAD])
+        received, error = call_learner(_attempt(backward_fn), grad, a, b, c, dim, what=what,
+                                       forbid=[Route.AUTOGRAD])
     if watch.used:
         raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
     try:
-        _check_result(received, error, grad, a, b, c, what)
+        _check_result(received, error, grad, a, b, c, dim, what)
     except GradingFailure as failure:
         if empty.seen and failure.proven is None:
             raise proven_failure(f"{failure.message}\n  Your code called sum with an empty tuple of dimensions on a "
@@ -294,51 +367,57 @@ def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor) -> None:
         raise
 
 
-def _check_result(received, error, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, what: str) -> None:
+def _check_result(received, error, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, dim: int, what: str) -> None:
     __tracebackhide__ = True
     if error is not None:
         kind, message = error
-        full = tuple(grad.shape) + tuple(torch.broadcast_shapes(b.shape, c.shape))[-1:]
+        full = tuple(per_term(grad, b, c, dim).shape)
         shifted = issubclass(kind, IndexError) and any(
             len(size) - x.dim() >= 2 and _shifted_leading(torch.zeros(size), tuple(x.shape)) is None
             for x, size in ((a, tuple(grad.shape)), (b, full), (c, full)))
-        lined_up = issubclass(kind, RuntimeError) and any(
-            text in message for text in ("must match the size", "size of tensor", "shape mismatch")) and any(
-            _broadcasts_not(grad, x) for x in (b, c))
-        suspects = (LEADING_SHIFTED,) if shifted else (AXIS_NOT_RESTORED,) if lined_up else ()
+        said = _clash(message) if issubclass(kind, RuntimeError) else None
+        axis, size = summed_axis(b, c, dim)
+        lined_up = _clashes([(grad, x) for x in (b, c)])
+        moved = _clashes([(_given_back(grad, place, k), x) for place in range(grad.dim() + 1)
+                          if place != grad.dim() + 1 + axis for k in {size, 1} for x in (b, c)])
+        suspects = ((LEADING_SHIFTED,) if shifted else
+                    (AXIS_NOT_RESTORED,) if said in lined_up - moved else
+                    (AXIS_MISPLACED,) if said in moved - lined_up else ())
         raise GradingFailure(f"{what} raised {kind.__name__}: {message}", suspects=suspects)
     if type(received) not in (tuple, list) or len(received) != 3:
         raise GradingFailure(f"{what} returned {received!r:.100}; expected a tuple of three gradients, "
                              "(grad_a, grad_b, grad_c).")
 
     def f(a_, b_, c_):
-        return (grad * (a_ + (b_ * c_).sum(dim=-1))).sum()
+        return (grad * (a_ + (b_ * c_).sum(dim=dim))).sum()
 
     expected, fd = autograd_gradient(f, a, b, c), central_difference(f, a, b, c)
     operands = {"a": a, "b": b, "c": c}
     for name, got, want, diff in zip("abc", received, expected, fd):
-        _expect_operand(got, name, operands, grad, want, diff, what)
+        _expect_operand(got, name, operands, dim, grad, want, diff, what)
 
 
 @check
 def check_add_dot_backward(backward_fn, grading_seed: int | None = None) -> None:
-    """Part A: add_dot_backward(grad, a, b, c) returns (grad_a, grad_b, grad_c), the gradients of
-    sum(grad * (a + (b * c).sum(dim=-1))), each a tensor of its operand's shape, computed by hand with sums (no
+    """Part A: add_dot_backward(grad, a, b, c, dim) returns (grad_a, grad_b, grad_c), the gradients of
+    sum(grad * (a + (b * c).sum(dim=dim))), each a tensor of its operand's shape, computed by hand with sums (no
     autograd, no Tensor.sum_to_size), leaving its arguments unchanged (returning grad itself where nothing is summed is
     fine).
 
     Domain: b and c float64 tensors that broadcast together to a shape P of at least one dimension (either may be
-    0-d), a a float64 tensor that broadcasts with P[:-1], grad a float64 tensor of the shape of a + (b * c).sum(-1);
-    size-0 and size-1 dimensions anywhere, the summed one included. Corners at every seed (:data:`CORNER_TRIPLES`):
-    grad against c that cannot line up, a square product where it lines up along the wrong axis, a (3, 1) c under a
-    (2, 3, 4) product (size-1 dimensions compared from the left go wrong), a dimension a adds
-    in front, a size-1 dimension in the middle, a 0-d c, a size-1 summed dimension of b, a 0-d output, an empty
-    batch, an empty sum; then 8 (public: fixed) or 10 (hidden: drawn) random triples.
+    0-d), dim an int with -len(P) <= dim < len(P), a a float64 tensor that broadcasts with P without axis dim (it may
+    add dimensions in front), grad a float64 tensor of the shape of a + (b * c).sum(dim); size-0 and size-1
+    dimensions anywhere, the summed one included. Corners at every seed (:data:`CORNERS`): grad against c that cannot
+    line up, a square product where it lines up along the wrong axis, a (1, 3) a under a (4, 2, 3) output and a (3, 1)
+    b under a (2, 3, 4) product (size-1 dimensions compared from the left go wrong), positive and negative dims other
+    than the last with a dimension a adds in front (a positive dim counted in grad's dimensions goes wrong), k from one
+    factor alone, a 0-d c, a size-1 summed dimension of b, a 0-d output, an empty batch, empty sums over the last axis
+    and the first; then 8 (public: fixed) or 10 (hidden: drawn) random cases, dim drawn positive or negative.
 
     Contracts checked: no autograd (the engine's run counter) and no Tensor.sum_to_size (watched), the arguments
     unchanged, a tuple of three tensors (a Python number for a 0-d operand is named); a sum over an empty tuple of
     dimensions is observed and named when the case fails."""
     __tracebackhide__ = True
-    for grad, a, b, c in _cases(grading_seed):
+    for grad, a, b, c, dim in _cases(grading_seed):
         with trial():
-            _run(backward_fn, grad, a, b, c)
+            _run(backward_fn, grad, a, b, c, dim)

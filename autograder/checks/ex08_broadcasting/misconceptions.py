@@ -78,16 +78,25 @@ LEFT_ALIGNED = Misconception(
     "When the operand has fewer dimensions than grad, which dimension of grad does the operand's dimension 0 meet?")
 AXIS_NOT_RESTORED = Misconception(
     "the summed axis not given back to grad",
-    "grad has the output's shape, which has lost the product's last axis. Multiplied by a factor as it comes, its "
-    "last axis lines up, from the right, with the factor's summed axis: an error when the sizes differ, and a "
-    "silently wrong gradient when they happen to agree (a square product), the lesson's bug inside a backward.",
+    "grad has the output's shape, which has lost the product's summed axis. Multiplied by a factor as it comes, its "
+    "axes line up, from the right, with the factor's axes, the summed one included: an error when the sizes differ, "
+    "and a silently wrong gradient when they happen to agree (a square product), the lesson's bug inside a backward.",
     "Aligned from the right, which axis of c meets grad's last axis, and which axis of the product did grad's last "
     "axis come from?")
+AXIS_MISPLACED = Misconception(
+    "the summed axis given back at the wrong place",
+    "dim numbers the axes of the product's broadcast shape P, b and c lined up from the right. grad has out's shape: "
+    "P without that axis, lined up from the right with a, which may add dimensions in front. So a positive dim, "
+    "counted from the left of P, names another axis of grad as soon as a adds one (and a count in one factor's own "
+    "dimensions is off when the other factor has more); the summed axis is not always the last one either. Give "
+    "the copies of grad their axis where the product had it, counted from the right.",
+    "In this case, number the axes of the product and those of grad: which of grad's axes sits where the "
+    "product's axis dim was, and does it carry the same number?")
 TERMS_NOT_COPIED = Misconception(
     "the sum's k terms not each given the gradient",
-    "The sum over the last axis added k terms, k the product's last size, which may come from one factor alone (a "
-    "0-d or size-1 other factor). Each term receives the upstream gradient, so the gradient of a factor whose last "
-    "size is k has that size too, whatever the other factor's size there.",
+    "The sum over axis dim added k terms, k the product's size there, which may come from one factor alone (a "
+    "0-d or size-1 other factor). Each term receives the upstream gradient, so the gradient of a factor whose size "
+    "on that axis is k has that size too, whatever the other factor's size there.",
     "How many terms did the sum add, and which factor's shape says so when the other has size 1 (or none) there?")
 
 # ---------------------------------------------------------------------------------------------- Part B: mixing

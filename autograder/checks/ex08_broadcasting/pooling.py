@@ -268,7 +268,7 @@ def _check_measure(measure_fn, x, mask, y, w, b, scale) -> None:
     single = bool(wrong.any()) and bool((off[wrong] <= 1e-3 * expected[wrong].abs().clamp(min=1e-3)).all())
     extra = ("  your values are off by about float32's round-off (some 1e-7 relative per operation), far above "
              "float64's (1e-16): in which precision did your measurement compute?") if single else ""
-    expect_close(received, expected, what=f"{what}: the dict of relative errors for {list(PARAMETERS)}",
+    expect_close(received, expected, what=f"{what}: the list of its relative errors for {list(PARAMETERS)}",
                  source="expected", rtol=1e-6, atol=atol, symptoms=symptoms, extra=extra)
 
 
