@@ -643,15 +643,19 @@ class Stepper:
             self.step == len(self.schedule.steps)
 
     def static_html(self) -> str:
-        """The state after the last step (picture, status, table), for a page that cannot run the widget."""
+        """Two states, for a page that cannot run the widget: halfway (nodes waiting, a queue) and after the last step
+        (picture, status, table)."""
         from .figures import figure_html
 
         last = len(self.schedule.steps)
-        if last not in self._pngs:
-            self._pngs[last] = self.schedule.png(last)
-        return ("<p><em>After the last step: run the notebook to step through it.</em></p>"
-                + figure_html(self._pngs[last], self.schedule.alt(last), CAPTION, width_px=self.schedule.width_px())
-                + self.schedule.status_html(last) + self.schedule.nodes_html(last))
+        shown = []
+        for k in sorted({last // 2, last}):
+            if k not in self._pngs:
+                self._pngs[k] = self.schedule.png(k)
+            shown.append(figure_html(self._pngs[k], self.schedule.alt(k), CAPTION, width_px=self.schedule.width_px())
+                         + self.schedule.status_html(k) + self.schedule.nodes_html(k))
+        return ("<p><em>Halfway, then after the last step: run the notebook to step through it.</em></p>"
+                + "".join(shown))
 
     def _ipython_display_(self) -> None:
         from .figures import show_widget
