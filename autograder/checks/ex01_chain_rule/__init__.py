@@ -1,4 +1,6 @@
-"""Checks for exercise 01, the chain rule: central differences, the worked derivatives, a gradient checker.
+"""Checks for exercise 01, the chain rule: central differences (Part A), the worked derivatives and what twelve
+backward engines (rule order, += or =) make of them (Part B, in :mod:`.routes`), a gradient checker (Part C);
+:mod:`.answers` reads plain Python answers, :mod:`.hints` holds the hint book.
 
 Every case runs as a trial, and each catalogued mistake shows in at least two cases of the public and of the hidden
 test, so that it can be named.
@@ -13,8 +15,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .. import oracles
-from ..checking import (
+from ... import oracles
+from ...checking import (
     GradingFailure,
     Misconception,
     Route,
@@ -26,39 +28,15 @@ from ..checking import (
     proven_failure,
     trial,
 )
-from ..hints import HintBook, PartHints
-from ..oracles import autograd_gradient, central_difference, forward_difference
-from ..routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
-from ..seeding import choice, generator, uniform
+from ...oracles import autograd_gradient, central_difference, forward_difference
+from ...routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
+from ...seeding import choice, generator, uniform
+from .answers import _tuple_of
+from .hints import hint
+from .routes import check_engine_reports, check_gradient_of_z, check_routes, check_surviving_routes
 
-# ---------------------------------------------------------------------------------------------- types
-
-TENSOR_FOR_NUMBER = Misconception(
-    "returned a tensor where the part asks for a Python number",
-    "This part's text asks for plain Python numbers, and a tensor is not one, even with a single element: the "
-    "tests compare your result with the exact derivative, value and type.",
-    question="What type is each value you return: a Python float, or a tensor holding one?")
-
-
-def _python_number(value, *, what: str, name: str) -> float:
-    """``value`` as a float if it is a plain Python number (int or float, bool excluded); a tensor is the mistake
-    the text warns about, anything else a plain failure."""
-    __tracebackhide__ = True
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, torch.Tensor):
-        raise proven_failure(f"{what} returned a tensor for {name} ({fmt(value)}); the part asks for a Python "
-                             "number.", TENSOR_FOR_NUMBER)
-    raise GradingFailure(f"{what} returned {type(value).__name__} ({value!r:.60}) for {name}; expected a Python "
-                         "number.")
-
-
-def _tuple_of(answer, names: tuple[str, ...], *, what: str) -> tuple:
-    __tracebackhide__ = True
-    if not isinstance(answer, (tuple, list)) or len(answer) != len(names):
-        raise GradingFailure(f"{what} returned {answer!r:.80}; expected a tuple ({', '.join(names)}).")
-    return tuple(answer)
-
+__all__ = ["check_central_difference", "check_engine_reports", "check_gradient_of_z", "check_routes",
+           "check_surviving_routes", "check_worst_relative_error", "hint"]
 
 # ---------------------------------------------------------------------------------------------- Part A
 
@@ -376,294 +354,6 @@ def check_central_difference(central_difference_fn, grading_seed: int | None = N
     for name, x, h in large_cases:
         with trial():
             _run_central_difference(central_difference_fn, name, x.clone(), h)
-
-
-# ---------------------------------------------------------------------------------------------- Part B
-
-HARD_CODED = Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
-                           "input is different: compute the result from the arguments.",
-    question="Do your numbers come from the arguments, or from the visible test?")
-MISSING_INNER = Misconception(
-    "missing the inner derivative",
-    "A route multiplies EVERY local derivative along its edges, including the first one out of the input: a route "
-    "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).",
-    question="Does each route's product include its first arrow, the one out of x (or y)?")
-DROPPED_BRANCH = Misconception(
-    "dropped branch term",
-    "The input reaches the output by several routes, and the gradient is the SUM of every route's product: one of "
-    "them is missing from yours. List the routes from the graph and add them all.",
-    question="How many routes lead from this input to z, and does your sum hold every one?")
-AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
-                                "dz/dx is the sum of the routes' products.",
-    question="When one nudge of x moves z along several routes at once, do the moves add or average?")
-SIN_SIGN = Misconception("derivative of sin taken as -cos", "d(sin u)/du = cos u, with a plus sign (it is the "
-                         "derivative of cos that carries the minus).",
-    question="What is the slope of sin at 0: +1 or -1?")
-WRONG_POINT = Misconception(
-    "local derivative evaluated at the wrong input",
-    "A local derivative is evaluated at the value that went INTO its operation: sin receives u = x·y, not x, so its "
-    "local derivative is taken at u. Forward values first, then the local derivatives at those values.",
-    question="Which value goes into sin here, and at which value is its local derivative taken?")
-OWN_FACTOR = Misconception(
-    "product rule: own factor instead of the other",
-    "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.",
-    question="Nudge u by ε in the product u·v: by how much does the product move?")
-FINITE_DIFFERENCE_ESTIMATE = Misconception(
-    "a finite-difference estimate where the part asks for the exact derivative",
-    "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
-    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.",
-    question="How many digits does a float64 central difference get right, and how many does the part ask for?")
-STOPPED_EARLY = Misconception("route stopped before the output", "A route's product runs all the way from x to z: "
-    "every arrow along it contributes its local derivative, the last one, into z, included. Your share for the route "
-    "x → v → z stops after its first arrow.", question="Does each route's product run all the way to z?")
-
-
-def _forward(x: float, y: float) -> tuple[float, float]:
-    u = x * y
-    return u, math.sin(u) + x
-
-
-def _all_routes(x: float, y: float, *, inner: bool = True, sign: float = 1.0, cos_at_x: bool = False,
-                own: bool = False) -> tuple[tuple[float, float, float], tuple[float, float]]:
-    """The routes of x (x→u→z, x→u→v→z, x→v→z) and of y (y→u→z, y→u→v→z), right or made with one of the
-    catalogued mistakes: no inner derivative, the wrong sign of sin's derivative, cos taken at x, the own factor."""
-    u, v = _forward(x, y)
-    du_dx, du_dy = (y, x) if inner else (1.0, 1.0)
-    dv_du = sign * math.cos(x if cos_at_x else u)
-    dz_du, dz_dv = (u, v) if own else (v, u)
-    return (du_dx * dz_du, du_dx * dv_du * dz_dv, dz_dv), (du_dy * dz_du, du_dy * dv_du * dz_dv)
-
-
-def _routes(x: float, y: float) -> tuple[float, float, float]: return _all_routes(x, y)[0]
-
-
-def _y_routes(x: float, y: float) -> tuple[float, float]: return _all_routes(x, y)[1]
-
-
-def _mistaken(x: float, y: float) -> dict[Misconception, tuple]:
-    """What each catalogued mistake gives for (routes of x, routes of y) at (x, y)."""
-    return {MISSING_INNER: _all_routes(x, y, inner=False), SIN_SIGN: _all_routes(x, y, sign=-1.0),
-            WRONG_POINT: _all_routes(x, y, cos_at_x=True), OWN_FACTOR: _all_routes(x, y, own=True)}
-
-
-def _well_separated(x: float, y: float) -> bool:
-    """Every catalogued mistake changes every number it touches by more than 5 %, so no diagnosis hides."""
-    u, v = _forward(x, y)
-    right = [*_routes(x, y), *_y_routes(x, y), sum(_routes(x, y)), sum(_y_routes(x, y))]
-    for routes, y_routes in _mistaken(x, y).values():
-        wrong = [*routes, *y_routes, sum(routes), sum(y_routes)]
-        if any(abs(w - r) <= 0.05 * abs(r) for w, r in zip(wrong, right) if w != r):
-            return False
-    parts = [*_routes(x, y), *_y_routes(x, y)]
-    return (min(abs(p) for p in parts) > 0.2 and abs(abs(u) - 1) > 0.1 and abs(v) > 0.3
-            and abs(sum(_routes(x, y))) > 0.2 and abs(sum(_y_routes(x, y))) > 0.2
-            and min(abs(a - b) for i, a in enumerate(parts) for b in parts[i + 1:]) > 0.05)
-
-
-VISIBLE_POINTS = [(1.2, 0.6), (-1.5, 0.8)]
-#: Corners of Part B's domain (x and y are any real numbers): both sign patterns, x = 0 and y = 0, where u = x·y = 0
-#: and a local derivative computed by dividing by x, y or u raises. The visible test runs the first set, the hidden
-#: test the second, at every seed, before its drawn points.
-VISIBLE_CORNERS = [(1.4, -1.2), (0.0, 0.7), (1.3, 0.0)]
-HIDDEN_CORNERS = [(1.5, -0.6), (-1.3, 0.6), (0.0, -1.1), (-0.9, 0.0)]
-#: A formula derived by hand is exact to ~1e-15 in float64 at these well-separated points; a central difference is
-#: off by ~1e-10, so this tolerance tells them apart.
-EXACT = 1e-11
-
-DIVIDED_BY_ZERO = Misconception(
-    "a local derivative obtained by dividing by a value that can be 0",
-    "∂u/∂x = y and ∂u/∂y = x can be read straight off u = x·y; computing them as u / x or u / y (or ∂z/∂u as "
-    "z / u) raises where that value is 0, and x = 0 or y = 0 is a point like any other. Write each local derivative "
-    "from its operation's rule, with no division.",
-    question="Which of your local derivatives divides by a value that can be 0, and can it be read off its "
-             "operation instead?")
-
-
-def _estimate_symptom(exact: torch.Tensor) -> Symptom:
-    """An answer close to the derivative, but only as close as a finite difference gets (never at an exact 0,
-    where a central difference of this function is exact too)."""
-    scale = float(abs(exact))
-    return FINITE_DIFFERENCE_ESTIMATE.when(
-        lambda got: scale > 0 and 1e-13 < float(abs(got - exact)) / scale < 1e-6)
-
-
-def _derivation_points(stream: str, grading_seed: int | None) -> list[tuple[float, float]]:
-    """The visible points and corners, or the hidden corners and three random points where every mistake shows
-    clearly."""
-    if grading_seed is None:
-        return [*VISIBLE_POINTS, *VISIBLE_CORNERS]
-    gen = generator(stream, grading_seed)
-    points: list[tuple[float, float]] = []
-    while len(points) < 3:
-        x, y = (round(float(v) * (1 if float(s) < 0.5 else -1), 3) for v, s in
-                zip(uniform(gen, (2,), 0.5, 2.0), torch.rand(2, generator=gen)))
-        if _well_separated(x, y):
-            points.append((x, y))
-    return [*HIDDEN_CORNERS, *points]
-
-
-def _call_derivation(fn, x: float, y: float, *, what: str):
-    """Call a Part B answer (no autograd); a division by zero at a point where x or y is 0 is the mistake seen."""
-    __tracebackhide__ = True
-    try:
-        return call_learner(fn, x, y, what=what, forbid=[Route.AUTOGRAD])
-    except GradingFailure as failure:
-        if failure.proven is None and 0.0 in (x, y) and failure.message.startswith(f"{what} raised ZeroDivision"):
-            raise proven_failure(failure.message, DIVIDED_BY_ZERO) from None
-        raise
-
-
-def _numbers(answer, names: tuple[str, ...], *, what: str) -> tuple[float, ...]:
-    __tracebackhide__ = True
-    answer = _tuple_of(answer, names, what=what)
-    return tuple(_python_number(a, what=what, name=n) for a, n in zip(answer, names))
-
-
-def _hard_coded(grading_seed: int | None, values: list[float]) -> list[Symptom]:
-    """In the hidden test, the answer a learner who copied the visible test's numbers would give."""
-    return [] if grading_seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
-
-
-#: x's routes to z, as the part asks them written: the variables each passes through, from x to z.
-ROUTES = (("x", "u", "z"), ("x", "u", "v", "z"), ("x", "v", "z"))
-#: The edges of the graph of u = x·y, v = sin(u) + x, z = u·v: each variable and the variables computed from it.
-EDGES = {"x": ("u", "v"), "y": ("u",), "u": ("v", "z"), "v": ("z",), "z": ()}
-MISSED_ROUTE = Misconception(
-    "missed a route",
-    "x reaches z along every path of arrows from x to z, and a path branches wherever a variable is used by more "
-    "than one equation (x is used twice, and so is another variable). Read each equation for the variables it uses "
-    "and follow every arrow out of x to the end.",
-    "Which variables does each equation use? Follow every arrow that leaves x: where does each one lead?")
-
-
-def _show_route(route) -> str:
-    return " → ".join(route) if isinstance(route, tuple) else repr(route)
-
-
-def _route_dict(answer, *, what: str) -> dict[tuple[str, ...], float]:
-    """The learner's {route: share} as numbers; the routes must be exactly x's routes to z."""
-    __tracebackhide__ = True
-    example = '("y", "u", "z")'
-    if not isinstance(answer, dict):
-        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.80}); expected a dict with one "
-                             f"entry per route from x to z, each route a tuple of variable names such as {example}.")
-    for route in answer:
-        if not isinstance(route, tuple) or not route or not all(isinstance(name, str) for name in route):
-            raise GradingFailure(f"{what} has the key {route!r:.60}; a route is a tuple of variable names, from x to "
-                                 f"z, such as {example} for one of y's routes.")
-        if route[0] != "x" or route[-1] != "z":
-            raise GradingFailure(f"{what} has the key {route!r}: a route of x to z starts at \"x\" and ends at "
-                                 "\"z\".")
-        missing_edge = next(((a, b) for a, b in zip(route, route[1:]) if b not in EDGES.get(a, ())), None)
-        if missing_edge is not None:
-            a, b = missing_edge
-            raise GradingFailure(f"{what} has the route {_show_route(route)}, but no equation computes {b} from {a} "
-                                 "directly: every step of a route is one equation's input → its result.")
-    missed = [route for route in ROUTES if route not in answer]
-    if missed:
-        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}, and "
-                             "misses some path of arrows from x to z.", suspects=(MISSED_ROUTE,))
-    return {route: _python_number(answer[route], what=what, name=f"the route {_show_route(route)}")
-            for route in ROUTES}
-
-
-@check
-def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
-    """Part B1: routes_to_z(x, y) returns {route: share of dz/dx} for every route from x to z, (x, u, z),
-    (x, u, v, z) and (x, v, z), for u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
-
-    Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
-    VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "a dict with one entry per route
-    from x to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str, each
-    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: neither their count
-    nor the routes are said); "the value that route's share" -> each compared with its own route (the right numbers on
-    other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
-    TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so
-    a finite-difference estimate fails (FINITE_DIFFERENCE_ESTIMATE).
-    """
-    __tracebackhide__ = True
-    for x, y in _derivation_points("01/routes", grading_seed):
-        with trial():
-            what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
-            shares = _route_dict(_call_derivation(routes_to_z, x, y, what=what), what=what)
-            answer, right = tuple(shares[route] for route in ROUTES), _routes(x, y)
-            if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
-                    not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
-                raise GradingFailure(f"{what} returned the right three numbers, {fmt(sorted(answer))}, but some on "
-                                     "the wrong routes: each route's share is the product of the local derivatives "
-                                     "along that route.")
-            mistaken = _mistaken(x, y)
-            for k, route in enumerate(ROUTES):
-                symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
-                if k == 2:
-                    symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
-                symptoms += _hard_coded(grading_seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
-                expect_close(answer[k], right[k], what=f"{what}: the route {_show_route(route)}", rtol=EXACT,
-                             atol=1e-12, source="expected", symptoms=symptoms)
-
-
-@check
-def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
-    """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
-    floats, by hand (no autograd).
-
-    Domain and contracts as check_routes: any real x and y, zeros and both sign patterns pinned at every seed; a
-    tuple (z, dz_dx, dz_dy) of Python floats, each exact to a relative 1e-11; no autograd.
-    """
-    __tracebackhide__ = True
-    z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
-    for x, y in _derivation_points("01/gradient_of_z", grading_seed):
-        with trial():
-            what = f"gradient_of_z({x!r}, {y!r})"
-            z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
-                                       what=what)
-            u, v = _forward(x, y)
-            grad_x, grad_y = autograd_gradient(z_of, x, y)
-            fd_x, fd_y = central_difference(z_of, x, y)
-            visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
-            hard = [_hard_coded(grading_seed, [values[k] for values in visible]) for k in range(3)]
-            expect_close(z, u * v, what=f"{what}: z", rtol=EXACT, atol=1e-12, source="expected", symptoms=hard[0])
-            routes, y_routes = _routes(x, y), _y_routes(x, y)
-            mistaken = _mistaken(x, y)
-            estimate = _estimate_symptom(grad_x), _estimate_symptom(grad_y)
-            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, rtol=EXACT, atol=1e-12, symptoms=[
-                estimate[0],
-                *(DROPPED_BRANCH.looks_like(sum(routes) - r, rtol=1e-6) for r in routes),
-                AVERAGED_ROUTES.looks_like(sum(routes) / 3, rtol=1e-6),
-                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (wrong, _) in mistaken.items()),
-                STOPPED_EARLY.looks_like(routes[0] + routes[1] + 1.0, rtol=1e-6), *hard[1]])
-            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, rtol=EXACT, atol=1e-12, symptoms=[
-                estimate[1],
-                *(DROPPED_BRANCH.looks_like(r, rtol=1e-6) for r in y_routes),
-                AVERAGED_ROUTES.looks_like(sum(y_routes) / 2, rtol=1e-6),
-                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
-
-
-ONE_CONSUMER = Misconception("dz/du gathered from one of u's consumers only", "u is used by z = u·v and by v = "
-    "sin(u) + x: ∂z/∂u sums a share from each, as lesson 02's u.grad gathers them with +=.",
-    question="Which equations use u, and does your dz_du hold a share from each of them?")
-LAST_WRITE = Misconception("the engine that writes = traced with the wrong share left standing", "With =, each "
-    "rule replaces what a .grad held: the share written LAST stays. The rules run z's, then v's, then u's.",
-    question="Which rule writes u.grad last, and which one writes x.grad last?")
-
-
-@check
-def check_branch_point(at_branch_point, grading_seed: int | None = None) -> None:
-    """Part B3: at_branch_point(x, y) returns (dz/du gathered from u's two consumers, v + u·cos u; the dz/dx an
-    engine writing = instead of += reports, rules run z, v, u: the route x → u → v → z alone), Python floats, by
-    hand. Domain as check_routes. ONE_CONSUMER when dz_du is one share; LAST_WRITE when the second number is the
-    sum or another route (the first write kept, or x's write from v's rule)."""
-    __tracebackhide__ = True
-    for x, y in _derivation_points("01/branch_point", grading_seed):
-        with trial():
-            what = f"at_branch_point({x!r}, {y!r})"
-            dz_du, kept = _numbers(_call_derivation(at_branch_point, x, y, what=what), ("dz_du", "dz_dx_overwrite"),
-                                   what=what)
-            (u, v), routes = _forward(x, y), _routes(x, y)
-            expect_close(dz_du, v + math.cos(u) * u, what=f"{what}: dz_du", rtol=EXACT, atol=1e-12, source="expected",
-                         symptoms=[ONE_CONSUMER.looks_like(share, rtol=1e-6) for share in (v, math.cos(u) * u)])
-            expect_close(kept, routes[1], what=f"{what}: dz_dx_overwrite", rtol=EXACT, atol=1e-12, source="expected",
-                         symptoms=[LAST_WRITE.looks_like(w, rtol=1e-6) for w in (routes[0], routes[2], sum(routes))])
 
 
 # ---------------------------------------------------------------------------------------------- Part C
@@ -1011,57 +701,3 @@ def check_worst_relative_error(worst_relative_error, grading_seed: int | None = 
         with trial():
             _run_checker(worst_relative_error, analytic, numerical, size, bug, at)
 
-
-# ---------------------------------------------------------------------------------------------- hints
-
-hint = HintBook({
-    "A": PartHints(texts=(
-        "One loop has to reach every element of a 0-d tensor, a vector and a 3-D tensor alike: what numbering of the "
-        "elements works for every shape? Which tensors are yours to change while you step? And with no h given, "
-        "what does 1e9 + 1e-6 come out as in float64?",
-        "Check values, for `f = lambda t: (t**3).sum()` at `x = torch.tensor([[1.0, -2.0], [0.5, 3.0]])`: with "
-        "`h=0.5` the answer is [[3.25, 12.25], [1.0, 27.25]] ($3x^2 + h^2$), with `h=1e-3` about [[3.0, 12.0], "
-        "[0.75, 27.0]]; both float64 and of shape (2, 2), and `x` is still float32 and unchanged afterwards. A "
-        "smaller case: a 0-d `torch.tensor(2.0)` with `f = lambda t: t**3` and `h=0.5` gives a 0-d tensor, 12.25.",
-        "A trace, f(t) = t[0]·t[1] at the float32 x = [2, 3] with h = 0.5. Element 0: f at [2.5, 3] is 7.5, at "
-        "[1.5, 3] it is 4.5, quotient (7.5 - 4.5) / 1 = 3. Element 1: f at [2, 3.5] is 7, at [2, 2.5] it is 5, "
-        "quotient 2. Result: float64 [3, 2], and the caller's x still reads float32 [2, 3]. Now h = 1e-6: stepped in "
-        "float32, 2 + 1e-6 is stored as 2.00000095, and element 0 comes out 2.861; stepped in float64, 2.99999999998. "
-        "Note that f here returns t[0]·t[1], a new tensor; f(t) = t[1] would return an element of t itself. In your "
-        "code, which tensors did f receive, and did any of them change after f had read it?"),
-        checks=("check_central_difference",), cells=("central_difference",)),
-    "B": PartHints(texts=(
-        "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $u$, and which "
-        "forward values does each arrow's local derivative need? And with `=` in every rule, which rule is the last "
-        "to write `u.grad`, and which the last to write `x.grad`?",
-        "At $(x, y) = (1.2, 0.6)$, where $u = 0.72$ and $v \\approx 1.8594$, the six arrow labels are $0.6$, $1.2$, "
-        "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which), and $dz/dy \\approx "
-        "2.8808$. A second point: at $(-1, 2)$ the routes' shares are about $-3.8186$, $1.6646$ and $-2.0$, and "
-        "`gradient_of_z` gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and "
-        "$dz/dy = 4$. `at_branch_point(1.2, 0.6)` gives about $(2.4007, 0.3248)$.",
-        "A trace of a smaller system with the same shape, $a = x\\,y$, $b = a + x$, $z = a\\,b$, at $(x, y) = (2, 3)$. "
-        "Forward: $a = 6$, $b = 8$, $z = 48$. Arrow labels: $x \\to a$ 3 (it is $y$), $y \\to a$ 2 ($x$), "
-        "$a \\to b$ 1, $x \\to b$ 1, $a \\to z$ 8 ($b$), $b \\to z$ 6 ($a$). Routes of $x$: $x \\to a \\to z$ "
-        "$3 \\cdot 8 = 24$, $x \\to a \\to b \\to z$ $3 \\cdot 1 \\cdot 6 = 18$, $x \\to b \\to z$ "
-        "$1 \\cdot 6 = 6$: $dz/dx = 48$, and $z = x^2y^2 + x^2y$ agrees ($2xy^2 + 2xy = 48$). Routes of $y$: "
-        "$2 \\cdot 8 + 2 \\cdot 1 \\cdot 6 = 28$. At $a$: 8 from $z$ + 6 via $b$ = 14. With `=`, $b$'s rule "
-        "replaces $a$'s 8 by 6 (and sets $x$ 6), then $a$'s rule sets $x$ to $3 \\cdot 6 = 18$, not 48. Your system "
-        "differs in one arrow: which one, and at which forward value is its label taken?"),
-        checks=("check_routes", "check_gradient_of_z", "check_branch_point"), cells=("worked_derivatives",)),
-    "C": PartHints(texts=(
-        "Where a RIGHT gradient is exactly 0 or about 1e-4, how large is |analytic - numerical|, and what must your "
-        "error make of a difference that size, compared with a 60 % error at a gradient of 2e-4?",
-        "Check values, from the measurement cell (a function of size 735): |a - n| is about 5.7e-8 at the two zeros "
-        "and 2.5e-8 and 2.0e-8 at the tiny gradients. A denominator that may drop to 1e-8 there reports 1.0 at the "
-        "first zero, a false alarm; one that never drops below 1000 reports 1.2e-7 for the third element made 60 % "
-        "wrong, a miss. Two smaller cases: [2.0, 0.0] against [-2.0, 6e-8] must fail at (0,); [303.0, 0.0] against "
-        "[300.0, 6e-8] must report about 0.0099 at (0,).",
-        "In words: where the gradient is large, divide the size of the difference by the size of the gradient (the "
-        "larger of the two sides, so a zero on either side is covered); where it is small, divide by a fixed lower "
-        "limit instead, which turns the error there into the absolute difference over that limit. The limit has two "
-        "bounds you can compute: the round-off you measured over TOLERANCE (below it, round-off becomes an alarm) "
-        "and the smallest error you must catch, 1e-4, over TOLERANCE (above it, that error passes). Between 0.1 and "
-        "100, which value would you defend, and why? Then take the position of the largest error in the flat view "
-        "and turn it into one index per dimension, as Python ints."),
-        checks=("check_worst_relative_error",), cells=("worst_relative_error",)),
-})

@@ -1,0 +1,404 @@
+"""Part B of exercise 01: the routes of u = x·y, v = sin(u) + x, z = u·v, the gradient they add up to, and what
+twelve backward engines (rule order, += or =) keep of them."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from ...checking import (
+    GradingFailure,
+    Misconception,
+    Route,
+    Symptom,
+    call_learner,
+    check,
+    expect_close,
+    fmt,
+    proven_failure,
+    trial,
+)
+from ...misconceptions import armed
+from ...oracles import autograd_gradient, central_difference
+from ...seeding import generator, uniform
+from .answers import _python_number, _tuple_of
+
+# ---------------------------------------------------------------------------------------------- Part B
+
+HARD_CODED = Misconception("hard-coded answer", "Your answer here is the one the visible test expects, but this "
+                           "input is different: compute the result from the arguments.",
+    question="Do your numbers come from the arguments, or from the visible test?")
+MISSING_INNER = Misconception(
+    "missing the inner derivative",
+    "A route multiplies EVERY local derivative along its edges, including the first one out of the input: a route "
+    "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).",
+    question="Does each route's product include its first arrow, the one out of x (or y)?")
+DROPPED_BRANCH = Misconception(
+    "dropped branch term",
+    "The input reaches the output by several routes, and the gradient is the SUM of every route's product: one of "
+    "them is missing from yours. List the routes from the graph and add them all.",
+    question="How many routes lead from this input to z, and does your sum hold every one?")
+AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
+                                "dz/dx is the sum of the routes' products.",
+    question="When one nudge of x moves z along several routes at once, do the moves add or average?")
+SIN_SIGN = Misconception("derivative of sin taken as -cos", "d(sin u)/du = cos u, with a plus sign (it is the "
+                         "derivative of cos that carries the minus).",
+    question="What is the slope of sin at 0: +1 or -1?")
+WRONG_POINT = Misconception(
+    "local derivative evaluated at the wrong input",
+    "A local derivative is evaluated at the value that went INTO its operation: sin receives u = x·y, not x, so its "
+    "local derivative is taken at u. Forward values first, then the local derivatives at those values.",
+    question="Which value goes into sin here, and at which value is its local derivative taken?")
+OWN_FACTOR = Misconception(
+    "product rule: own factor instead of the other",
+    "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.",
+    question="Nudge u by ε in the product u·v: by how much does the product move?")
+FINITE_DIFFERENCE_ESTIMATE = Misconception(
+    "a finite-difference estimate where the part asks for the exact derivative",
+    "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
+    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.",
+    question="How many digits does a float64 central difference get right, and how many does the part ask for?")
+STOPPED_EARLY = Misconception("route stopped before the output", "A route's product runs all the way from x to z: "
+    "every arrow along it contributes its local derivative, the last one, into z, included. Your share for the route "
+    "x → v → z stops after its first arrow.", question="Does each route's product run all the way to z?")
+
+
+def _forward(x: float, y: float) -> tuple[float, float]:
+    u = x * y
+    return u, math.sin(u) + x
+
+
+def _all_routes(x: float, y: float, *, inner: bool = True, sign: float = 1.0, cos_at_x: bool = False,
+                own: bool = False) -> tuple[tuple[float, float, float], tuple[float, float]]:
+    """The routes of x (x→u→z, x→u→v→z, x→v→z) and of y (y→u→z, y→u→v→z), right or made with one of the
+    catalogued mistakes: no inner derivative, the wrong sign of sin's derivative, cos taken at x, the own factor."""
+    u, v = _forward(x, y)
+    du_dx, du_dy = (y, x) if inner else (1.0, 1.0)
+    dv_du = sign * math.cos(x if cos_at_x else u)
+    dz_du, dz_dv = (u, v) if own else (v, u)
+    return (du_dx * dz_du, du_dx * dv_du * dz_dv, dz_dv), (du_dy * dz_du, du_dy * dv_du * dz_dv)
+
+
+def _routes(x: float, y: float) -> tuple[float, float, float]: return _all_routes(x, y)[0]
+
+
+def _y_routes(x: float, y: float) -> tuple[float, float]: return _all_routes(x, y)[1]
+
+
+def _mistaken(x: float, y: float) -> dict[Misconception, tuple]:
+    """What each catalogued mistake gives for (routes of x, routes of y) at (x, y)."""
+    return {MISSING_INNER: _all_routes(x, y, inner=False), SIN_SIGN: _all_routes(x, y, sign=-1.0),
+            WRONG_POINT: _all_routes(x, y, cos_at_x=True), OWN_FACTOR: _all_routes(x, y, own=True)}
+
+
+def _well_separated(x: float, y: float) -> bool:
+    """Every catalogued mistake changes every number it touches by more than 5 %, so no diagnosis hides."""
+    u, v = _forward(x, y)
+    right = [*_routes(x, y), *_y_routes(x, y), sum(_routes(x, y)), sum(_y_routes(x, y))]
+    for routes, y_routes in _mistaken(x, y).values():
+        wrong = [*routes, *y_routes, sum(routes), sum(y_routes)]
+        if any(abs(w - r) <= 0.05 * abs(r) for w, r in zip(wrong, right) if w != r):
+            return False
+    parts = [*_routes(x, y), *_y_routes(x, y)]
+    return (min(abs(p) for p in parts) > 0.2 and abs(abs(u) - 1) > 0.1 and abs(v) > 0.3
+            and abs(sum(_routes(x, y))) > 0.2 and abs(sum(_y_routes(x, y))) > 0.2
+            and min(abs(a - b) for i, a in enumerate(parts) for b in parts[i + 1:]) > 0.05)
+
+
+VISIBLE_POINTS = [(1.2, 0.6), (-1.5, 0.8)]
+#: Corners of Part B's domain (x and y are any real numbers): both sign patterns, x = 0 and y = 0, where u = x·y = 0
+#: and a local derivative computed by dividing by x, y or u raises. The visible test runs the first set, the hidden
+#: test the second, at every seed, before its drawn points.
+VISIBLE_CORNERS = [(1.4, -1.2), (0.0, 0.7), (1.3, 0.0)]
+HIDDEN_CORNERS = [(1.5, -0.6), (-1.3, 0.6), (0.0, -1.1), (-0.9, 0.0)]
+#: A formula derived by hand is exact to ~1e-15 in float64 at these well-separated points; a central difference is
+#: off by ~1e-10, so this tolerance tells them apart.
+EXACT = 1e-11
+
+DIVIDED_BY_ZERO = Misconception(
+    "a local derivative obtained by dividing by a value that can be 0",
+    "∂u/∂x = y and ∂u/∂y = x can be read straight off u = x·y; computing them as u / x or u / y (or ∂z/∂u as "
+    "z / u) raises where that value is 0, and x = 0 or y = 0 is a point like any other. Write each local derivative "
+    "from its operation's rule, with no division.",
+    question="Which of your local derivatives divides by a value that can be 0, and can it be read off its "
+             "operation instead?")
+
+
+def _estimate_symptom(exact: torch.Tensor) -> Symptom:
+    """An answer close to the derivative, but only as close as a finite difference gets (never at an exact 0,
+    where a central difference of this function is exact too)."""
+    scale = float(abs(exact))
+    return FINITE_DIFFERENCE_ESTIMATE.when(
+        lambda got: scale > 0 and 1e-13 < float(abs(got - exact)) / scale < 1e-6)
+
+
+def _derivation_points(stream: str, grading_seed: int | None) -> list[tuple[float, float]]:
+    """The visible points and corners, or the hidden corners and three random points where every mistake shows
+    clearly."""
+    if grading_seed is None:
+        return [*VISIBLE_POINTS, *VISIBLE_CORNERS]
+    gen = generator(stream, grading_seed)
+    points: list[tuple[float, float]] = []
+    while len(points) < 3:
+        x, y = (round(float(v) * (1 if float(s) < 0.5 else -1), 3) for v, s in
+                zip(uniform(gen, (2,), 0.5, 2.0), torch.rand(2, generator=gen)))
+        if _well_separated(x, y):
+            points.append((x, y))
+    return [*HIDDEN_CORNERS, *points]
+
+
+def _call_derivation(fn, x: float, y: float, *, what: str):
+    """Call a Part B answer (no autograd); a division by zero at a point where x or y is 0 is the mistake seen."""
+    __tracebackhide__ = True
+    try:
+        return call_learner(fn, x, y, what=what, forbid=[Route.AUTOGRAD])
+    except GradingFailure as failure:
+        if failure.proven is None and 0.0 in (x, y) and failure.message.startswith(f"{what} raised ZeroDivision"):
+            raise proven_failure(failure.message, DIVIDED_BY_ZERO) from None
+        raise
+
+
+def _numbers(answer, names: tuple[str, ...], *, what: str) -> tuple[float, ...]:
+    __tracebackhide__ = True
+    answer = _tuple_of(answer, names, what=what)
+    return tuple(_python_number(a, what=what, name=n) for a, n in zip(answer, names))
+
+
+def _hard_coded(grading_seed: int | None, values: list[float]) -> list[Symptom]:
+    """In the hidden test, the answer a learner who copied the visible test's numbers would give."""
+    return [] if grading_seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
+
+
+#: x's routes to z, as the part asks them written: the variables each passes through, from x to z.
+ROUTES = (("x", "u", "z"), ("x", "u", "v", "z"), ("x", "v", "z"))
+#: The edges of the graph of u = x·y, v = sin(u) + x, z = u·v: each variable and the variables computed from it.
+EDGES = {"x": ("u", "v"), "y": ("u",), "u": ("v", "z"), "v": ("z",), "z": ()}
+MISSED_ROUTE = Misconception(
+    "missed a route",
+    "x reaches z along every path of arrows from x to z, and a path branches wherever a variable is used by more "
+    "than one equation (x is used twice, and so is another variable). Read each equation for the variables it uses "
+    "and follow every arrow out of x to the end.",
+    "Which variables does each equation use? Follow every arrow that leaves x: where does each one lead?")
+
+
+def _show_route(route) -> str:
+    return " → ".join(route) if isinstance(route, tuple) else repr(route)
+
+
+def _route_dict(answer, *, what: str) -> dict[tuple[str, ...], float]:
+    """The learner's {route: share} as numbers; the routes must be exactly x's routes to z."""
+    __tracebackhide__ = True
+    example = '("y", "u", "z")'
+    if not isinstance(answer, dict):
+        raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.80}); expected a dict with one "
+                             f"entry per route from x to z, each route a tuple of variable names such as {example}.")
+    for route in answer:
+        if not isinstance(route, tuple) or not route or not all(isinstance(name, str) for name in route):
+            raise GradingFailure(f"{what} has the key {route!r:.60}; a route is a tuple of variable names, from x to "
+                                 f"z, such as {example} for one of y's routes.")
+        if route[0] != "x" or route[-1] != "z":
+            raise GradingFailure(f"{what} has the key {route!r}: a route of x to z starts at \"x\" and ends at "
+                                 "\"z\".")
+        missing_edge = next(((a, b) for a, b in zip(route, route[1:]) if b not in EDGES.get(a, ())), None)
+        if missing_edge is not None:
+            a, b = missing_edge
+            raise GradingFailure(f"{what} has the route {_show_route(route)}, but no equation computes {b} from {a} "
+                                 "directly: every step of a route is one equation's input → its result.")
+    missed = [route for route in ROUTES if route not in answer]
+    if missed:
+        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}, and "
+                             "misses some path of arrows from x to z.", suspects=(MISSED_ROUTE,))
+    return {route: _python_number(answer[route], what=what, name=f"the route {_show_route(route)}")
+            for route in ROUTES}
+
+
+@check
+def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
+    """Part B1: routes_to_z(x, y) returns {route: share of dz/dx} for every route from x to z, (x, u, z),
+    (x, u, v, z) and (x, v, z), for u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
+
+    Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
+    VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "a dict with one entry per route
+    from x to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str, each
+    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: neither their count
+    nor the routes are said); "the value that route's share" -> each compared with its own route (the right numbers on
+    other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
+    TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so
+    a finite-difference estimate fails (FINITE_DIFFERENCE_ESTIMATE).
+    """
+    __tracebackhide__ = True
+    for x, y in _derivation_points("01/routes", grading_seed):
+        with trial():
+            what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
+            shares = _route_dict(_call_derivation(routes_to_z, x, y, what=what), what=what)
+            answer, right = tuple(shares[route] for route in ROUTES), _routes(x, y)
+            if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
+                    not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
+                raise GradingFailure(f"{what} returned the right three numbers, {fmt(sorted(answer))}, but some on "
+                                     "the wrong routes: each route's share is the product of the local derivatives "
+                                     "along that route.")
+            mistaken = _mistaken(x, y)
+            for k, route in enumerate(ROUTES):
+                symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
+                if k == 2:
+                    symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
+                symptoms += _hard_coded(grading_seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
+                expect_close(answer[k], right[k], what=f"{what}: the route {_show_route(route)}", rtol=EXACT,
+                             atol=1e-12, source="expected", symptoms=symptoms)
+
+
+@check
+def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
+    """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
+    floats, by hand (no autograd).
+
+    Domain and contracts as check_routes: any real x and y, zeros and both sign patterns pinned at every seed; a
+    tuple (z, dz_dx, dz_dy) of Python floats, each exact to a relative 1e-11; no autograd.
+    """
+    __tracebackhide__ = True
+    z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
+    for x, y in _derivation_points("01/gradient_of_z", grading_seed):
+        with trial():
+            what = f"gradient_of_z({x!r}, {y!r})"
+            z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
+                                       what=what)
+            u, v = _forward(x, y)
+            grad_x, grad_y = autograd_gradient(z_of, x, y)
+            fd_x, fd_y = central_difference(z_of, x, y)
+            visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
+            hard = [_hard_coded(grading_seed, [values[k] for values in visible]) for k in range(3)]
+            expect_close(z, u * v, what=f"{what}: z", rtol=EXACT, atol=1e-12, source="expected", symptoms=hard[0])
+            routes, y_routes = _routes(x, y), _y_routes(x, y)
+            mistaken = _mistaken(x, y)
+            estimate = _estimate_symptom(grad_x), _estimate_symptom(grad_y)
+            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, rtol=EXACT, atol=1e-12, symptoms=[
+                estimate[0],
+                *(DROPPED_BRANCH.looks_like(sum(routes) - r, rtol=1e-6) for r in routes),
+                AVERAGED_ROUTES.looks_like(sum(routes) / 3, rtol=1e-6),
+                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (wrong, _) in mistaken.items()),
+                STOPPED_EARLY.looks_like(routes[0] + routes[1] + 1.0, rtol=1e-6), *hard[1]])
+            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, rtol=EXACT, atol=1e-12, symptoms=[
+                estimate[1],
+                *(DROPPED_BRANCH.looks_like(r, rtol=1e-6) for r in y_routes),
+                AVERAGED_ROUTES.looks_like(sum(y_routes) / 2, rtol=1e-6),
+                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
+
+
+#: The orders an engine may run the three rules in (the backward order is z, v, u), each tested with both writes.
+ORDERS = tuple(itertools.permutations(("z", "v", "u")))
+Y_ROUTES = (("y", "u", "z"), ("y", "u", "v", "z"))
+LOSES_NOTHING = Misconception("reported the true gradient for an engine that loses shares", "An engine reports what "
+    "its rules leave in x.grad and y.grad: a rule run before every share reached the .grad it reads passes on what is "
+    "there then, and a rule writing = replaces the share before it. Only one order and one write lose nothing.",
+    question="When this engine runs u's rule, which shares has u.grad received, and which survive the writes?")
+ORDER_IGNORED = Misconception("traced the backward order z, v, u whatever order the engine runs", "The rules run in "
+    "the order given, each reading its .grad as it stands then: a share that reaches u after u's rule ran is lost.",
+    question="In this order, which shares has u.grad received when u's rule runs?")
+WRITE_IGNORED = Misconception("the engine that writes = traced as if it added", "With =, a rule replaces what the "
+    ".grad held: of the shares written into one .grad, only the last one stays.",
+    question="Which rule writes x.grad last in this order, and what did x.grad hold before?")
+FIRST_WRITE_KEPT = Misconception("with =, the first share written kept instead of the last", "= replaces what a "
+    ".grad held: a later write wins.", question="After two rules wrote x.grad with =, which share does it hold?")
+
+
+def _engine(x: float, y: float, order, write: str, *, first_kept: bool = False) -> tuple[float, float]:
+    """(x.grad, y.grad) after the rules run in ``order``, each writing "+=" or "="; ``first_kept``: = writes only
+    into a .grad that holds 0 (FIRST_WRITE_KEPT)."""
+    (u, v), grad = _forward(x, y), {"z": 1.0, "u": 0.0, "v": 0.0, "x": 0.0, "y": 0.0}
+    rules = {"z": (("u", v), ("v", u)), "v": (("u", math.cos(u)), ("x", 1.0)), "u": (("x", y), ("y", x))}
+    for rule, (target, local) in ((name, edge) for name in order for edge in rules[name]):
+        share, kept = grad[rule] * local, first_kept and grad[target] != 0.0
+        grad[target] = grad[target] + share if write == "+=" else grad[target] if kept else share
+    return grad["x"], grad["y"]
+
+
+def _held(value: float, routes, shares) -> str:
+    """Which routes' shares ``value`` is the sum of (every subset that fits), said in words, never the right value."""
+    fits = [" + ".join(map(_show_route, subset)) for k in range(len(routes) + 1)
+            for subset in itertools.combinations(routes, k)
+            if math.isclose(value, sum(shares[routes.index(r)] for r in subset), rel_tol=1e-9, abs_tol=1e-12)]
+    words = ["no route's share (0)" if not fit else f"the share of {fit}" if "+" not in fit else
+             f"the sum of the shares of {fit}" for fit in fits]
+    return " or ".join(words) if words else "no sum of the routes' shares"
+
+
+@check
+def check_engine_reports(engine_reports, grading_seed: int | None = None) -> None:
+    """Part B3: engine_reports(x, y, order, write) returns (x.grad, y.grad) of an engine that runs z's, v's and u's
+    rules in ``order`` (each of ORDERS), each rule reading its own .grad as it stands and writing its shares with
+    ``write`` ("+=" or "="), z.grad = 1 and the others 0 first. Domain as check_routes, all twelve engines at every
+    point. A wrong value is described by the routes whose shares it sums (_held), never by the expected value;
+    LOSES_NOTHING (the ported lesson: every share), ORDER_IGNORED, WRITE_IGNORED and FIRST_WRITE_KEPT by their
+    numbers."""
+    __tracebackhide__ = True
+    for (x, y), order, write in itertools.product(_derivation_points("01/engine", grading_seed), ORDERS, ("+=", "=")):
+        with trial():
+            what = f"engine_reports({x!r}, {y!r}, {order!r}, {write!r})"
+            answer = _numbers(call_learner(engine_reports, x, y, order, write, what=what, forbid=[Route.AUTOGRAD]),
+                              ("x_grad", "y_grad"), what=what)
+            mistakes = {LOSES_NOTHING: (sum(_routes(x, y)), sum(_y_routes(x, y))),
+                        ORDER_IGNORED: _engine(x, y, ("z", "v", "u"), write),
+                        WRITE_IGNORED: _engine(x, y, order, "+=" if write == "=" else "="),
+                        FIRST_WRITE_KEPT: _engine(x, y, order, write, first_kept=write == "=")}
+            for k, (routes, shares) in enumerate(((ROUTES, _routes(x, y)), (Y_ROUTES, _y_routes(x, y)))):
+                got, want = answer[k], _engine(x, y, order, write)[k]
+                if not math.isclose(got, want, rel_tol=EXACT, abs_tol=1e-12):
+                    symptoms = armed([m.looks_like(values[k], rtol=1e-9, atol=1e-12) for m, values in mistakes.items()],
+                                     torch.tensor(want, dtype=torch.float64), rtol=EXACT, atol=1e-12)
+                    raise GradingFailure(
+                        f"{what}: your {routes[0][0]}_grad, {got:.10g}, is {_held(got, routes, shares)} (a route's "
+                        f"share: the product of the local derivatives along it), and not what this engine leaves in "
+                        f"{routes[0][0]}.grad. Which shares reach it, and which does a later write replace?",
+                        suspects=tuple(s.misconception for s in symptoms
+                                       if s.matches(torch.tensor(got, dtype=torch.float64))))
+
+
+#: Where the check measures an engine for Part B4's evidence: no two sums of x's (or y's) shares lie within 0.3.
+PROBE = (0.9, 1.4)
+ALL_SURVIVE = Misconception("every route kept, whatever the engine", "An engine keeps only the shares its rules "
+    "leave in x.grad and y.grad: a rule run before a share reached its .grad, or a = that replaced it, loses routes.",
+    question="In this engine, which shares reach x.grad and stay there?")
+MEASURED_AT_ZERO = Misconception("routes decided where every share is 0", "Where x or y is 0, u = x·y is 0 and every "
+    "route's share is 0: every sum of shares is 0 there, so a measurement at such a point cannot tell the routes "
+    "apart. The routes an engine keeps do not depend on the point, the numbers that show them do.",
+    question="At the point you measured, do different sets of routes give different sums?")
+
+
+def _kept(order, write) -> set[tuple[str, ...]]:
+    """The routes whose shares the engine's x.grad and y.grad hold, read off at PROBE (unique there)."""
+    kept = set()
+    for k, (routes, shares) in enumerate(((ROUTES, _routes(*PROBE)), (Y_ROUTES, _y_routes(*PROBE)))):
+        value = _engine(*PROBE, order, write)[k]
+        kept |= next(set(c) for n in range(len(routes) + 1) for c in itertools.combinations(routes, n)
+                     if math.isclose(value, sum(shares[routes.index(r)] for r in c), rel_tol=1e-9, abs_tol=1e-12))
+    return kept
+
+
+@check
+def check_surviving_routes(surviving_routes, grading_seed: int | None = None) -> None:
+    """Part B4: surviving_routes(order, write) returns the set of routes (x's and y's, tuples from the start variable
+    to "z") whose shares the engine of check_engine_reports keeps, for each of the twelve engines (the same at every
+    seed: the answer does not depend on a point). Evidence on failure: that engine's x.grad and y.grad at PROBE and
+    what the learner's routes sum to there, never the set. ALL_SURVIVE (the ported lesson), MEASURED_AT_ZERO (the
+    empty set where some route survives)."""
+    __tracebackhide__ = True
+    shares = dict(zip(ROUTES + Y_ROUTES, (*_routes(*PROBE), *_y_routes(*PROBE))))
+    for order, write in itertools.product(ORDERS, ("+=", "=")):
+        with trial():
+            what = f"surviving_routes({order!r}, {write!r})"
+            answer = call_learner(surviving_routes, order, write, what=what, forbid=[Route.AUTOGRAD])
+            if not isinstance(answer, (set, frozenset)) or not all(r in shares for r in answer):
+                raise GradingFailure(f"{what} returned {answer!r:.100}; expected a set of routes, each a tuple "
+                                     'from "x" or "y" to "z", as routes_to_z\'s keys, such as ("y", "u", "z").')
+            want = _kept(order, write)
+            if set(answer) != want:
+                x_grad, y_grad = _engine(*PROBE, order, write)
+                sums = [sum(shares[r] for r in answer if r[0] == start) for start in "xy"]
+                suspects = (ALL_SURVIVE,) * (set(answer) == set(shares)) + (MEASURED_AT_ZERO,) * (not answer)
+                raise GradingFailure(
+                    f"{what} returned {sorted(answer)}, not the routes this engine keeps. Measured at (x, y) = "
+                    f"{PROBE}: the engine reports x.grad {x_grad:.6g} and y.grad {y_grad:.6g}; the routes you "
+                    f"returned carry shares that sum to {sums[0]:.6g} for x and {sums[1]:.6g} for y. Which routes' "
+                    "shares add up to what the engine reports?", suspects=suspects)
