@@ -78,16 +78,18 @@ hint = HintBook({
             "When autograd and central differences disagree on the pipeline from its input up to some stage, which "
             "stages could be at fault, and what would you have to hold fixed to put one stage alone on trial?",
             "Check values on `checks.team_pipeline(0)`: four of its nine stages are broken, and the eighth stage "
-            "receives an inference tensor. Weighted at random, a sound stage there agrees with central differences "
-            "to within 4e-9 of its gradient's largest entry, and a broken one is off by more than 1 % of it (fewer "
-            "than one weighting in a thousand comes closer). On `checks.team_pipeline(6)` three stages are broken, "
-            "and one of them agrees with central differences when it is given the pipeline's inputs. A "
-            "smaller case to try your comparison on: the sum of a sorted row is the sum of the row, so which "
-            "weighting of a sort's output can tell a right gradient from one that ignores the order?",
+            "receives an inference tensor. On `checks.team_pipeline(6)` three stages are broken, and one of them "
+            "agrees with central differences when it is given the pipeline's inputs. A smaller case for the noise: "
+            "`torch.tanh` at the inputs of `checks.team_pipeline(0)`, weighted at random, agrees with central "
+            "differences to within about 1e-9 of its gradient's largest entry. And one for the weighting: the sum of a "
+            "sorted row is the sum of the row, so which weighting of a sort's output can tell a right gradient from "
+            "one that ignores the order?",
             "Trace `checks.team_pipeline(0)` by hand, one stage at a time: what does the stage receive when the "
             "pipeline runs, what single number built from its output lets autograd and central differences speak "
             "about every entry, and what do you call autograd's answer when that number does not require grad at "
-            "all? Then ask whether a stage you named would still be named if every stage before it were sound."),
+            "all? Write down every stage's disagreement beside that of functions you trust, and look for the empty "
+            "stretch between the two groups before you say where 'agrees' ends. Then ask whether a stage you named "
+            "would still be named if every stage before it were sound."),
         checks=("check_find_cuts",), cells=("find_cuts",)),
     "C2": PartHints(
         texts=(

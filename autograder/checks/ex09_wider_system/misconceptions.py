@@ -305,7 +305,7 @@ CUT_SUM_DIRECTION = Misconception(
     "compared the gradients along one direction only",
     "Autograd gives the gradient of one number: reducing a stage's output by a plain sum tests one direction, and a "
     "stage can be right along it and wrong along others (a straight-through sort: the sum of the sorted values does "
-    "not depend on the order). Reduce with weights drawn at random.",
+    "not depend on the order; a normalisation: its output always sums to zero). Reduce with weights drawn at random.",
     question="Does the sum of a stage's output see every way the stage's gradient can be wrong?")
 CUT_EXACT = Misconception(
     "central differences expected to match exactly",
@@ -313,6 +313,14 @@ CUT_EXACT = Misconception(
     "a sound stage never matches autograd to the last bit. Compare with a tolerance between that error and the size "
     "of a real disagreement.",
     question="How close do autograd and central differences come on a stage you know is sound?")
+CUT_LOOSE = Misconception(
+    "a tolerance looser than the smallest real disagreement",
+    "Central differences in float64 agree with a sound stage's gradient to about 1e-9 of its largest entry; a broken "
+    "stage can be off by only a few per cent (a hand-written backward with a wrong constant factor). A tolerance "
+    "picked by habit, far above that noise, lets such a stage through: where 'agrees' ends is a measurement of both "
+    "sides, not a convention.",
+    question="How close do central differences come on a stage you know is sound, and how far off is the least "
+             "broken stage you found?")
 CUT_PIPELINE_INPUT = Misconception(
     "measured every stage at the pipeline's input",
     "A stage's gradient can be right on part of its domain and wrong on the rest (a clamp whose hand-written backward "
