@@ -30,6 +30,7 @@ from .graphs import (
     _show_graph,
     _show_local,
     depth_first_order,
+    engine_runs,
     random_graph,
     random_local,
     random_numbers,
@@ -248,7 +249,7 @@ def _with_course_order(fn: Callable):
         yield
         return
     own = namespace["backward_order"]
-    namespace["backward_order"] = run_engine
+    namespace["backward_order"] = engine_runs
     try:
         yield
     finally:

@@ -123,7 +123,8 @@ def reference_order(graph: Graph, output: str) -> list[str]:
 
 
 def run_engine(graph: Graph, roots: list[str], sequence_nr: dict[str, int], *, pick: str = "highest",
-               roots_ready: bool = False, whole_graph: bool = False, once: bool = False) -> list[str]:
+               roots_ready: bool = False, whole_graph: bool = False, once: bool = False,
+               per_consumer: bool = False) -> list[str]:
     """The order in which PyTorch's engine runs the nodes of a backward pass from ``roots``: count, for every node
     the roots depend on, the edges arriving from the nodes the roots depend on, plus one for a root's seed; deliver
     the seeds; then, while a node is ready (its count at 0), run the ready node with the highest sequence number,
@@ -131,11 +132,12 @@ def run_engine(graph: Graph, roots: list[str], sequence_nr: dict[str, int], *, p
 
     The other keywords give the orders of mistakes: ``pick`` "lowest", "first" (a first-in first-out queue) or
     "last" (a stack) instead of the highest number; ``roots_ready``: every root ready from the start, its seed not
-    counted; ``whole_graph``: edges counted from every node of the graph; ``once``: a node that ran is skipped."""
+    counted; ``whole_graph``: edges counted from every node of the graph; ``once``: a node that ran is skipped;
+    ``per_consumer``: a consumer counted once however many edges it has to a node (each edge still delivers)."""
     needed = list(graph) if whole_graph else depth_first_order(graph, roots)
     waiting = dict.fromkeys(needed, 0)
     for node in needed:
-        for source in graph[node]:
+        for source in set(graph[node]) if per_consumer else graph[node]:
             waiting[source] += 1
     ready: list[str] = list(roots) if roots_ready else []
 
@@ -147,6 +149,7 @@ def run_engine(graph: Graph, roots: list[str], sequence_nr: dict[str, int], *, p
     if not roots_ready:
         for root in roots:
             waiting[root] += 1
+        for root in roots:
             deliver(root)
     order: list[str] = []
     while ready:
@@ -190,7 +193,7 @@ def _preorder(graph: Graph, output: str, reverse: bool = False) -> list[str]:
 
 
 def _show_graph(graph: Graph) -> str:
-    return "{" + ", ".join(f"{node}: [{', '.join(inputs)}]" for node, inputs in graph.items()) + "}"
+    return "{" + ", ".join(f"{node}: [{', '.join(map(_show_ref, inputs))}]" for node, inputs in graph.items()) + "}"
 
 
 def _show_local(local: Local) -> str:
@@ -262,3 +265,114 @@ def _call_plain_python(fn: Callable, *args, what: str, names: tuple[str, ...]):
             raise proven_failure(f"{what} changed its argument {name}: it was {old!r:.200} and is now "
                                  f"{new!r:.200}.", CHANGED_DICTS)
     return answer
+
+
+# ---------------------------------------------------------------------------------------------- several outputs
+# Part A's graphs may hold nodes with several outputs (split, unbind, chunk): an edge names a node alone (its only
+# output, or output 0) or a pair (node, k), output k of that node, as PyTorch's next_functions pair a node with an
+# output number. A root is such a reference too. The node is still one node: it runs once, with one gradient slot
+# per output, and a slot nothing delivers to stays empty (its pre-hook sees None, its backward uses zeros).
+
+Ref = str | tuple[str, int]
+Runs = list[tuple[str, list[int]]]
+
+
+def node_of(ref: Ref) -> str:
+    return ref if isinstance(ref, str) else ref[0]
+
+
+def slot_of(ref: Ref) -> int:
+    return 0 if isinstance(ref, str) else ref[1]
+
+
+def names_graph(graph: dict) -> Graph:
+    """The same graph with every edge reduced to the node it points at (one entry per edge, so a consumer of two
+    outputs of one node lists that node twice): the order of the engine depends on this alone."""
+    return {node: [node_of(ref) for ref in refs] for node, refs in graph.items()}
+
+
+def received_slots(graph: dict, roots: list, *, whole_graph: bool = False, seeds: bool = True) -> dict[str, list]:
+    """For every node a backward pass from ``roots`` runs, the output numbers whose slot receives a gradient before
+    it runs: one per edge from a node that runs, and a root's own slot (its seed). The keywords give the slots of two
+    mistakes: ``whole_graph``, edges from every node of the graph counted; ``seeds=False``, the seeds forgotten."""
+    needed = depth_first_order(names_graph(graph), [node_of(root) for root in roots])
+    filled: dict[str, set[int]] = {node: set() for node in needed}
+    for consumer in graph if whole_graph else needed:
+        for ref in graph[consumer]:
+            if node_of(ref) in filled:
+                filled[node_of(ref)].add(slot_of(ref))
+    if seeds:
+        for root in roots:
+            filled[node_of(root)].add(slot_of(root))
+    return {node: sorted(slots) for node, slots in filled.items()}
+
+
+def engine_runs(graph: dict, roots: list, sequence_nr: dict[str, int]) -> Runs:
+    """Part A's answer: (node, the output numbers whose slot received a gradient), in the order the engine runs."""
+    slots = received_slots(graph, roots)
+    return [(node, slots[node]) for node in run_engine(names_graph(graph), [node_of(root) for root in roots],
+                                                       sequence_nr)]
+
+
+class _Outputs(torch.autograd.Function):
+    """A node with ``count`` outputs, output i = (i + 1) × the sum of the inputs (float64 scalars)."""
+
+    @staticmethod
+    def forward(ctx, count, *inputs):
+        ctx.inputs = len(inputs)
+        total = sum(inputs)
+        return tuple(total * (i + 1) for i in range(count))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        total = sum(grad * (i + 1) for i, grad in enumerate(grads))
+        return (None, *[total] * ctx.inputs)
+
+
+def torch_slots(graph: dict, roots: list) -> dict[str, list[int]]:
+    """What PyTorch's pre-hooks see: the graph built from float64 scalars (every node that has inputs one custom
+    Function with as many outputs as the graph and the roots refer to), backward from the roots, and for every
+    node that ran and has inputs, the output numbers of its grad_outputs that were not None."""
+    outputs: dict[str, int] = {}
+    for ref in [ref for refs in graph.values() for ref in refs] + list(roots):
+        outputs[node_of(ref)] = max(outputs.get(node_of(ref), 1), slot_of(ref) + 1)
+    seen: dict[str, list[int]] = {}
+    value: dict[str, tuple] = {}
+    for node in reversed(depth_first_order(names_graph(graph), list(graph))):  # inputs before consumers
+        if not graph[node]:
+            value[node] = (torch.tensor(1.0, dtype=torch.float64, requires_grad=True),)
+            continue
+        made = _Outputs.apply(outputs.get(node, 1), *(value[node_of(ref)][slot_of(ref)] for ref in graph[node]))
+        value[node] = made if isinstance(made, tuple) else (made,)
+        value[node][0].grad_fn.register_prehook(lambda grad_outputs, node=node: seen.update(
+            {node: [i for i, grad in enumerate(grad_outputs) if grad is not None]}))
+    tensors = [value[node_of(root)][slot_of(root)] for root in roots]
+    torch.autograd.backward(tensors, [torch.ones((), dtype=torch.float64) for _ in tensors])
+    return seen
+
+
+def _show_ref(ref: Ref) -> str:
+    return ref if isinstance(ref, str) else f"({ref[0]}, {ref[1]})"
+
+
+def random_split_graph(gen: torch.Generator) -> tuple[dict, list]:
+    """A random graph (:func:`random_graph`) with a node ``s`` of three outputs planted: output 0 feeds a node the
+    output consumes, output 1 that node too or the output itself or nothing, output 2 only a consumer the roots do
+    not depend on (its slot stays empty unless a root is that output). Returns the graph and 1 to 3 roots, a pair
+    (s, k) among them in one graph out of two."""
+    graph, out = random_graph(gen)
+    free = [name for name in NAMES if name not in graph]
+    s, m, spare = (free[i] for i in torch.randperm(len(free), generator=gen)[:3].tolist())
+    below = [node for node in depth_first_order(graph, [out]) if node != out]
+    graph[s] = [choice(gen, below)]
+    one = int(torch.randint(0, 3, (), generator=gen))
+    graph[m] = [(s, 0)] + ([(s, 1)] if one == 0 else [])
+    graph[out] = graph[out] + [m] + ([(s, 1)] if one == 1 else [])
+    graph[spare] = [(s, 2)]
+    roots: list = random_roots(gen, graph, out)
+    if int(torch.randint(0, 2, (), generator=gen)):
+        roots.insert(int(torch.randint(0, len(roots) + 1, (), generator=gen)),
+                     (s, int(torch.randint(1, 3, (), generator=gen))))
+        roots = roots[:3] if out in roots[:3] else roots[:2] + [out]
+    keys = list(graph)
+    return {keys[i]: graph[keys[i]] for i in torch.randperm(len(keys), generator=gen)}, roots

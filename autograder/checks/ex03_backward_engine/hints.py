@@ -7,16 +7,18 @@ from ...hints import HintBook, PartHints
 
 hint = HintBook({
     "A": PartHints(checks=("check_backward_order",), cells=("backward_order",), texts=(
-        "A root that another root consumes: what does it receive in this backward pass, from whom, and may it run "
-        "before all of that has arrived? And among the nodes that may run at the same moment, which goes first?",
-        "Check values. `{\"out\": [\"a\", \"b\"], \"b\": [\"a\"], \"a\": []}` numbered out 1, b 2, a 5, from "
-        "[\"out\"]: out, b, a (a has the highest number, and still waits for b). The lesson's graph from roots "
-        "[\"r\", \"L\"] numbered p 4, q 5, r 61, L 7, x 2**64 - 1: L, r, q, p, x; a depth-first sort gives L, r, "
-        "p, q, x, and an order that starts with r runs r before L has delivered to it.",
-        "A trace to turn into code, the lesson's graph from roots [\"r\", \"L\"] with the numbers of hint 2. "
-        "Deliveries each node waits for: L 1, r 2, q 1, p 2, x 2. The seeds arrive: L 0 (may run), r 1. L runs: "
-        "r 0, p 1; may run: r. r runs: q 0, p 0; may run: q (5), p (4). q runs: x 1. p runs: x 0. x runs. Which "
-        "counts did you need before anything ran, and where did each number come from?")),
+        "The three outputs of an unbind share one node: how many times does its pre-hook fire, and may it fire while "
+        "a consumer of one of its outputs has not run yet? And which of its slots can anything reach in this pass, "
+        "when the only consumer of an output is a node no root depends on?",
+        "Check values on a graph that is not one of the tests': `{\"out\": [(\"t\", 0), \"b\"], \"b\": "
+        "[(\"t\", 1)], \"t\": [\"a\"], \"dead\": [(\"t\", 2)], \"a\": []}` numbered out 1, b 2, t 3, dead "
+        "4, a 9. From [\"out\"]: out [0], b [0], t [0, 1], a [0]. From [(\"t\", 2), \"out\"]: the same order, "
+        "t [0, 1, 2]. From [\"b\"]: b [0], t [1], a [0].",
+        "A trace of hint 2's graph from [(\"t\", 2), \"out\"]. Deliveries each node waits for: out 1 (its seed), "
+        "b 1, t 3 (out, b and a seed), a 1; dead is never counted. The seeds arrive: t's reaches its slot 2 (t "
+        "waits for 2 more), out's makes out ready. out runs: t's slot 0 (1 more), b is ready. b runs: t's slot 1, "
+        "t is ready. t runs, then a. Run the same trace from [\"out\"] alone: which slot of t does nothing reach, and "
+        "would PyTorch's pre-hook on t see a tensor there?")),
     "B": PartHints(checks=("check_accumulate_gradients",), cells=("accumulate_gradients",), texts=(
         "Request only p in the lesson's graph: which nodes' work ends up in p's gradient, and which nodes send "
         "their shares only to nodes nobody asked about? Once p's buffer is complete, what would running p add?",

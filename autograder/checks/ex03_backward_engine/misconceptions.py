@@ -88,6 +88,32 @@ COUNTS_NEVER_ZERO = Misconception(
     "each delivery is subtracted. Counts one too high, or a test made before the subtraction, never reach 0, so "
     "nothing beyond the roots ever runs.",
     "After a node's last delivery, is its count exactly 0, and do you test it after subtracting?")
+ONE_RUN_PER_OUTPUT = Misconception(
+    "a node with several outputs ran once per output",
+    "The outputs of split or unbind share ONE node (out[0].grad_fn is out[1].grad_fn): the engine keeps one buffer "
+    "for it with a slot per output, waits until every delivery to any of its slots has arrived, and runs it once.",
+    "How many grad_fn objects does a split with three outputs make, and how many times does its pre-hook fire?")
+COUNTED_CONSUMERS = Misconception(
+    "counted consumers instead of edges",
+    "A consumer that uses two outputs of one node (or one tensor twice, as a * a does) has two edges to it and "
+    "delivers twice; counting it once lets the node's count reach 0 while another consumer has not delivered yet.",
+    "A consumer with two edges to the same node: how many deliveries does that node receive from it?")
+WHOLE_GRAPH_SLOTS = Misconception(
+    "an output's slot counted as filled because something in the graph consumes it",
+    "A slot is filled by a delivery in THIS backward pass: an output whose only consumers are on a branch no root "
+    "depends on receives nothing, because those consumers never run; its slot stays empty (the pre-hook sees None "
+    "there, and the node's backward works with zeros).",
+    "An output consumed only by a node the roots do not depend on: who delivers to its slot in this pass?")
+SEED_SLOT_FORGOTTEN = Misconception(
+    "a root's own slot left out",
+    "A root that is output k of a node receives its seed in slot k, before anything runs: that slot is filled even "
+    "when no consumer delivers to it.",
+    "Where does the seed of a root that is output k of a split go?")
+FIRST_OUTPUT_ONLY = Misconception(
+    "every node reported with output 0 only",
+    "A node with several outputs has one slot per output, and the engine fills the slots that receive something: "
+    "the edges (node, k) that deliver in this pass, and the roots' seeds, say which.",
+    "Which slots of a split's buffer did PyTorch's pre-hook see filled?")
 CHANGED_DICTS = Misconception(
     "changed the arguments it was given",
     "The test hands you its own dicts and compares them afterwards: build new lists and dicts of your own. Never "
