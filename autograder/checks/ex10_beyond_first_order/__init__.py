@@ -1,5 +1,6 @@
 """Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product by double backward for
-a function of several tensors (:mod:`.hvp`) and the largest eigenvalue of the Hessian at a saddle
+a function of several tensors (:mod:`.hvp`), the Gauss-Newton product Jᵀ H_ℓ J v of a network and a loss
+(:mod:`.gauss_newton`, which holds Part A.1's check) and the largest eigenvalue of the Hessian at a saddle
 (:mod:`.sharpness`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one batched pass, and the number of
 probes a given accuracy needs (:mod:`.hutchinson`), and the fewest probes that make it exact for a banded Hessian
 (:mod:`.probing`); the WGAN-GP gradient penalty at interpolates, for critics that mix their batch too
@@ -8,18 +9,19 @@ examples' gradients (:mod:`.clipping`); activation checkpointing of the fewest b
 (:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
-the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), its
-eigenvalues (A.2), the means of the probes' products (B.1), the exact expected error and a measurement of drawn
-probes (B.2), a loop of per-example backward passes (Part D), central differences of the penalty, each example's
-gradient taken with the others held fixed (Part C), a plain forward from the same random state and the check's own
-measurement of each block's saved bytes (Part E).
+the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), the
+full Jacobian and the loss's Hessian with finite differences of the network and of the loss's gradient (A.1's
+gnvp), the Hessian's eigenvalues (A.2), the means of the probes' products (B.1), the exact expected error and a
+measurement of drawn probes (B.2), a loop of per-example backward passes (Part D), central differences of the
+penalty, each example's gradient taken with the others held fixed (Part C), a plain forward from the same random
+state and the check's own measurement of each block's saved bytes (Part E).
 """
 
 from ...hints import HintBook, PartHints
 from .checkpoint import check_budgeted_forward
 from .clipping import check_clipped_mean_gradient
+from .gauss_newton import check_hvp
 from .hutchinson import check_hessian_diagonal, check_probes_needed
-from .hvp import check_hvp
 from .penalty import check_gradient_penalty
 from .probing import check_exact_probes
 from .sharpness import check_sharpness
@@ -31,27 +33,37 @@ __all__ = ["check_budgeted_forward", "check_clipped_mean_gradient", "check_exact
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
     "A": PartHints(texts=(
-        r"For A.1: with one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ "
+        r"For hvp: with one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ "
         r"tensors and $m$ directions, which single scalar has every entry of $Hv$ as its gradient, cross terms "
-        r"included? For A.2: for $H = \mathrm{diag}(1.5, -4)$, which eigenvalue does multiplying by $H$ again and "
-        "again single out, and what could you change about the matrix you multiply by, keeping its eigenvectors, "
-        "so that 1.5 wins instead?",
-        r"A.1: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and $(Hv)_s = 2$. Then run your "
+        r"included? For gnvp: $Gv$ is three products in a row, $Jv$, then $H_\ell$ times it, then $J^\top$ times "
+        "that. Which of them does one reverse pass give you as it is, and which is a forward-mode product that "
+        "torch.autograd, without torch.func, must give you some other way? For A.2: for "
+        r"$H = \mathrm{diag}(1.5, -4)$, which eigenvalue does multiplying by $H$ again and again single out, and "
+        "what could you change about the matrix you multiply by, keeping its eigenvectors, so that 1.5 wins "
+        "instead?",
+        r"hvp: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and $(Hv)_s = 2$. Then run your "
         r"function on $f(u, w) = \sum u^4/4 + 2\sum w$ (linear in $w$) and on $f(u, W) = 3\sum u - \sum W$ (linear "
         "in both): what does autograd say in each, and what does the mathematics say the answer is there? A.2: the "
         "try-it saddle has λmax = −1 + √6 ≈ 1.449490, while the eigenvalue of largest size is −1 − √6 ≈ −3.449490 "
         "(what the lesson's loop returns there). f(a, b) = 1.5 (a − b)**2 − (a + b)**2 has 6 along (1, −1) and −4 "
         "along (1, 1): does your start ever see the 6? For 3 sum(u) − sum(W) the answer is 0: what does your "
-        "normalisation do with a zero product?",
-        "A.1 in words: leaves of your own, one gradient call that records its work, one scalar that pairs every "
-        "gradient with its direction, one more gradient call over all the leaves. Where the gradient does not depend "
-        "on a tensor, autograd has nothing to differentiate: the docstring of torch.autograd.grad has two arguments "
-        "about inputs that were not used, and whether the scalar requires grad tells you, before the second call, if "
-        "there is anything to differentiate at all. A.2, traced: H = diag(1.5, −4) from v = (1, 1) gives (1.5, −4) "
-        "after one product and (7.59, −1024) after five: the −4 wins. Add 4v to every product instead and trace "
-        "again. Which eigenvalue of H does the winner give back, how large must the added multiple be at least, and "
-        "where can your function learn a large enough one from products alone?"),
-        checks=("check_hvp", "check_sharpness"), cells=("hvp", "sharpness")),
+        "normalisation do with a zero product? gnvp, a smaller case: a network of one number with one output, "
+        "net(a) = a**2, and loss(z) = (z − 1)**2, at a = 2 and v = 1: J = 4 and the loss's curvature is 2, so "
+        "G·v = 32, while H·v of loss(net(a)) is 44. Which term of H makes the 12 between them, and why is it zero "
+        "wherever the network is linear?",
+        "hvp in words: where the gradient does not depend on a tensor, autograd has nothing to differentiate: the "
+        "docstring of torch.autograd.grad has two arguments about inputs that were not used, and whether the scalar "
+        "you differentiate requires grad tells you, before the second call, if there is anything to differentiate "
+        "at all. gnvp: the last two products are the easy ones (the loss's curvature in the direction Jv is an hvp "
+        "in z; a transposed product is what any reverse pass with chosen output gradients computes). For Jv: a "
+        "reverse pass turns an output gradient u of your choice into Jᵀu. As a function of u, what kind of "
+        "function is that, and what could differentiating it once more give you? torch.autograd's documentation "
+        "of forward mode is another way in. Count your passes against the 5 allowed. A.2, traced: H = "
+        "diag(1.5, −4) from v = (1, 1) gives (1.5, −4) after one product and (7.59, −1024) after five: the −4 "
+        "wins. Add 4v to every product instead and trace again. Which eigenvalue of H does the winner give back, "
+        "how large must the added multiple be at least, and where can your function learn a large enough one from "
+        "products alone?"),
+        checks=("check_hvp", "check_sharpness"), cells=("hvp", "gnvp", "sharpness")),
     "B": PartHints(texts=(
         "For hessian_diagonal: from one probe to the next, what changes in the computation of Hz and what stays "
         "exactly the same, and how many backward walks through the part that stays the same does that really call "

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...checking import GradingFailure, Routes, call_learner, check, expect_close, fmt, trial
+from ...checking import GradingFailure, Routes, call_learner, expect_close, fmt
 from ...checking import proven_failure as _proven
 from ...seeding import uniform
 from ..cases import case_stream, randint
@@ -264,7 +264,10 @@ def _run_hvp(hvp, name: str, xs: list[Tensor], vs: list[Tensor]) -> None:
         except GradingFailure as failure:
             if OWN_BLOCKS_ONLY in failure.suspects:
                 raise GradingFailure(f"{passes}\n{failure.message}", suspects=(OWN_BLOCKS_ONLY,)) from None
-        raise GradingFailure(passes)
+            raise GradingFailure(passes) from None
+        raise GradingFailure(passes + (" The values are right. Three is what torch.autograd.functional.hvp runs: "
+                                       "what does its documentation say about its cost next to vhp's, and why?"
+                                       if runs == 3 else " The values are right."))
     _compare_hvp(answer, f_true, xs, vs, names, constant, what)
 
 
@@ -282,23 +285,3 @@ def _compare_hvp(answer, f: Callable, xs: list[Tensor], vs: list[Tensor], names:
         expect_close(entry, expected[i], what=f"{what}: entry {i} (H·v for {arg})", fd=fd[i], rtol=1e-6, atol=1e-9,
                      extra="  (finite difference here: of gradients, (∇f(x + εv) − ∇f(x − εv)) / 2ε)",
                      symptoms=symptoms[i])
-
-
-@check
-def check_hvp(hvp, grading_seed: int | None = None) -> None:
-    """Part A: hvp(f, xs, vs) = H·v for a scalar function f of several tensors, by double backward, split like xs.
-
-    Domain: ``f`` a smooth scalar function of m >= 1 float64 tensors (any shapes: vectors, matrices, a 0-d scalar;
-    any signs, zero included), possibly linear in some or all of them; ``xs`` a list of those tensors (requires_grad
-    False); ``vs`` a list of float64 tensors shaped like xs (zero included). Corners at every seed: one tensor of one
-    element, a matrix with a vector, a 0-d scalar, x = 0, v = 0, a bilinear f (only cross terms), an f linear in one
-    tensor (a zero entry), an f linear in all (all zeros), an f that ignores one tensor (a zero entry).
-    Contract (the part's text): at most two reverse passes (the full Hessian is named when the count shows it); f
-    evaluated at xs only; no torch.func; xs and vs unchanged; a list (or tuple) of m float64 tensors shaped like xs,
-    without a graph; zeros, not None, where f's gradient does not depend on a tensor; entry i is Σ_j H_ij v_j (cross
-    terms included).
-    """
-    __tracebackhide__ = True
-    for name, xs, vs in _hvp_cases(grading_seed):
-        with trial():
-            _run_hvp(hvp, name, xs, vs)

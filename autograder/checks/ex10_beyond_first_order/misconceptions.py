@@ -237,6 +237,14 @@ ALPHA_ON_FEATURES = Misconception(
     "B ≠ D the shapes clash and PyTorch complains; with B = D it runs and is silently wrong.",
     question='alpha has one entry per example: which axis of real does broadcasting pair it with?'
 )
+ALPHA_VECTOR_SHAPED = Misconception(
+    "mixing weights shaped for vectors only on a batch of images",
+    "alpha[:, None] has shape (B, 1): against a batch of shape (B, C, H, W) broadcasting lines its two axes up with "
+    "the LAST two, H and W, so alpha_i scales row i of every image instead of image i. alpha needs a trailing "
+    "axis of size 1 for every axis of real after the first. With B ≠ H the shapes clash; with "
+    "B = H it runs and is silently wrong.",
+    question="alpha[:, None] has two axes and a batch of images has four: which two axes of real does broadcasting "
+    "pair them with?")
 SWAPPED_MIX = Misconception(
     "swapped real and fake in the interpolation",
     "x̂_i = alpha_i real_i + (1 − alpha_i) fake_i: alpha weighs the REAL example (alpha_i = 1 gives the real one).",
@@ -505,3 +513,38 @@ WASTED_PROBES = Misconception(
     "smaller than bandwidth + 1, every element needs its own pattern, and no more than n of them.",
     question="How many of your rows does the estimate need, when x has fewer elements than bandwidth + 1?"
 )
+
+# Part A.1, gnvp: the Gauss-Newton product Jᵀ H_ℓ J v
+GN_IS_HESSIAN = Misconception(
+    "returned the Hessian's product H·v instead of the Gauss-Newton product",
+    "The Hessian of loss(net(xs)) is Jᵀ H_ℓ J plus a second term, the loss's gradient with respect to the outputs "
+    "times the network's own second derivatives. The Gauss-Newton matrix keeps the first term only: push v through "
+    "the network (J v), through the loss's curvature (H_ℓ J v), and back through the network (Jᵀ), never "
+    "differentiating the network twice.",
+    question="Which term of the Hessian of loss(net(xs)) involves the network's own second derivatives, and does "
+    "your computation ever differentiate the network twice?")
+GN_NO_LOSS_CURVATURE = Misconception(
+    "left out the loss's curvature (Jᵀ J v)",
+    "Jᵀ J v is the Gauss-Newton matrix of a loss whose Hessian in the outputs is the identity, half a summed squared "
+    "error. A mean, a cross-entropy or any other loss has its own H_ℓ between J and Jᵀ: a Hessian-vector product of "
+    "the loss with respect to its input z, in the direction J v.",
+    question="What does the loss's own second derivative, with respect to the outputs z, contribute between J v and "
+    "Jᵀ, and is it the identity for this loss?")
+GN_LINEAR_LOSS = Misconception(
+    "no zeros where the loss is linear in the outputs",
+    "A loss linear in z has H_ℓ = 0, so G·v = Jᵀ H_ℓ J v is zero, whatever the network (its Hessian H·v is not). "
+    "Its gradient with respect to z is then a constant without a graph, which autograd refuses to differentiate: "
+    "look at requires_grad before you differentiate a second time.",
+    question="What is the loss's Hessian with respect to z when the loss is linear in z, and what does autograd "
+    "give you when you differentiate its gradient once more?")
+GN_NET_DIFFERENCES = Misconception(
+    "finite differences where the part asks for autograd products",
+    "(net(x + εv) − net(x − εv)) / 2ε is the check, not the method: it carries an O(ε²) error and evaluates the "
+    "network away from xs. J v is a Jacobian-vector product that autograd computes exactly at xs.",
+    question="Where did your function evaluate net (or the loss), and can autograd give you J v at xs itself?")
+GN_JACOBIAN = Misconception(
+    "built the network's Jacobian (or a Hessian) instead of products",
+    "J has one row per output and one column per number of xs: for a network that is far beyond memory, and row by "
+    "row it costs one backward pass per output. G·v needs only products with vectors: J v, H_ℓ (J v), Jᵀ (H_ℓ J v).",
+    question="How many outputs and numbers does the Jacobian have here, and which products of it with a vector does "
+    "G·v need?")

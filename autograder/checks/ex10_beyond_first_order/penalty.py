@@ -15,6 +15,7 @@ from ..cases import case_stream, randint
 from .hvp import vector
 from .misconceptions import (
     ALPHA_ON_FEATURES,
+    ALPHA_VECTOR_SHAPED,
     NAN_AT_ZERO_NORM,
     NO_GRAPH,
     NORM_OVER_BATCH_AXIS,
@@ -83,14 +84,15 @@ def _wgan_penalty(critic: nn.Module, params: dict, real: Tensor, fake: Tensor, a
                   reduce: str = "mean", weight_inside: bool = False, route: str | None = None) -> Tensor:
     """The penalty with the critic's parameters ``params`` (a graph reaches them); the keywords make the mistakes.
 
-    mix: alpha along the examples (right) or the last axis; at: between (right), swapped, real; norm: rows (right:
+    mix: alpha along the examples (right), the last axis ("features") or shaped (B, 1) ("vector": on images, along
+    the rows axis); at: between (right), swapped, real; norm: rows (right:
     each example's gradient over all its axes), columns (down the batch), batch (one for all), axis1 (over the
     second axis only, per example and position), last (over the last axis only, per example, channel and row);
     form: wgan (right), r1, squares; reduce: mean (right) or sum;
     weight_inside: (weight·(‖g‖−1))²; route: "own" (each score differentiated with respect to its own example, the
     others held fixed: right for every critic), "sum" (the gradient of the summed scores: right only when the examples
     do not interact); default: "own" for a critic that mixes its examples, else the (cheaper, equal) "sum"."""
-    a = alpha.reshape(-1, *[1] * (real.dim() - 1)) if mix == "rows" else alpha
+    a = {"rows": alpha.reshape(-1, *[1] * (real.dim() - 1)), "vector": alpha[:, None]}.get(mix, alpha)
     points = {"between": a * real + (1 - a) * fake, "swapped": a * fake + (1 - a) * real, "real": real}[at]
     with torch.enable_grad():
         points = points.detach().requires_grad_(True)
@@ -198,7 +200,9 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
         clash = any(f"tensor a ({m}) must match the size of tensor b ({n})" in failure.message
                     for m, n in ((b, d), (d, b)))
         alone = mixes(critic) and isinstance(failure.raised, ValueError) and "value per channel" in str(failure.raised)
-        raise GradingFailure(failure.message, suspects=(ALPHA_ON_FEATURES,) if clash and b != d else (),
+        rows = real.dim() > 2 and f"at non-singleton dimension {real.dim() - 2}" in failure.message  # alpha[:, None]
+        suspects = ((ALPHA_VECTOR_SHAPED,) if rows else (ALPHA_ON_FEATURES,)) if clash and b != d else ()
+        raise GradingFailure(failure.message, suspects=suspects,
                              proven=SCORED_ALONE if alone else failure.proven) from None
     if routes.backward_runs > 1:
         raise GradingFailure(f"{what} ran {routes.backward_runs} backward passes for {b} examples; one is enough "
@@ -231,6 +235,8 @@ def _run_penalty(gradient_penalty, critic, real, fake, alpha, weight) -> None:
         value_symptoms.append(SUMMED_SCORES_MIXED.looks_like(penalty(route="sum")))
     if b == d and real.dim() == 2:
         value_symptoms.append(ALPHA_ON_FEATURES.looks_like(penalty(mix="features")))
+    if real.dim() > 2 and real.shape[-2] == b:  # alpha[:, None] runs when B = H: each row of pixels its own alpha
+        value_symptoms.append(ALPHA_VECTOR_SHAPED.looks_like(penalty(mix="vector")))
     if real.dim() > 2:
         value_symptoms.append(NORM_OVER_ONE_AXIS.looks_like(penalty(norm="axis1")))
         value_symptoms.append(NORM_OVER_LAST_AXIS.looks_like(penalty(norm="last")))
