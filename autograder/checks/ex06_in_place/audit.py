@@ -31,6 +31,7 @@ FIRST = {"clone": lambda g: g.clone(), "detach_clone": lambda g: g.detach().clon
 LATER = ("inplace", "new", "into_grad")
 EDIT = ("none", "scale", "data_scale")
 UPDATE = ("sub_", "add_alpha", "copy_", "data_sub", "data_copy", "data_assign", "set_")
+UNCOUNTED = ("data_sub", "data_copy", "data_assign")  # the writes the parameter's version counter does not see
 
 
 def _write(p: torch.Tensor, d: torch.Tensor, update: str) -> None:
@@ -94,7 +95,7 @@ class Suspect:
             found.add(EDITS)  # an aliased buffer updated in place writes .grad once zero_() reset it in place
         if self.update in ("data_assign", "set_"):
             found.add(NEW_MEMORY)
-        if self.update in ("data_sub", "data_copy", "data_assign"):
+        if self.update in UNCOUNTED:
             found.add(SILENT)
         return frozenset(found)
 
@@ -195,7 +196,8 @@ COUNTER_IS_MEMORY = Misconception(
 
 
 def _suspects(suspect: Suspect, missed: set[str], extra: set[str]) -> tuple[Misconception, ...]:
-    """The mistakes a wrong report on this suspect would come from (named when two cases agree)."""
+    """The mistakes a wrong report on this suspect would come from (named when two cases agree; new memory and the
+    counter mixed up: :func:`_mix_ups`, settled by all the cases together)."""
     out = []
     alias_first = suspect.first in ALIASES
     if SHARES in missed and alias_first and suspect.first != "alias":
@@ -208,10 +210,23 @@ def _suspects(suspect: Suspect, missed: set[str], extra: set[str]) -> tuple[Misc
         out.append(RESET_NONE)
     if EDITS in missed and suspect.edit == "data_scale":
         out.append(VERSION_ONLY)
-    if (missed | extra) & {NEW_MEMORY, SILENT} and suspect.update in ("set_", "data_assign", "data_sub",
-                                                                        "data_copy"):
-        out.append(COUNTER_IS_MEMORY)
     return tuple(out)
+
+
+def _mix_ups(suspect: Suspect, report: set[str]) -> tuple[set[str], set[str]]:
+    """The ways of mixing up new memory and the counter whose report on this suspect is the learner's, where that
+    differs from the truth: a silent graph reported where the parameter got new memory ("silent by memory"), new
+    memory reported where the write went uncounted ("memory by counter"), or both ("swapped"). Second, those of them
+    that here report a hazard the step does not have: an audit that never finds one of the two hazards (a value
+    comparison left out) misses the same ones as a mix-up does on some steps, never reports one too many."""
+    truth = suspect.declared()
+    memory, uncounted = NEW_MEMORY in truth, suspect.update in UNCOUNTED
+    patterns = {"silent by memory": {NEW_MEMORY, SILENT} if memory else set(),
+                "memory by counter": ({NEW_MEMORY} if uncounted else set()) | ({SILENT} & truth),
+                "swapped": ({NEW_MEMORY} if uncounted else set()) | ({SILENT} if memory else set())}
+    right, got = truth & {NEW_MEMORY, SILENT}, report & {NEW_MEMORY, SILENT}
+    matched = {kind for kind, pattern in patterns.items() if pattern == got != right}
+    return matched, {kind for kind in matched if patterns[kind] - right}
 
 
 def _read(answer, what: str) -> set[str]:
@@ -234,8 +249,13 @@ def _cases(grading_seed: int | None) -> list[tuple[str, Suspect]]:
         return [(f"suspect_steps()[{k}]" + (" (the given sgd_momentum_step)" if k == 0 else ""), s)
                 for k, s in enumerate(VISIBLE)]
     gen = case_stream("06/audit_step", grading_seed)
-    drawn = [Suspect(choice(gen, list(FIRST)), choice(gen, list(LATER)), choice(gen, list(EDIT)),
-                     choice(gen, list(UPDATE))) for _ in range(8)]
+    drawn = [Suspect(choice(gen, list(FIRST)), choice(gen, list(LATER)), choice(gen, list(EDIT)), UPDATE[k])
+             for k in torch.randperm(len(UPDATE), generator=gen).tolist()]  # every way of writing the parameter
+    # two corners: .grad edited through .data alone (no counted write into it), and a buffer that is .grad's memory
+    # under another tensor object, updated in place (.grad edited only where the caller resets it by zero_())
+    own = [first for first in FIRST if first not in ALIASES]
+    drawn[0] = Suspect(choice(gen, own), choice(gen, ["inplace", "new"]), "data_scale", drawn[0].update)
+    drawn.append(Suspect(choice(gen, list(ALIASES[1:])), "inplace", "none", choice(gen, list(UPDATE))))
     return [("the given sgd_momentum_step", GIVEN)] + [(f"a drawn suspect step (number {k + 1} of 8)", s)
                                                       for k, s in enumerate(drawn)]
 
@@ -247,9 +267,12 @@ def check_audit_step(audit_step, grading_seed: int | None = None) -> None:
 
     Domain: a step made of the given step's parts swapped for others (:class:`Suspect`); a hazard counts when it
     shows within three calls, with .grad reset between calls either way (None, or zero_() in place). Visible: the
-    eleven suspects of :func:`suspect_steps` (the given step first); hidden: the given step and eight drawn ones.
+    eleven suspects of :func:`suspect_steps` (the given step first); hidden: the given step and eight drawn ones,
+    every way of writing the parameter among them, one that edits .grad through .data alone, and one whose first
+    buffer is .grad's memory under another tensor object, updated in place.
     Each suspect is one case: the report must be exactly the suspect's hazards."""
     __tracebackhide__ = True
+    mix_ups, shown = [], set()  # each failure with the mix-ups its report matches; those some report shows for sure
     for label, suspect in _cases(grading_seed):
         with trial():
             what = f"audit_step({label})"
@@ -260,4 +283,11 @@ def check_audit_step(audit_step, grading_seed: int | None = None) -> None:
                 lines = [f"{what} reported {sorted(report) or 'no hazard'}."]
                 lines += [f"  It missed {h!r}: the step has it." for h in sorted(missed)]
                 lines += [f"  It reported {h!r}: the step does not have it." for h in sorted(extra)]
-                raise GradingFailure("\n".join(lines), suspects=_suspects(suspect, missed, extra))
+                failure = GradingFailure("\n".join(lines), suspects=_suspects(suspect, missed, extra))
+                matched, telling = _mix_ups(suspect, report)
+                mix_ups.append((failure, matched))
+                shown |= telling
+                raise failure
+    for failure, matched in mix_ups:  # named only where a report shows a mix-up that no missing check explains
+        if matched & shown:
+            failure.suspects += (COUNTER_IS_MEMORY,)

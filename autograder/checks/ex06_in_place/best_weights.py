@@ -6,7 +6,7 @@ gradients; the symptoms of the catalogued mistakes are runs with one mistake mad
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -34,6 +34,7 @@ from .misconceptions import (
     ACCUMULATED,
     BEST_AMONG_UPDATES,
     BUFFERS_LIST_REBOUND,
+    BUFFERS_NOT_RESET,
     BUFFERS_NOT_RESTORED,
     HELD_OUT_RECORDED,
     LATER_ON_TIES,
@@ -69,6 +70,22 @@ class _CallersList(list):
         if isinstance(index, slice) or self[index] is not None:
             self.written = True
         super().__setitem__(index, value)
+
+
+@dataclass
+class _BufferEvidence:
+    """What the cases of one check showed of the buffers the caller's list got back. A case whose best step is 0 and
+    whose list holds tensors where torch.optim.SGD's buffers are None looks the same whether the list was never
+    written (rebinding) or was written only where the record held tensors; the cases with a later best step tell
+    the two apart, so such a failure's diagnosis is settled once every case has run (:meth:`settle`)."""
+
+    stale: set = field(default_factory=set)  # the diagnoses a later-best case's buffers matched
+    right: bool = False  # some later-best case got its buffers right
+    pending: list = field(default_factory=list)  # (failure, the diagnosis the list's writes point to)
+
+    def settle(self) -> None:
+        for failure, stale in self.pending:
+            failure.suspects = (stale,) if stale in self.stale else (BUFFERS_NOT_RESET,) if self.right else ()
 
 
 def _noting(name: str):
@@ -206,7 +223,7 @@ def _early_stop_problems(grading_seed: int | None) -> list[EarlyStopProblem]:
             _early_stop_problem(gen, "middle"), _early_stop_problem(gen, "middle")]
 
 
-def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
+def _run_early_stop(train_keep_best, problem: EarlyStopProblem, evidence: _BufferEvidence) -> None:
     __tracebackhide__ = True
     model = _mlp(problem.sizes, problem.start)
     params = list(model.parameters())
@@ -283,12 +300,12 @@ def _run_early_stop(train_keep_best, problem: EarlyStopProblem) -> None:
             raise _proven(f"{what}: the model's {name} holds the right values, but a view of it taken before training "
                           f"still holds {fmt(view)}: the weights went to new memory, not into the parameter's own.",
                           NEW_STORAGE)
-    _expect_buffers(problem, state, best, what)
+    _expect_buffers(problem, state, best, what, evidence)
 
 
-def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str) -> None:
+def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str, evidence: _BufferEvidence) -> None:
     """The caller's list holds torch.optim.SGD's buffers after ``best`` updates (None everywhere for 0), each a
-    tensor of its own."""
+    tensor of its own; what a case with a later best step shows goes to ``evidence``."""
     __tracebackhide__ = True
     log, fd_log = problem.buffers(autograd_gradient), problem.buffers(central_difference)
     if not isinstance(state, list) or len(state) != len(problem.names):
@@ -300,19 +317,28 @@ def _expect_buffers(problem: EarlyStopProblem, state: list, best: int, what: str
         if want is None or got is None:
             if (want is None) != (got is None):
                 shown = "None" if got is None else fmt(got)
-                raise GradingFailure(f"{where} is {shown}; after best_step = {best} update(s) torch.optim.SGD's "
-                                     f"buffer {'is None' if want is None else 'holds ' + fmt(want)}.",
-                                     suspects=(stale,) if got is not None or best else ())
+                failure = GradingFailure(f"{where} is {shown}; after best_step = {best} update(s) torch.optim.SGD's "
+                                         f"buffer {'is None' if want is None else 'holds ' + fmt(want)}"
+                                         f"{', as before the first update' if want is None else ''}.",
+                                         suspects=(stale,) if best else ())
+                if want is None:  # diagnosed by the cases with a later best step (_BufferEvidence)
+                    evidence.pending.append((failure, stale))
+                raise failure
             continue
         if type(got) is not torch.Tensor or got.shape != want.shape:
             raise GradingFailure(f"{where} is {type(got).__name__} {tuple(getattr(got, 'shape', ()))}; expected a "
                                  f"tensor of shape {tuple(want.shape)}.")
         symptoms = [stale.looks_like(last)] if best != problem.steps else []
-        expect_close(got.detach(), want, what=where, fd=fd_log[best][i], symptoms=symptoms,
-                     source=f"torch.optim.SGD, its buffer after best_step = {best} update(s)")
+        try:
+            expect_close(got.detach(), want, what=where, fd=fd_log[best][i], symptoms=symptoms,
+                         source=f"torch.optim.SGD, its buffer after best_step = {best} update(s)")
+        except GradingFailure as failure:
+            evidence.stale.update(s for s in failure.suspects if s is stale)
+            raise
     tensors = [b for b in state if b is not None]
     if len({b.data_ptr() for b in tensors}) != len(tensors):
         raise GradingFailure(f"{what}: two entries of momentum_buffers share memory.")
+    evidence.right = evidence.right or best > 0
 
 
 @check
@@ -334,7 +360,9 @@ def check_train_keep_best(train_keep_best, grading_seed: int | None = None) -> N
     data unchanged.
     """
     __tracebackhide__ = True
+    evidence = _BufferEvidence()
     for problem in _early_stop_problems(grading_seed):
         with trial():
-            _run_early_stop(train_keep_best, problem)
+            _run_early_stop(train_keep_best, problem, evidence)
+    evidence.settle()
 

@@ -96,3 +96,12 @@ BUFFERS_LIST_REBOUND = Misconception(
     "`momentum_buffers = ...` rebound your function's own name to another list, which the caller never sees. Its "
     "list still holds the last step's buffers. Write into the list itself (momentum_buffers[:] = record).",
     "After your function returns, which list does the caller hold, and did your function ever write into it?")
+BUFFERS_NOT_RESET = Misconception(
+    "the buffers not back to None for best_step 0",
+    "Before the first update the caller's list holds None for every parameter: the given step makes a buffer at its "
+    "first update. When the best weights are the start's (best_step 0), the momentum state that goes with them is no "
+    "buffer at all: not a buffer of zeros, not the last step's. The restore put the recorded buffers back where the "
+    "record had tensors, but left tensors in the caller's list where the record holds None. Put the whole record "
+    "into the caller's list, its None entries included.",
+    "What did the caller's list hold before the first update, and what must it hold again when the best weights are "
+    "the start's?")
