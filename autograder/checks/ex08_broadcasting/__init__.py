@@ -1,9 +1,8 @@
 """Checks for exercise 08, broadcasting, one module per part: the backward of out = a + (b * c).sum(dim) when all three
 operands broadcast and the caller picks the summed axis, by hand (:mod:`.backward`); which output columns of a batch
 function depend on an example's batch-mates (:mod:`.mixing`); a bug hunt in a colleague's scorer of four hand-written
-Functions (:mod:`.colleague`), one of whose backward passes divides by the batch's mean sentence length, right on most
-test batches (:mod:`.pooling`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is
-here.
+Functions (:mod:`.colleague`), one of whose backward passes is wrong only on some batches (:mod:`.pooling`);
+:mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
 the cases it draws. Oracles: autograd and central differences in float64 (Parts A and C), functions whose mixing

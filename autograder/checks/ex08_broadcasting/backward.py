@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -20,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 from ...checking import (
     GradingFailure,
     Misconception,
+    NotWritten,
     Route,
     as_answer,
     call_learner,
@@ -35,6 +37,7 @@ from ..cases import case_stream, randint
 from .misconceptions import (
     AXIS_MISPLACED,
     AXIS_NOT_RESTORED,
+    DIM_FROM_LEFT,
     EMPTY_NOT_SUMMED,
     FACTOR_MISSING,
     LEADING_KEPT,
@@ -76,6 +79,7 @@ CORNERS: list[tuple[Shape, Shape, Shape, int]] = [
     ((2,), (2, 0), (1,), -1),           # an empty sum (k = 0): b's gradient is empty, c's is a zero
     ((3,), (0, 3), (1, 1), 0),          # an empty sum over axis 0: c's gradient is a zero of shape (1, 1)
     ((2, 3), (3, 4), (4,), -1),         # a's leading dimension added in front of the product's
+    ((2, 1), (1, 3), (2, 4, 3), 1),     # k from c alone, c longer than b: a positive dim counted in b's own dimensions
 ]
 
 
@@ -348,23 +352,121 @@ def _expect_operand(got, name: str, operands: dict[str, Tensor], dim: int, grad:
                        f"{tuple(operands['b'].shape)}, c {tuple(operands['c'].shape)}, dim {dim}")
 
 
-def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, dim: int) -> None:
+@dataclass(frozen=True)
+class _Outcome:
+    """What the learner's code did on one case: the failure (None: the case passed), whether it raised, and the
+    gradients of b and c it returned (float64 copies), when it returned tensors there."""
+
+    failure: GradingFailure | None
+    raised: bool = False
+    factors: tuple[Tensor, Tensor] | None = None
+
+
+def _run(backward_fn, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, dim: int) -> _Outcome:
     __tracebackhide__ = True
     what = (f"add_dot_backward(grad {tuple(grad.shape)}, a {tuple(a.shape)}, b {tuple(b.shape)}, "
             f"c {tuple(c.shape)}, dim={dim})")
-    # the caller's own tensors: call_learner fails a change to them
-    with watch_calls([_SUM_TO_SIZE]) as watch, _EmptySums() as empty:
-        received, error = call_learner(_attempt(backward_fn), grad, a, b, c, dim, what=what,
-                                       forbid=[Route.AUTOGRAD])
-    if watch.used:
-        raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
+    received, error, factors = None, None, None
     try:
-        _check_result(received, error, grad, a, b, c, dim, what)
-    except GradingFailure as failure:
-        if empty.seen and failure.proven is None:
-            raise proven_failure(f"{failure.message}\n  Your code called sum with an empty tuple of dimensions on a "
-                                 "tensor that has dimensions.", SUMMED_ALL) from None
+        # the caller's own tensors: call_learner fails a change to them
+        with watch_calls([_SUM_TO_SIZE]) as watch, _EmptySums() as empty:
+            received, error = call_learner(_attempt(backward_fn), grad, a, b, c, dim, what=what,
+                                           forbid=[Route.AUTOGRAD])
+        if type(received) in (tuple, list) and len(received) == 3 and all(type(g) is Tensor for g in received[1:]):
+            factors = tuple(g.detach().to(torch.float64).clone() for g in received[1:])
+        if watch.used:
+            raise proven_failure(f"{what} called Tensor.sum_to_size, which this part rules out.", SUM_TO_SIZE)
+        try:
+            _check_result(received, error, grad, a, b, c, dim, what)
+        except GradingFailure as failure:
+            if empty.seen and failure.proven is None:
+                raise proven_failure(f"{failure.message}\n  Your code called sum with an empty tuple of dimensions "
+                                     "on a tensor that has dimensions.", SUMMED_ALL) from None
+            raise
+    except NotWritten:
         raise
+    except GradingFailure as failure:
+        return _Outcome(failure, raised=error is not None, factors=factors)
+    return _Outcome(None)
+
+
+#: The mistaken counts of the place where the summed axis goes back among grad's axes (an index for unsqueeze),
+#: and the mistake each is: dim as given (from the left of grad when positive), a positive dim turned negative with
+#: one factor's own number of dimensions, and the last axis whatever dim.
+_COUNTS = {
+    "left": (DIM_FROM_LEFT, lambda grad, b, c, dim: dim),
+    "b": (AXIS_MISPLACED, lambda grad, b, c, dim: dim - b.dim() if dim >= 0 else dim),
+    "c": (AXIS_MISPLACED, lambda grad, b, c, dim: dim - c.dim() if dim >= 0 else dim),
+    "last": (AXIS_MISPLACED, lambda grad, b, c, dim: grad.dim()),
+}
+
+
+def _counted(grad: Tensor, b: Tensor, c: Tensor, dim: int, place: int, copied: bool,
+             stretched: bool = True) -> tuple[Tensor, Tensor] | None:
+    """The gradients of b and c when the summed axis goes back at ``place`` (an unsqueeze argument), copied to its k
+    terms (``copied``) or left at size 1 for broadcasting to stretch, times the other factor, stretched to the
+    product's shape (``stretched``) or not, each then summed down to its factor's shape; None when that raises."""
+    product = torch.broadcast_shapes(b.shape, c.shape)
+    try:
+        back = grad.unsqueeze(place)
+        if copied:
+            sizes = list(back.shape)
+            sizes[place] = product[dim]
+            back = back.expand(sizes)
+        full = torch.broadcast_shapes(back.shape, product)
+        return tuple(unbroadcast((back * other).expand(full) if stretched else back * other, tuple(own.shape))
+                     for own, other in ((b, c), (c, b)))
+    except (RuntimeError, IndexError):
+        return None
+
+
+def _fits(outcome: _Outcome, value: tuple[Tensor, Tensor] | None, right: tuple[Tensor, Tensor]) -> bool:
+    """Whether one case's outcome is what a count giving ``value`` there does: pass where it is right, raise where it
+    raises, and its numbers where it is wrong."""
+    if value is not None and all(v.shape == r.shape and bool(torch.allclose(v, r, rtol=1e-6, atol=1e-8))
+                                 for v, r in zip(value, right)):
+        return outcome.failure is None
+    if outcome.failure is None or outcome.failure.proven is not None:
+        return False
+    if value is None:
+        return outcome.raised
+    return outcome.factors is not None and all(
+        g.shape == v.shape and bool(torch.allclose(g, v, rtol=1e-6, atol=1e-8)) for g, v in zip(outcome.factors, value))
+
+
+def _miscounted(cases, outcomes: list[_Outcome]) -> tuple[Misconception, str] | None:
+    """The mistaken count of the summed axis's place (:data:`_COUNTS`) that gives, on every case, what the learner's
+    code did (passed, raised or returned the same numbers), when it failed two cases or more; with the evidence."""
+    failed = [i for i, outcome in enumerate(outcomes) if outcome.failure is not None]
+    if len(failed) < 2:
+        return None
+    for name, (mistake, count) in _COUNTS.items():
+        for copied, stretched in ((False, True), (True, False), (True, True), (False, False)):
+            fits = True
+            for (grad, _, b, c, dim), outcome in zip(cases, outcomes):
+                right = _counted(grad, b, c, dim, dim % max(b.dim(), c.dim()) - max(b.dim(), c.dim()), True)
+                value = _counted(grad, b, c, dim, count(grad, b, c, dim), copied, stretched)
+                if right is None or not _fits(outcome, value, right):
+                    fits = False
+                    break
+            if fits:
+                return mistake, _evidence(name, cases, failed)
+    return None
+
+
+def _evidence(name: str, cases, failed: list[int]) -> str:
+    """Which cases failed, and what they share that the passed ones lack."""
+    shown = "; ".join(f"a {tuple(cases[i][1].shape)}, b {tuple(cases[i][2].shape)}, c {tuple(cases[i][3].shape)}, "
+                      f"dim={cases[i][4]}" for i in failed[:3])
+    more = "; ..." if len(failed) > 3 else ""
+    text = f"\n  Your function failed {len(failed)} of the {len(cases)} cases ({shown}{more}) and passed the others."
+    if name == "left":
+        adds = [i for i, (grad, a, b, c, dim) in enumerate(cases) if i not in failed
+                and grad.dim() > max(b.dim(), c.dim()) - 1]
+        negative = sum(1 for i in adds if cases[i][4] < 0)
+        text += (f" Every failed case has a dim >= 0 and an a that adds dimensions in front of grad; among the passed "
+                 f"ones, {negative} have an a that adds dimensions and a negative dim.")
+    return text
 
 
 def _check_result(received, error, grad: Tensor, a: Tensor, b: Tensor, c: Tensor, dim: int, what: str) -> None:
@@ -411,13 +513,24 @@ def check_add_dot_backward(backward_fn, grading_seed: int | None = None) -> None
     line up, a square product where it lines up along the wrong axis, a (1, 3) a under a (4, 2, 3) output and a (3, 1)
     b under a (2, 3, 4) product (size-1 dimensions compared from the left go wrong), positive and negative dims other
     than the last with a dimension a adds in front (a positive dim counted in grad's dimensions goes wrong), k from one
-    factor alone, a 0-d c, a size-1 summed dimension of b, a 0-d output, an empty batch, empty sums over the last axis
+    factor alone (and from a c longer than b, where a positive dim counted in b's dimensions goes wrong), a 0-d c,
+    a size-1 summed dimension of b, a 0-d output, an empty batch, empty sums over the last axis
     and the first; then 8 (public: fixed) or 10 (hidden: drawn) random cases, dim drawn positive or negative.
 
     Contracts checked: no autograd (the engine's run counter) and no Tensor.sum_to_size (watched), the arguments
     unchanged, a tuple of three tensors (a Python number for a 0-d operand is named); a sum over an empty tuple of
-    dimensions is observed and named when the case fails."""
+    dimensions is observed and named when the case fails. A mistaken count of the summed axis's place in grad
+    (:data:`_COUNTS`) is named when it gives, case by case, what the learner's code did: passed, raised, or the same
+    gradients, on two failed cases at least."""
     __tracebackhide__ = True
-    for grad, a, b, c, dim in _cases(grading_seed):
+    cases = _cases(grading_seed)
+    outcomes = [_run(backward_fn, *case) for case in cases]
+    miscounted = _miscounted(cases, outcomes)
+    for outcome in outcomes:
         with trial():
-            _run(backward_fn, grad, a, b, c, dim)
+            if outcome.failure is None:
+                continue
+            if miscounted is None or outcome.failure.proven is not None:
+                raise outcome.failure
+            mistake, evidence = miscounted
+            raise GradingFailure(outcome.failure.message + evidence, suspects=(mistake,))

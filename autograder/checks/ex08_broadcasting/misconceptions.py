@@ -92,6 +92,13 @@ AXIS_MISPLACED = Misconception(
     "the copies of grad their axis where the product had it, counted from the right.",
     "In this case, number the axes of the product and those of grad: which of grad's axes sits where the "
     "product's axis dim was, and does it carry the same number?")
+DIM_FROM_LEFT = Misconception(
+    "dim counted from the left of grad",
+    "dim numbers the axes of the product's broadcast shape P from the left, but grad has out's shape: P without that "
+    "axis, lined up from the right with a, which may add dimensions in front. Where a adds some, grad's axis number "
+    "dim (counted from the left) is not the one that came from the product's axis dim; counted from the right, the "
+    "numbers of grad and P agree whatever a adds.",
+    "When a adds dimensions in front of grad, which of the product's axes does grad's axis number dim come from?")
 TERMS_NOT_COPIED = Misconception(
     "the sum's k terms not each given the gradient",
     "The sum over axis dim added k terms, k the product's size there, which may come from one factor alone (a "
@@ -192,10 +199,12 @@ NOT_RELATIVE = Misconception(
     "the norm of the right gradient.",
     "Is your number relative to the gradient's size?")
 COLLEAGUE_BACKWARD = Misconception(
-    "the given backward's count: the batch's mean length",
-    "The forward divides each sentence's sum by that sentence's own number of real tokens; the given backward "
-    "divides by the batch's mean number.",
-    "By which count does the forward divide sentence i, and by which does this backward?")
+    "the colleague's backward returned unchanged",
+    "On every batch the test tried, this fixed_backward gives the numbers the colleague's pool stage passes back: "
+    "it is right exactly where the given backward is right, and keeps its bug everywhere else. Derive the stage's "
+    "backward from its forward instead: how much does p[i] move when one real token's feature of sentence i moves?",
+    "On which of the batches listed does the given backward agree with autograd, and what do those batches have that "
+    "the others lack?")
 PADDING_COUNTED = Misconception(
     "padding counted in the mean",
     "The forward averages over a sentence's real tokens only: dividing by the padded length L counts the padding, "

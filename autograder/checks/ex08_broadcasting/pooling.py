@@ -272,15 +272,69 @@ def _check_measure(measure_fn, x, mask, y, w, b, scale) -> None:
                  source="expected", rtol=1e-6, atol=atol, symptoms=symptoms, extra=extra)
 
 
-def _check_fix(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> None:
+def _fix_answer(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> Tensor | GradingFailure:
+    """What fixed_backward returns for one case, as a float64 tensor of q's shape, or the failure saying why it is
+    none (a "not written yet" stops the check at once)."""
     __tracebackhide__ = True
-    lengths = [int(v) for v in mask.sum(dim=1)]
-    what = f"fixed_backward(grad {tuple(grad.shape)}, q {tuple(q.shape)}, mask with real tokens {lengths})"
-    got = call_learner(fix_fn, grad, q, mask, what=what, forbid=[Route.AUTOGRAD])
-    if type(got) in (tuple, list):
-        raise GradingFailure(f"{what} returned a {type(got).__name__} of {len(got)}; the part asks for a single "
-                             "tensor, the gradient with respect to q (the mask is data: it gets none).")
-    got = as_answer(got, what=what, shape=tuple(q.shape))
+    what = _fix_what(grad, q, mask)
+    try:
+        got = call_learner(fix_fn, grad, q, mask, what=what, forbid=[Route.AUTOGRAD])
+        if type(got) in (tuple, list):
+            raise GradingFailure(f"{what} returned a {type(got).__name__} of {len(got)}; the part asks for a single "
+                                 "tensor, the gradient with respect to q (the mask is data: it gets none).")
+        return as_answer(got, what=what, shape=tuple(q.shape))
+    except NotWritten:
+        raise
+    except GradingFailure as failure:
+        return failure
+
+
+def _fix_what(grad: Tensor, q: Tensor, mask: Tensor) -> str:
+    return (f"fixed_backward(grad {tuple(grad.shape)}, q {tuple(q.shape)}, mask with real tokens "
+            f"{[int(v) for v in mask.sum(dim=1)]})")
+
+
+def _given_pool_gradient(grad: Tensor, q: Tensor, mask: Tensor) -> Tensor:
+    """What the colleague's pool stage passes back to q for the upstream gradient ``grad``."""
+    leaf = q.clone().requires_grad_(True)
+    given, = torch.autograd.grad(colleague.pool(leaf, mask), leaf, grad, allow_unused=True)
+    return torch.zeros_like(q) if given is None else given.detach()
+
+
+def _pooled(grad: Tensor, mask: Tensor, q: Tensor) -> Tensor:
+    return (grad * pool_forward(q, mask)).sum()
+
+
+def _given_unchanged(cases, answers) -> str:
+    """When every tensor fixed_backward returned is the colleague's pool gradient (to round-off) and at least two of
+    them differ from the right one: the evidence, case by case, of where that backward is right and where it is
+    not; otherwise ''."""
+    right, wrong = [], []
+    for (grad, q, mask), got in zip(cases, answers):
+        if not isinstance(got, Tensor):
+            continue
+        given = _given_pool_gradient(grad, q, mask)
+        if not bool(torch.allclose(got, given, rtol=1e-6, atol=1e-9)):
+            return ""
+        correct = autograd_gradient(functools.partial(_pooled, grad, mask), q)[0]
+        lengths = [int(v) for v in mask.sum(dim=1)]
+        (right if bool(torch.allclose(given, correct, rtol=1e-6, atol=1e-8)) else wrong).append(str(lengths))
+    if len(wrong) < 2:
+        return ""
+    returned = len(right) + len(wrong)
+    where = ("On every batch this test tried" if returned == len(cases) else
+             f"On the {returned} of the {len(cases)} batches this test tried where it returned a tensor")
+    return (f"\n  {where}, your fixed_backward returns what the colleague's pool stage passes "
+            f"back (to round-off). Compared with autograd and central differences (float64), that is right for the "
+            f"batches of sentences with {', '.join(right) or 'none'} real tokens, and wrong for those with "
+            f"{', '.join(wrong)}.")
+
+
+def _check_fix(got: Tensor | GradingFailure, grad: Tensor, q: Tensor, mask: Tensor, unchanged: str) -> None:
+    __tracebackhide__ = True
+    if isinstance(got, GradingFailure):
+        raise got
+    what = _fix_what(grad, q, mask)
     padded = (mask == 0).unsqueeze(-1).expand_as(q) & ~(got.abs() <= 1e-8)      # nan too
     if padded.any():
         index = tuple(int(i) for i in padded.nonzero()[0])
@@ -293,11 +347,11 @@ def _check_fix(fix_fn, grad: Tensor, q: Tensor, mask: Tensor) -> None:
         return (grad * pool_forward(q_, mask)).sum()
 
     spread = grad.unsqueeze(1) * mask.unsqueeze(-1)
-    symptoms = [COLLEAGUE_BACKWARD.looks_like(spread / (mask.sum() / max(len(mask), 1))),
+    symptoms = [COLLEAGUE_BACKWARD.given(bool(unchanged)),
                 PADDING_COUNTED.looks_like(spread / mask.shape[1]),
                 NOT_AVERAGED.looks_like(spread)]
     expect_close(got, autograd_gradient(f, q)[0], what=what, fd=central_difference(f, q)[0], symptoms=symptoms,
-                 extra=f"  grad: {grad.tolist()}")
+                 extra=f"  grad: {grad.tolist()}{unchanged}")
 
 
 @check
@@ -329,9 +383,12 @@ def check_bug_hunt(stage, affected, measure_fn, fix_fn, grading_seed: int | None
     for case in _measure_cases(grading_seed):
         with trial():
             _check_measure(measure_fn, *case)
-    for grad, q, mask in _fix_cases(grading_seed):
+    cases = _fix_cases(grading_seed)
+    answers = [_fix_answer(fix_fn, *case) for case in cases]
+    unchanged = _given_unchanged(cases, answers)
+    for case, got in zip(cases, answers):
         with trial():
-            _check_fix(fix_fn, grad, q, mask)
+            _check_fix(got, *case, unchanged)
 
 
 def _as_mask(mask, name: str) -> Tensor:
