@@ -532,7 +532,7 @@ def record_value(out, names=None) -> Schedule:
         return f"{getattr(node, '_op', '') or 'leaf'}\n{data}"
 
     graph = graphs.graph_of(order, inputs, label, lambda node: not node._prev)
-    short = _unique([graph.labels[i].split("\n")[0] for i in range(len(order))])
+    short = graphs.node_names(graph)  # as the picture's text alternative numbers them (#1, #2 in reading order)
     dependencies = [0] * len(order)
     for src, _dst in graph.edges:
         dependencies[src] += 1
