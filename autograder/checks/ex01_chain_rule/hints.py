@@ -29,14 +29,20 @@ hint = HintBook({
         "`gradient_of_z` gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and "
         "$dz/dy = 4$. Two engines at $(-1, 2)$: the order `(\"z\", \"u\", \"v\")` with `\"+=\"` reports about "
         "$(-5.8186, 1.9093)$, the order `(\"z\", \"v\", \"u\")` with `\"=\"` about $(1.6646, -0.8323)$. "
-        "A smaller case for the measurement: at $(2, 0)$ every share of $x$ is 0, so x.grad is 0 whichever routes an "
-        "engine keeps.",
+        "For the measurement, an engine none of the twelve is: one that reports about $(1.6646, 1.0770)$ at "
+        "$(-1, 2)$. There the eight sums of $x$'s shares are all different (the closest two about 0.154 apart), "
+        "and its numbers fit one set only: x → u → v → z for $x$, both routes for $y$. At $(1, \\pi/2)$ the same "
+        "engine reports about $(0, 2)$, which fits with or without x → u → v → z; at $(2, 0)$ every share of $x$ is "
+        "0, so x.grad is 0 whichever routes an engine keeps.",
         "A smaller system with the same shape, $a = x\\,y$, $b = a + x$, $z = a\\,b$, at $(x, y) = (2, 3)$: $a = 6$, "
         "$b = 8$; arrow labels $x \\to a$ 3, $y \\to a$ 2, $a \\to b$ 1, $x \\to b$ 1, $a \\to z$ 8, $b \\to z$ 6; "
         "the routes of $x$ carry 24, 18 and 6 ($dz/dx = 48$). A check you can run on your own engine: each number "
         "it returns should be the sum of SOME of the routes' shares (or 0). For every order and write, which shares "
         "are in it? For each one missing, can you name the rule that ran before that share arrived, or the write "
-        "that replaced it? An answer you cannot explain that way is a trace to redo."),
+        "that replaced it? An answer you cannot explain that way is a trace to redo. For `surviving_routes`: pick a "
+        "point where no two sets of routes give the same sum, for $x$ and for $y$ (print all eight sums and look "
+        "at the smallest gap), run the engine there once, and for each of its two numbers keep the one set whose "
+        "shares add up to it."),
         checks=("check_routes", "check_gradient_of_z", "check_engine_reports", "check_surviving_routes"),
         cells=("worked_derivatives", "engine_reports", "surviving_routes")),
     "C": PartHints(texts=(

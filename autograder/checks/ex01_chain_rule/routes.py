@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -265,6 +266,12 @@ def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
             z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
                                        what=what)
             u, v = _forward(x, y)
+            right = (u * v, sum(_routes(x, y)), sum(_y_routes(x, y)))
+            if any(all(math.isclose(a, r, rel_tol=1e-9, abs_tol=1e-12) for a, r in zip(perm, right))
+                   for perm in itertools.permutations((z, dz_dx, dz_dy))) and \
+                    not all(math.isclose(a, r, rel_tol=1e-9, abs_tol=1e-12) for a, r in zip((z, dz_dx, dz_dy), right)):
+                raise GradingFailure(f"{what} returned the right three numbers, {fmt([z, dz_dx, dz_dy])}, in another "
+                                     "order than the part asks: which comes first, second and third in the tuple?")
             grad_x, grad_y = autograd_gradient(z_of, x, y)
             fd_x, fd_y = central_difference(z_of, x, y)
             visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
@@ -314,14 +321,26 @@ def _engine(x: float, y: float, order, write: str, *, first_kept: bool = False) 
     return grad["x"], grad["y"]
 
 
-def _held(value: float, routes, shares) -> str:
-    """Which routes' shares ``value`` is the sum of (every subset that fits), said in words, never the right value."""
-    fits = [" + ".join(map(_show_route, subset)) for k in range(len(routes) + 1)
-            for subset in itertools.combinations(routes, k)
+def _fits(value: float, routes, shares) -> list[tuple]:
+    """Every set of ``routes`` whose shares sum to ``value`` (the empty set sums to 0)."""
+    return [subset for k in range(len(routes) + 1) for subset in itertools.combinations(routes, k)
             if math.isclose(value, sum(shares[routes.index(r)] for r in subset), rel_tol=1e-9, abs_tol=1e-12)]
-    words = ["no route's share (0)" if not fit else f"the share of {fit}" if "+" not in fit else
-             f"the sum of the shares of {fit}" for fit in fits]
-    return " or ".join(words) if words else "no sum of the routes' shares"
+
+
+def _held(fits: list[tuple]) -> str:
+    """The sets of routes a value is the sum of, said in words, never the right value."""
+    words = ["the empty sum (no route's share)" if not fit else f"the share of {_show_route(fit[0])}"
+             if len(fit) == 1 else f"the sum of the shares of {' + '.join(map(_show_route, fit))}" for fit in fits]
+    return words[0] if len(words) == 1 else f"here both {words[0]} and {words[1]}" if len(words) == 2 else \
+        f"here each of {', '.join(words)}"
+
+
+def _tells_apart(x: float, y: float) -> bool:
+    """Whether at (x, y) every set of x's routes, and every set of y's, has a sum of shares of its own: only there
+    does a wrong number point at one mistake (where x or y is 0 every share is 0, and every mistake reports 0)."""
+    return all(len(_fits(sum(c), routes, shares)) == 1 for routes, shares in ((ROUTES, _routes(x, y)),
+                                                                              (Y_ROUTES, _y_routes(x, y)))
+               for k in range(len(routes) + 1) for c in itertools.combinations(shares, k))
 
 
 @check
@@ -329,11 +348,13 @@ def check_engine_reports(engine_reports, grading_seed: int | None = None) -> Non
     """Part B3: engine_reports(x, y, order, write) returns (x.grad, y.grad) of an engine that runs z's, v's and u's
     rules in ``order`` (each of ORDERS), each rule reading its own .grad as it stands and writing its shares with
     ``write`` ("+=" or "="), z.grad = 1 and the others 0 first. Domain as check_routes, all twelve engines at every
-    point. A wrong value is described by the routes whose shares it sums (_held), never by the expected value;
+    point, the points where the routes are told apart first (_tells_apart). A wrong value is described by the routes
+    whose shares it sums (_fits), never by the expected value, or as no such sum (a local derivative to check);
     LOSES_NOTHING (the ported lesson: every share), ORDER_IGNORED, WRITE_IGNORED and FIRST_WRITE_KEPT by their
-    numbers."""
+    numbers, only at points that tell the routes apart (elsewhere many mistakes report the same 0)."""
     __tracebackhide__ = True
-    for (x, y), order, write in itertools.product(_derivation_points("01/engine", grading_seed), ORDERS, ("+=", "=")):
+    points = sorted(_derivation_points("01/engine", grading_seed), key=lambda p: not _tells_apart(*p))
+    for (x, y), order, write in itertools.product(points, ORDERS, ("+=", "=")):
         with trial():
             what = f"engine_reports({x!r}, {y!r}, {order!r}, {write!r})"
             answer = _numbers(call_learner(engine_reports, x, y, order, write, what=what, forbid=[Route.AUTOGRAD]),
@@ -347,58 +368,152 @@ def check_engine_reports(engine_reports, grading_seed: int | None = None) -> Non
                 if not math.isclose(got, want, rel_tol=EXACT, abs_tol=1e-12):
                     symptoms = armed([m.looks_like(values[k], rtol=1e-9, atol=1e-12) for m, values in mistakes.items()],
                                      torch.tensor(want, dtype=torch.float64), rtol=EXACT, atol=1e-12)
+                    name, fits = routes[0][0], _fits(got, routes, shares)
+                    exact = ("This engine loses nothing: it reports the true gradient, gradient_of_z's "
+                             f"dz/d{name}. ") * (order == ("z", "v", "u") and write == "+=")
+                    question = (f"Which shares reach {name}.grad, and which does a later write replace?" if fits else
+                                "No set of routes gives this number: which local derivative in your rules differs "
+                                "from its arrow's, taken at the forward values?")
+                    held = _held(fits) if fits else "no sum of the routes' shares"
                     raise GradingFailure(
-                        f"{what}: your {routes[0][0]}_grad, {got:.10g}, is {_held(got, routes, shares)} (a route's "
-                        f"share: the product of the local derivatives along it), and not what this engine leaves in "
-                        f"{routes[0][0]}.grad. Which shares reach it, and which does a later write replace?",
-                        suspects=tuple(s.misconception for s in symptoms
-                                       if s.matches(torch.tensor(got, dtype=torch.float64))))
+                        f"{what}: your {name}_grad, {got:.10g}, is {held} (a route's share: the product of the local "
+                        f"derivatives along it), and not what this engine leaves in {name}.grad. {exact}{question}",
+                        suspects=tuple(s.misconception for s in symptoms if _tells_apart(x, y)
+                                       and s.matches(torch.tensor(got, dtype=torch.float64))))
 
 
 #: Where the check measures an engine for Part B4's evidence: no two sums of x's (or y's) shares lie within 0.3.
 PROBE = (0.9, 1.4)
+ALL_ROUTES = frozenset(ROUTES + Y_ROUTES)
 ALL_SURVIVE = Misconception("every route kept, whatever the engine", "An engine keeps only the shares its rules "
     "leave in x.grad and y.grad: a rule run before a share reached its .grad, or a = that replaced it, loses routes.",
     question="In this engine, which shares reach x.grad and stay there?")
-MEASURED_AT_ZERO = Misconception("routes decided where every share is 0", "Where x or y is 0, u = x·y is 0 and every "
-    "route's share is 0: every sum of shares is 0 there, so a measurement at such a point cannot tell the routes "
-    "apart. The routes an engine keeps do not depend on the point, the numbers that show them do.",
+NOT_MEASURED = Misconception("routes decided without running the engine", "Which routes an engine keeps is a "
+    "property of that engine, and the only way to it here is what the engine reports: your function never called the "
+    "engine it was given.", question="What does this engine report, at a point you choose?")
+TWELVE_TABLE = Misconception(
+    "routes looked up among the twelve engines, not read off this engine's numbers",
+    "Your set is the one some engine of engine_reports keeps, but this engine is none of the twelve: it keeps other "
+    "routes, and the numbers it reported to you do not sum to your routes' shares.",
+    question="At the point you measured, do your routes' shares add up to what this engine reported?")
+MEASURED_AT_ZERO = Misconception("routes decided where every share is 0", "Where x or y is 0, u = x·y is 0, and with "
+    "it every share of x's routes and the share of y → u → v → z: many sets of routes sum to the same number there, "
+    "so a measurement at such a point cannot tell them apart. The routes an engine keeps do not depend on the point, "
+    "the numbers that show them do.",
     question="At the point you measured, do different sets of routes give different sums?")
+MEASURED_AT_TIE = Misconception(
+    "measured where two sets of routes give the same sum",
+    "At the point you measured, two different sets of routes have the same sum of shares (a share of 0 where "
+    "cos u = 0, or two equal shares, as where sin u = 0): the engine's number fits both, and you picked the wrong one. "
+    "A point where every sum is different decides.",
+    question="At your point, which two sets of routes sum to the same number?")
+#: Engines beyond the twelve (x's routes kept, y's routes kept, as positions in ROUTES and Y_ROUTES): none of the
+#: twelve keeps these sets, so only a measurement answers them. The visible test runs these, the hidden test draws.
+UNSEEN_VISIBLE = (((0, 1), (1,)), ((1, 2), ()), ((0,), (1,)))
 
 
-def _kept(order, write) -> set[tuple[str, ...]]:
+def _kept(order, write) -> frozenset[tuple[str, ...]]:
     """The routes whose shares the engine's x.grad and y.grad hold, read off at PROBE (unique there)."""
-    kept = set()
+    kept: set = set()
     for k, (routes, shares) in enumerate(((ROUTES, _routes(*PROBE)), (Y_ROUTES, _y_routes(*PROBE)))):
-        value = _engine(*PROBE, order, write)[k]
-        kept |= next(set(c) for n in range(len(routes) + 1) for c in itertools.combinations(routes, n)
-                     if math.isclose(value, sum(shares[routes.index(r)] for r in c), rel_tol=1e-9, abs_tol=1e-12))
-    return kept
+        kept |= set(_fits(_engine(*PROBE, order, write)[k], routes, shares)[0])
+    return frozenset(kept)
+
+
+TWELVE = {_kept(order, write) for order, write in itertools.product(ORDERS, ("+=", "="))}
+
+
+def _keeping(kept: frozenset) -> Callable:
+    """An engine that keeps the shares of the routes in ``kept``: (x.grad, y.grad) as Python floats."""
+    def engine(x, y):
+        x, y = float(x), float(y)
+        return tuple(sum((s for r, s in zip(routes, shares) if r in kept), 0.0)
+                     for routes, shares in ((ROUTES, _routes(x, y)), (Y_ROUTES, _y_routes(x, y))))
+    return engine
+
+
+def _running(order, write) -> Callable:
+    """The engine of engine_reports that runs ``order`` with ``write``, as a function of (x, y) alone."""
+    return lambda x, y: _engine(float(x), float(y), order, write)
+
+
+def _engines(grading_seed: int | None) -> list[tuple[str, Callable, frozenset]]:
+    """(how the engine is named, the engine, the routes it keeps): the twelve of engine_reports, then engines that
+    keep sets of routes none of them keeps (UNSEEN_VISIBLE, or three drawn from the grading seed)."""
+    engines = [(f"the engine {order!r} with {write!r}", _running(order, write), _kept(order, write))
+               for order, write in itertools.product(ORDERS, ("+=", "="))]
+    if grading_seed is None:
+        unseen = [frozenset([ROUTES[i] for i in xs] + [Y_ROUTES[i] for i in ys]) for xs, ys in UNSEEN_VISIBLE]
+    else:
+        gen, unseen = generator("01/surviving", grading_seed), []
+        while len(unseen) < 3:
+            bits = torch.rand(5, generator=gen) < 0.5
+            kept = frozenset(r for r, b in zip(ROUTES + Y_ROUTES, bits.tolist()) if b)
+            if kept not in TWELVE and kept not in unseen:
+                unseen.append(kept)
+    engines += [("an engine none of engine_reports' twelve is", _keeping(kept), kept) for kept in unseen]
+    return [(name, _rounded(engine), kept) for name, engine, kept in engines]
+
+
+#: The relative round-off every engine's numbers carry, as a float64 engine adding in an order of its own would: far
+#: below what tells two sums apart at a point that decides, but it breaks a tie (two sets with the same sum, as where
+#: cos u = 0 or sin u = 0) away from the set that happens to come first.
+ROUND_OFF = 2.0**-43
+
+
+def _rounded(engine: Callable) -> Callable:
+    return lambda x, y: tuple(r * (1 + ROUND_OFF) for r in engine(x, y))
+
+
+def _sums(routes, x: float, y: float) -> tuple[float, float]:
+    shares = dict(zip(ROUTES + Y_ROUTES, (*_routes(x, y), *_y_routes(x, y))))
+    return tuple(sum((shares[r] for r in routes if r[0] == start), 0.0) for start in "xy")
+
+
+def _diagnosis(answer: frozenset, kept: frozenset, calls: list) -> tuple[Misconception, ...]:
+    """The mistake a wrong set shows, from where the learner ran the engine: never, at a point where its numbers fit
+    the wrong set too (every share 0, or a tie), or elsewhere with a set one of the twelve engines keeps."""
+    if not calls:
+        return (ALL_SURVIVE,) if answer == ALL_ROUTES else (NOT_MEASURED,)
+    fitting = [p for p in calls if all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in
+                                       zip(_sums(answer, *p), _sums(kept, *p)))]
+    if fitting:
+        return (MEASURED_AT_ZERO,) if all(0.0 in p for p in fitting) else (MEASURED_AT_TIE,)
+    if answer in TWELVE and kept not in TWELVE:
+        return (TWELVE_TABLE,)
+    return (ALL_SURVIVE,) * (answer == ALL_ROUTES)
 
 
 @check
 def check_surviving_routes(surviving_routes, grading_seed: int | None = None) -> None:
-    """Part B4: surviving_routes(order, write) returns the set of routes (x's and y's, tuples from the start variable
-    to "z") whose shares the engine of check_engine_reports keeps, for each of the twelve engines (the same at every
-    seed: the answer does not depend on a point). Evidence on failure: that engine's x.grad and y.grad at PROBE and
-    what the learner's routes sum to there, never the set. ALL_SURVIVE (the ported lesson), MEASURED_AT_ZERO (the
-    empty set where some route survives)."""
+    """Part B4: surviving_routes(engine) returns the set of routes (x's and y's, tuples from the start variable to
+    "z") whose shares ``engine`` keeps, engine(x, y) -> (x.grad, y.grad) a black box whose numbers are, at every
+    point, the sums of the shares of one fixed set of routes: the twelve engines of check_engine_reports, and engines
+    keeping sets none of them keeps (_engines), so a table of the twelve fails. The engine records where it was run.
+    Evidence on failure: that engine's x.grad and y.grad at PROBE and what the learner's routes sum to there, never
+    the set. ALL_SURVIVE (the ported lesson), NOT_MEASURED, MEASURED_AT_ZERO, MEASURED_AT_TIE and TWELVE_TABLE as
+    _diagnosis decides them from where the engine ran."""
     __tracebackhide__ = True
-    shares = dict(zip(ROUTES + Y_ROUTES, (*_routes(*PROBE), *_y_routes(*PROBE))))
-    for order, write in itertools.product(ORDERS, ("+=", "=")):
+    for name, engine, kept in _engines(grading_seed):
         with trial():
-            what = f"surviving_routes({order!r}, {write!r})"
-            answer = call_learner(surviving_routes, order, write, what=what, forbid=[Route.AUTOGRAD])
-            if not isinstance(answer, (set, frozenset)) or not all(r in shares for r in answer):
+            what, calls = f"surviving_routes(engine) for {name}", []
+
+            def recorded(x, y, engine=engine, calls=calls):
+                reports = engine(x, y)
+                if len(calls) < 1000:
+                    calls.append((float(x), float(y)))
+                return reports
+
+            answer = call_learner(surviving_routes, recorded, what=what, forbid=[Route.AUTOGRAD])
+            if not isinstance(answer, (set, frozenset)) or not all(r in ALL_ROUTES for r in answer):
                 raise GradingFailure(f"{what} returned {answer!r:.100}; expected a set of routes, each a tuple "
                                      'from "x" or "y" to "z", as routes_to_z\'s keys, such as ("y", "u", "z").')
-            want = _kept(order, write)
-            if set(answer) != want:
-                x_grad, y_grad = _engine(*PROBE, order, write)
-                sums = [sum(shares[r] for r in answer if r[0] == start) for start in "xy"]
-                suspects = (ALL_SURVIVE,) * (set(answer) == set(shares)) + (MEASURED_AT_ZERO,) * (not answer)
+            if frozenset(answer) != kept:
+                x_grad, y_grad = engine(*PROBE)
+                sums = _sums(answer, *PROBE)
                 raise GradingFailure(
                     f"{what} returned {sorted(answer)}, not the routes this engine keeps. Measured at (x, y) = "
                     f"{PROBE}: the engine reports x.grad {x_grad:.6g} and y.grad {y_grad:.6g}; the routes you "
                     f"returned carry shares that sum to {sums[0]:.6g} for x and {sums[1]:.6g} for y. Which routes' "
-                    "shares add up to what the engine reports?", suspects=suspects)
+                    "shares add up to what the engine reports?",
+                    suspects=_diagnosis(frozenset(answer), kept, calls))
