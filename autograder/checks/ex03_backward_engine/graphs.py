@@ -124,7 +124,7 @@ def reference_order(graph: Graph, output: str) -> list[str]:
 
 def run_engine(graph: Graph, roots: list[str], sequence_nr: dict[str, int], *, pick: str = "highest",
                roots_ready: bool = False, whole_graph: bool = False, once: bool = False,
-               per_consumer: bool = False) -> list[str]:
+               per_consumer: bool = False, per_root: bool = False) -> list[str]:
     """The order in which PyTorch's engine runs the nodes of a backward pass from ``roots``: count, for every node
     the roots depend on, the edges arriving from the nodes the roots depend on, plus one for a root's seed; deliver
     the seeds; then, while a node is ready (its count at 0), run the ready node with the highest sequence number,
@@ -133,12 +133,14 @@ def run_engine(graph: Graph, roots: list[str], sequence_nr: dict[str, int], *, p
     The other keywords give the orders of mistakes: ``pick`` "lowest", "first" (a first-in first-out queue) or
     "last" (a stack) instead of the highest number; ``roots_ready``: every root ready from the start, its seed not
     counted; ``whole_graph``: edges counted from every node of the graph; ``once``: a node that ran is skipped;
-    ``per_consumer``: a consumer counted once however many edges it has to a node (each edge still delivers)."""
+    ``per_consumer``: a consumer counted once however many edges it has to a node (each edge still delivers);
+    ``per_root``: the counts taken from each root on its own and added (an edge that two roots reach counted twice)."""
     needed = list(graph) if whole_graph else depth_first_order(graph, roots)
     waiting = dict.fromkeys(needed, 0)
-    for node in needed:
-        for source in set(graph[node]) if per_consumer else graph[node]:
-            waiting[source] += 1
+    for counted in [depth_first_order(graph, [root]) for root in roots] if per_root else [needed]:
+        for node in counted:
+            for source in set(graph[node]) if per_consumer else graph[node]:
+                waiting[source] += 1
     ready: list[str] = list(roots) if roots_ready else []
 
     def deliver(node: str) -> None:

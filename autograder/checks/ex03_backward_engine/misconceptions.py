@@ -88,6 +88,13 @@ COUNTS_NEVER_ZERO = Misconception(
     "each delivery is subtracted. Counts one too high, or a test made before the subtraction, never reach 0, so "
     "nothing beyond the roots ever runs.",
     "After a node's last delivery, is its count exactly 0, and do you test it after subtracting?")
+PER_ROOT_COUNTS = Misconception(
+    "a node that several roots reach counted once per root",
+    "Counting the deliveries from each root on its own and adding the counts counts every edge into a node that two "
+    "roots reach once per root: a root that another root consumes, and everything below it. Such a node waits for "
+    "deliveries that never come, so it never runs, nor does anything only it delivers to. Each edge delivers once "
+    "in a backward pass, whichever roots reach it: count it once, among the nodes any root depends on.",
+    "A node that two roots reach: how many edges actually arrive at it, and how many did you count?")
 ONE_RUN_PER_OUTPUT = Misconception(
     "a node with several outputs ran once per output",
     "The outputs of split or unbind share ONE node (out[0].grad_fn is out[1].grad_fn): the engine keeps one buffer "

@@ -6,10 +6,11 @@ number first, and for every node that runs the output slots a delivery or a seed
 An order is judged against the engine's (:func:`.graphs.run_engine` on the graph reduced to node names), and a wrong
 one is named by the mistake whose order it is: the engine's own order run with another rule (the lowest number, a
 plain queue or a stack, every root ready from the start, counts over the whole graph, a consumer counted once per
-node, one root only), a depth-first sort (exercise 02's, valid but not the engine's), every node sorted by number,
-or, when no rule gives it, by what is wrong with it (a node twice, a node too many or missing, an input before its
-consumer). The slots are judged against :func:`.graphs.received_slots`, itself checked against what PyTorch's
-pre-hooks receive (:func:`.graphs.torch_slots`), and named by the slot rule that gives them."""
+node, one root only, counts from each root added), a depth-first sort (exercise 02's, valid but not the engine's),
+every node sorted by number, or, when no rule gives it, by what is wrong with it (a node twice, a node too many or
+missing, an input before its consumer). The slots are judged against :func:`.graphs.received_slots`, itself checked
+against what PyTorch's pre-hooks receive (:func:`.graphs.torch_slots`), and named by the slot rule that gives them
+(the right slots out of increasing order are said to be so)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ from .misconceptions import (
     NO_VISITED_SET,
     NUMBERS_IGNORED,
     ONE_RUN_PER_OUTPUT,
+    PER_ROOT_COUNTS,
     PREORDER,
     ROOTS_AT_START,
     SEED_SLOT_FORGOTTEN,
@@ -110,7 +112,8 @@ def _mistaken_orders(graph: Graph, roots: list[str], numbers: Numbers) -> list[t
             (SORTED_BY_NUMBER, sorted(needed, key=lambda node: -numbers[node])),
             (ROOTS_AT_START, engine(roots_ready=True)), (ROOTS_AT_START, engine(roots_ready=True, once=True)),
             (WHOLE_GRAPH_COUNTS, engine(whole_graph=True)), (COUNTED_CONSUMERS, engine(per_consumer=True)),
-            *([(FIRST_ROOT_ONLY, run_engine(graph, roots[:1], numbers))] if len(roots) > 1 else []),
+            *([(FIRST_ROOT_ONLY, run_engine(graph, roots[:1], numbers)), (PER_ROOT_COUNTS, engine(per_root=True))]
+              if len(roots) > 1 else []),
             *((DEPTH_FIRST_SORT, order) for order in sorts)]
 
 
@@ -277,6 +280,12 @@ def _slot_failure(what: str, answer: list, graph, roots: list, names: list[str],
     wrong = next((node for node in names if yours[node] != right[node]), None)
     if wrong is None:
         return None
+    if sorted(yours[wrong]) == right[wrong]:
+        return GradingFailure("\n".join([
+            f"{what} is wrong.", f"  your answer:        {answer!r:.300}",
+            f"  problem:            your answer has {wrong!r} run with outputs {yours[wrong]} filled: the right "
+            f"outputs, but not in increasing order (the part lists them as {right[wrong]})",
+            "  (the order of the nodes is right)"]))
     mistakes = [(WHOLE_GRAPH_SLOTS, received_slots(graph, roots, whole_graph=True)),
                 (SEED_SLOT_FORGOTTEN, received_slots(graph, roots, seeds=False)),
                 (FIRST_OUTPUT_ONLY, {node: [0] for node in right})]
@@ -328,10 +337,10 @@ def check_backward_order(backward_order_fn, grading_seed: int | None = None) -> 
     PyTorch's pre-hooks, named WHOLE_GRAPH_SLOTS, SEED_SLOT_FORGOTTEN, FIRST_OUTPUT_ONLY; "the order the engine runs
     them" -> the names equal to run_engine's (COUNTED_CONSUMERS among the rules), and a wrong order
     named by the rule that gives it (_mistaken_orders: DEPTH_FIRST_SORT, LOWEST_FIRST, NUMBERS_IGNORED,
-    SORTED_BY_NUMBER, ROOTS_AT_START, WHOLE_GRAPH_COUNTS, FIRST_ROOT_ONLY) or by its shape (NO_VISITED_SET,
-    UNREACHABLE, COUNTS_NEVER_ZERO when only roots ran, an invalid order by the walk that makes it: traversal_kind,
-    KEY_ORDER); "do not modify" -> deep copies compared afterwards (CHANGED_DICTS); plain Python -> no autograd
-    (AUTOGRAD_IN_BOOKKEEPING).
+    SORTED_BY_NUMBER, ROOTS_AT_START, WHOLE_GRAPH_COUNTS, FIRST_ROOT_ONLY, PER_ROOT_COUNTS) or by its shape
+    (NO_VISITED_SET, UNREACHABLE, COUNTS_NEVER_ZERO when only roots ran, an invalid order by the walk that makes
+    it: traversal_kind, KEY_ORDER); "do not modify" -> deep copies compared afterwards (CHANGED_DICTS); plain
+    Python -> no autograd (AUTOGRAD_IN_BOOKKEEPING).
     """
     __tracebackhide__ = True
     for graph, roots, numbers in _order_cases(grading_seed):
