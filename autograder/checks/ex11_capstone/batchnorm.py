@@ -1,5 +1,7 @@
-"""Part D: batch normalisation by hand. D.1 ``batchnorm_forward``: training mode normalises with the batch's statistics
-and updates the running ones in place, evaluation uses the running ones and changes nothing; D.2
+"""Part D: batch normalisation by hand. D.1 ``batchnorm_forward``: training mode normalises with the batch's statistics,
+counts the batch and updates the running ones in place (an exponential average, or with momentum=None the cumulative
+one driven by the counter), refuses a batch of one before changing anything, evaluation uses the running ones and
+changes nothing, all against PyTorch's nn.BatchNorm1d on sequences of calls (:func:`bn_oracle`); D.2
 ``batchnorm_backward``: (dx, dgamma, dbeta) of training mode, whose dx flows back through the batch mean and variance.
 
 :func:`batchnorm_gradients` is the course's hand-derived backward, written once: Part E's network uses it, and each
@@ -16,6 +18,7 @@ import torch.nn.functional as F
 from ...checking import (
     GradingFailure,
     Misconception,
+    NotWritten,
     Route,
     call_learner,
     check,
@@ -32,7 +35,10 @@ from ...seeding import uniform
 from ..cases import case_stream, randint
 from .misconceptions import (
     BATCH_AT_EVAL,
+    BATCH_OF_ONE_TRAINED,
     BIASED_RUNNING_VAR,
+    COUNTER_NOT_ADVANCED,
+    CUMULATIVE_OFF_BY_ONE,
     DBETA_MEAN,
     DGAMMA_FROM_X,
     DGAMMA_WRONG_AXIS,
@@ -41,6 +47,9 @@ from .misconceptions import (
     MEAN_AS_CONSTANT,
     MISSING_1_OVER_N,
     MOMENTUM_SWAPPED,
+    MOMENTUM_ZERO_AS_NONE,
+    REFUSED_BATCH_COUNTED,
+    RUNNING_IN_GRAPH,
     RUNNING_IN_TRAINING,
     RUNNING_NOT_IN_PLACE,
     RUNNING_UPDATED_AT_EVAL,
@@ -238,123 +247,276 @@ def check_batchnorm_backward(batchnorm_backward, grading_seed: int | None = None
             _run_bn_backward(batchnorm_backward, case)
 
 
-def _bn_forward_expected(x, gamma, beta, rm, rv, training, momentum, eps):
-    """(out, running_mean, running_var) after a correct call."""
-    if not training:
-        return batchnorm(x, gamma, beta, {"mean": rm, "var": rv}, eps), rm, rv
-    out = batchnorm(x, gamma, beta, eps=eps)
-    return out, (1 - momentum) * rm + momentum * x.mean(0), (1 - momentum) * rv + momentum * x.var(0, unbiased=True)
+@dataclass(frozen=True)
+class ForwardCall:
+    """One call of a sequence: the batch, the mode and what the call is, for the message."""
+
+    x: Tensor
+    training: bool
+    note: str = ""
 
 
 @dataclass(frozen=True)
 class ForwardCase:
-    """One call of batchnorm_forward(x, gamma, beta, running_mean, running_var, training, momentum, eps); ``note``
-    says what the case is, for the message."""
+    """A sequence of calls of batchnorm_forward on one layer's state: gamma, beta, the running statistics and, unless
+    ``counter`` is None (Part F's call: no num_batches_tracked passed), the batch counter starting at ``counter``."""
 
-    x: Tensor
     gamma: Tensor
     beta: Tensor
     running_mean: Tensor
     running_var: Tensor
-    training: bool
-    momentum: float
+    momentum: float | None
     eps: float
+    calls: tuple[ForwardCall, ...]
+    counter: int | None = 0
     note: str = ""
 
 
-def _run_bn_forward(batchnorm_forward, case: ForwardCase) -> None:
+def bn_oracle(x: Tensor, gamma: Tensor, beta: Tensor, running_mean: Tensor, running_var: Tensor, count: int,
+              training: bool, momentum: float | None, eps: float) -> tuple[Tensor, Tensor, Tensor, int]:
+    """(out, running_mean, running_var, num_batches_tracked) after one call of PyTorch's nn.BatchNorm1d, the oracle,
+    set to the given state and mode (``momentum`` None: the cumulative average)."""
+    layer = torch.nn.BatchNorm1d(x.shape[1], eps=eps, momentum=momentum, dtype=torch.float64)
+    with torch.no_grad():
+        for buffer, value in ((layer.weight, gamma), (layer.bias, beta), (layer.running_mean, running_mean),
+                              (layer.running_var, running_var)):
+            buffer.copy_(value)
+        layer.num_batches_tracked.fill_(count)
+        out = layer.train(training)(x)
+    return out, layer.running_mean.clone(), layer.running_var.clone(), int(layer.num_batches_tracked)
+
+
+def _call_text(case: ForwardCase, k: int) -> str:
+    call = case.calls[k]
+    n, d = call.x.shape
+    momentum = "None" if case.momentum is None else f"{case.momentum:g}"
+    counter = "" if case.counter is None else ", num_batches_tracked=counter"
+    what = (f"batchnorm_forward(x, gamma, beta, running_mean, running_var, training={call.training}, "
+            f"momentum={momentum}, eps={case.eps:g}{counter}) for x of shape ({n}, {d})")
+    if len(case.calls) > 1:
+        earlier = ", ".join(f"{'training' if c.training else 'evaluation'} on {c.x.shape[0]}" for c in case.calls[:k])
+        what += f", call {k + 1} of {len(case.calls)} on one layer's state" + (f" (before it: {earlier})" if k else "")
+    return what + case.note + call.note
+
+
+def _state(tensors: dict[str, Tensor]) -> dict[str, tuple]:
+    """Each tensor's value, storage and version: what a call may or may not change."""
+    return {name: (t.clone(), t.untyped_storage().data_ptr(), t._version) for name, t in tensors.items()}
+
+
+def _moved(tensors: dict[str, Tensor], before: dict[str, tuple]) -> list[str]:
+    return [name for name, t in tensors.items() if t.shape != before[name][0].shape
+            or not torch.equal(t, before[name][0]) or t.untyped_storage().data_ptr() != before[name][1]
+            or t._version != before[name][2]]
+
+
+def _expect_refusal(batchnorm_forward, args: tuple, kwargs: dict, tensors: dict[str, Tensor], what: str,
+                    extra: str) -> None:
+    """A batch of one in training mode: ValueError, raised before anything changed."""
     __tracebackhide__ = True
-    x, gamma, beta, rm, rv = case.x, case.gamma, case.beta, case.running_mean, case.running_var
-    training, momentum, eps, note = case.training, case.momentum, case.eps, case.note
+    before = _state(tensors)
+    try:
+        with watch_calls(LIBRARY_NORMALISATIONS) as library:
+            out = call_learner(batchnorm_forward, *args, what=what, may_change=True, forbid=[Route.AUTOGRAD],
+                               **kwargs)
+    except NotWritten:
+        raise
+    except GradingFailure as failure:
+        if library.used:
+            raise _proven(f"{what} called torch's batch normalisation.", LIBRARY_BATCHNORM) from None
+        if not isinstance(failure.raised, ValueError):
+            raise GradingFailure(f"{failure.message}\n  A batch of one in training mode: which exception does "
+                                 "nn.BatchNorm1d raise for it?") from None
+        moved = _moved(tensors, before)
+        if moved:
+            raise _proven(f"{what} raised ValueError, but {' and '.join(moved)} changed before it did: "
+                          + ", ".join(f"{name} {fmt(before[name][0])} -> {fmt(tensors[name])}" for name in moved)
+                          + ".\n" + extra, REFUSED_BATCH_COUNTED) from None
+        return
+    raise _proven(f"{what} returned {fmt(out)} instead of refusing the batch; running_var is now "
+                  f"{fmt(tensors['running_var'])}.\n{extra}", BATCH_OF_ONE_TRAINED)
+
+
+def _expect_out_of_graph(tensors: dict[str, Tensor], what: str, x: Tensor) -> None:
+    """The layer's state is bookkeeping: after a call, no running statistic (nor the counter) is a node of a graph."""
+    __tracebackhide__ = True
+    leaked = {name: t for name, t in tensors.items() if t.requires_grad or t.grad_fn is not None}
+    if leaked:
+        nodes = ", ".join(f"{name}.grad_fn = {type(t.grad_fn).__name__ if t.grad_fn is not None else None} "
+                          f"(requires_grad={t.requires_grad})" for name, t in leaked.items())
+        cause = "x requires grad (x = X @ W, W being trained), and " if x.requires_grad else ""
+        raise _proven(f"{what}: {cause}after the call {nodes}; "
+                      "nn.BatchNorm1d's running_mean and running_var never require grad.", RUNNING_IN_GRAPH)
+
+
+def _run_bn_call(batchnorm_forward, case: ForwardCase, k: int, tensors: dict[str, Tensor]) -> None:
+    """Call k of the case on the learner's tensors, against the oracle from the state they hold before it."""
+    __tracebackhide__ = True
+    call, gamma, beta, momentum, eps = case.calls[k], case.gamma, case.beta, case.momentum, case.eps
+    x, training = call.x, call.training
+    plain = x.detach()  # the oracle's and the symptoms' batch; the learner gets x itself (it may require grad)
+    rm, rv, counter = tensors["running_mean"], tensors["running_var"], tensors.get("num_batches_tracked")
     n, d = x.shape
-    mode = "training" if training else "evaluation"
-    what = (f"batchnorm_forward(x, gamma, beta, running_mean, running_var, training={training}, "
-            f"momentum={momentum:g}, eps={eps:g}) for x of shape ({n}, {d}){note}")
-    rm0, rv0 = rm.clone(), rv.clone()
-    pointers, versions = [t.untyped_storage().data_ptr() for t in (rm, rv)], [rm._version, rv._version]
+    what = _call_text(case, k)
+    before = _state(tensors)
+    rm0, rv0 = before["running_mean"][0], before["running_var"][0]
+    c0 = int(counter) if counter is not None else 0
+    extra = (f"  inputs:             x = {fmt(plain)}, gamma = {fmt(gamma)}, beta = {fmt(beta)},\n"
+             f"                      running_mean = {fmt(rm0)}, running_var = {fmt(rv0)}"
+             + ("" if counter is None else f", num_batches_tracked = {c0}") + " before the call")
+    args = (x, gamma, beta, rm, rv, training, momentum, eps)
+    kwargs = {} if counter is None else {"num_batches_tracked": counter}
+    if training and n == 1:
+        _expect_refusal(batchnorm_forward, args, kwargs, tensors, what, extra)
+        return
     inputs = Snapshot({"x": x, "gamma": gamma, "beta": beta})
     with watch_calls(LIBRARY_NORMALISATIONS) as library:
-        out = call_learner(batchnorm_forward, x, gamma, beta, rm, rv, training, momentum, eps, what=what,
-                           may_change=True, forbid=[Route.AUTOGRAD])
+        out = call_learner(batchnorm_forward, *args, what=what, may_change=True, forbid=[Route.AUTOGRAD], **kwargs)
     if library.used:
         raise _proven(f"{what} called torch's batch normalisation.", LIBRARY_BATCHNORM)
     changes = inputs.changes()
     if changes:
         raise _proven(f"{what} changed its arguments: {'; '.join(changes)}.", CHANGED_INPUT)
+    in_graph = isinstance(out, Tensor) and out.requires_grad
     out = expect_tensor(out, what, (n, d))
-    expected, new_rm, new_rv = _bn_forward_expected(x, gamma, beta, rm0, rv0, training, momentum, eps)
-    extra = (f"  inputs:             x = {fmt(x)}, gamma = {fmt(gamma)}, beta = {fmt(beta)},\n"
-             f"                      running_mean = {fmt(rm0)}, running_var = {fmt(rv0)}")
+    expected, new_rm, new_rv, count = bn_oracle(plain, gamma, beta, rm0, rv0, c0, training, momentum, eps)
+    mode = "training" if training else "evaluation"
     if training:
-        symptoms = [RUNNING_IN_TRAINING.looks_like(batchnorm(x, gamma, beta, {"mean": rm0, "var": rv0}, eps)),
-                    RUNNING_IN_TRAINING.looks_like(batchnorm(x, gamma, beta, {"mean": new_rm, "var": new_rv}, eps)),
-                    UNBIASED_NORMALISATION.looks_like(batchnorm(x, gamma, beta, eps=eps, unbiased=True)),
-                    EPS_OUTSIDE.looks_like(batchnorm(x, gamma, beta, eps=eps, eps_outside=True))]
+        symptoms = [RUNNING_IN_TRAINING.looks_like(batchnorm(plain, gamma, beta, {"mean": rm0, "var": rv0}, eps)),
+                    RUNNING_IN_TRAINING.looks_like(batchnorm(plain, gamma, beta, {"mean": new_rm, "var": new_rv},
+                                                             eps)),
+                    UNBIASED_NORMALISATION.looks_like(batchnorm(plain, gamma, beta, eps=eps, unbiased=True)),
+                    EPS_OUTSIDE.looks_like(batchnorm(plain, gamma, beta, eps=eps, eps_outside=True))]
     else:
-        symptoms = [BATCH_AT_EVAL.looks_like(batchnorm(x, gamma, beta, eps=eps)),
-                    EPS_OUTSIDE.looks_like(batchnorm(x, gamma, beta, {"mean": rm0, "var": rv0}, eps,
+        symptoms = [BATCH_AT_EVAL.looks_like(batchnorm(plain, gamma, beta, eps=eps)),
+                    EPS_OUTSIDE.looks_like(batchnorm(plain, gamma, beta, {"mean": rm0, "var": rv0}, eps,
                                                      eps_outside=True))]
     expect_close(out, expected, what=f"{what}: the output ({mode} mode)", source="expected", extra=extra,
                  symptoms=symptoms)
-    moved = [name for name, t, t0, p, v in (("running_mean", rm, rm0, pointers[0], versions[0]),
-                                             ("running_var", rv, rv0, pointers[1], versions[1]))
-             if not torch.equal(t, t0) or t.untyped_storage().data_ptr() != p or t._version != v]
+    if x.requires_grad and not in_graph:
+        raise GradingFailure(f"{what}: x requires grad (x = X @ W, W being trained), but your output does not "
+                             "(nn.BatchNorm1d's output does, in both modes). Which of your computations did "
+                             "autograd not record, and how would a loss's gradient reach W through it?")
+    _expect_out_of_graph(tensors, what, x)
+    moved = _moved(tensors, before)
     if not training:
         if moved:
             raise _proven(f"{what}: {' and '.join(moved)} changed in evaluation mode.", RUNNING_UPDATED_AT_EVAL)
         return
-    replaced = [name for name, t, p in (("running_mean", rm, pointers[0]), ("running_var", rv, pointers[1]))
-                if t.untyped_storage().data_ptr() != p]
+    replaced = [name for name, t in tensors.items() if t.untyped_storage().data_ptr() != before[name][1]]
     if replaced:
         raise _proven(f"{what}: {' and '.join(replaced)} got new memory (.data = ...) instead of being updated in "
-                      "place.", RUNNING_NOT_IN_PLACE)
-    mean, unbiased, biased = x.mean(0), x.var(0, unbiased=True), x.var(0, unbiased=False)
+                      "place.", RUNNING_NOT_IN_PLACE if replaced != ["num_batches_tracked"] else COUNTER_NOT_ADVANCED)
+    if counter is not None and (counter.shape != () or int(counter) != count):
+        if counter.shape == () and int(counter) == c0:
+            raise _proven(f"{what}: num_batches_tracked is still {c0} after a training batch.\n{extra}",
+                          COUNTER_NOT_ADVANCED)
+        raise GradingFailure(f"{what}: num_batches_tracked went from {c0} to {fmt(counter)}; it counts the "
+                             f"training batches the layer has seen.\n{extra}")
+    weight = momentum if momentum is not None else 1 / count
+    mean, unbiased, biased = plain.mean(0), plain.var(0, unbiased=True), plain.var(0, unbiased=False)
+    misweighted = [1 / (count + 1)] + ([1 / (count - 1)] if count > 1 else [])
+    mean_symptoms = [RUNNING_NOT_IN_PLACE.looks_like(rm0)]
+    var_symptoms = [RUNNING_NOT_IN_PLACE.looks_like(rv0),
+                    BIASED_RUNNING_VAR.looks_like((1 - weight) * rv0 + weight * biased)]
+    if momentum is None:
+        mean_symptoms += [CUMULATIVE_OFF_BY_ONE.looks_like((1 - w) * rm0 + w * mean) for w in misweighted]
+        var_symptoms += [CUMULATIVE_OFF_BY_ONE.looks_like((1 - w) * rv0 + w * unbiased) for w in misweighted]
+    else:
+        mean_symptoms.append(MOMENTUM_SWAPPED.looks_like(momentum * rm0 + (1 - momentum) * mean))
+        var_symptoms.append(MOMENTUM_SWAPPED.looks_like(momentum * rv0 + (1 - momentum) * unbiased))
+        if momentum == 0 and counter is not None:  # the cumulative average run instead of the frozen one
+            mean_symptoms.append(MOMENTUM_ZERO_AS_NONE.looks_like((1 - 1 / count) * rm0 + mean / count))
+            var_symptoms.append(MOMENTUM_ZERO_AS_NONE.looks_like((1 - 1 / count) * rv0 + unbiased / count))
     expect_close(rm, new_rm, what=f"{what}: running_mean after the call", source="expected", extra=extra,
-                 symptoms=[RUNNING_NOT_IN_PLACE.looks_like(rm0),
-                           MOMENTUM_SWAPPED.looks_like(momentum * rm0 + (1 - momentum) * mean)])
+                 symptoms=mean_symptoms)
     expect_close(rv, new_rv, what=f"{what}: running_var after the call", source="expected", extra=extra,
-                 symptoms=[RUNNING_NOT_IN_PLACE.looks_like(rv0),
-                           MOMENTUM_SWAPPED.looks_like(momentum * rv0 + (1 - momentum) * unbiased),
-                           BIASED_RUNNING_VAR.looks_like((1 - momentum) * rv0 + momentum * biased)])
+                 symptoms=var_symptoms)
+
+
+def _run_bn_forward(batchnorm_forward, case: ForwardCase) -> None:
+    """The case's calls in order on one set of the layer's tensors (the learner's state carries over)."""
+    __tracebackhide__ = True
+    tensors = {"running_mean": case.running_mean.clone(), "running_var": case.running_var.clone()}
+    if case.counter is not None:
+        tensors["num_batches_tracked"] = torch.tensor(case.counter)
+    for k in range(len(case.calls)):
+        _run_bn_call(batchnorm_forward, case, k, tensors)
 
 
 def _bn_forward_cases(grading_seed: int | None) -> list[ForwardCase]:
-    """Corners at every seed, then the visible case or two drawn ones."""
+    """Corners at every seed (values from the seed, structure fixed), then the visible case or two drawn ones."""
     gen = case_stream("11/bn_forward", grading_seed)
 
-    def draw(n, d, offset=2.0):
-        x = uniform(gen, (n, d), -2, 2) + offset
-        gamma = uniform(gen, (d,), 0.5, 2.0) * torch.where(torch.arange(d) % 2 == 1, -1.0, 1.0).double()
-        running_var = uniform(gen, (d,), 0.3, 3.0)
-        return x, gamma, uniform(gen, (d,), -1, 1), uniform(gen, (d,), -1, 1), running_var
+    def batch(n, d, offset=2.0):
+        return uniform(gen, (n, d), -2, 2) + offset
 
-    cases = [ForwardCase(*draw(5, 3), True, 0.1, 1e-5, ", running statistics far from the batch's")]
-    x, gamma, beta, rm, rv = draw(2, 3)
-    x[:, 2] = -0.4
-    cases.append(ForwardCase(x, gamma, beta, rm, rv, True, 0.3, 0.5, ", a batch of 2, a constant feature, a large eps"))
-    cases.append(ForwardCase(*draw(4, 3), False, 0.1, 1e-5))
-    cases.append(ForwardCase(*draw(1, 4), False, 0.2, 1e-5, ", a batch of one"))
+    def case(d, momentum, eps, calls, counter=0, note=""):
+        gamma = uniform(gen, (d,), 0.5, 2.0) * torch.where(torch.arange(d) % 2 == 1, -1.0, 1.0).double()
+        beta, running_mean = uniform(gen, (d,), -1, 1), uniform(gen, (d,), -1, 1)
+        running_var = uniform(gen, (d,), 0.3, 3.0)
+        return ForwardCase(gamma, beta, running_mean, running_var, momentum, eps,
+                           tuple(ForwardCall(*c) for c in calls), counter, note)
+
+    def in_graph(n, d):  # a hidden layer's output: x = X @ W, W a leaf being trained
+        weight = (torch.eye(d, dtype=torch.float64) + uniform(gen, (d, d), -0.3, 0.3)).requires_grad_(True)
+        return batch(n, d) @ weight
+
+    constant = batch(2, 3)
+    constant[:, 2] = -0.4
+    cases = [case(3, 0.1, 1e-5, [(batch(5, 3), True, ", running statistics far from the batch's"),
+                                 (batch(4, 3), False), (batch(1, 3), False, ", a batch of one")],
+                  counter=None, note=", no counter passed (Part F's call)"),
+             case(3, 0.3, 0.5, [(constant, True, ", a constant feature"), (batch(4, 3), True), (batch(1, 3), False)],
+                  note=", a large eps"),
+             case(3, None, 1e-5, [(batch(2, 3), True), (batch(7, 3), True), (batch(3, 3), True),
+                                  (batch(1, 3), False, ", a batch of one"),
+                                  (batch(1, 3), True, ", a batch of one in training mode"), (batch(4, 3), True),
+                                  (batch(3, 3), False)], note=", batches of different sizes from a counter at 0"),
+             case(2, None, 0.1, [(batch(3, 2), True), (batch(2, 2), False)], counter=5,
+                  note=", resumed from a counter at 5, eps 0.1"),
+             case(3, 0.0, 1e-5, [(in_graph(4, 3), True), (in_graph(3, 3), True), (in_graph(2, 3), False)],
+                  counter=3, note=", momentum 0, x = X @ W with W requiring grad, from a counter at 3"),
+             case(2, 0.0, 1e-5, [(batch(3, 2), True), (batch(2, 2), False)], counter=1,
+                  note=", momentum 0, from a counter at 1")]
     if grading_seed is None:
-        return cases + [ForwardCase(*draw(6, 2, offset=-1.0), True, 0.05, 1e-5),
-                        ForwardCase(*draw(3, 2), False, 0.1, 1e-5)]
-    return cases + [ForwardCase(*draw(randint(gen, 3, 8), randint(gen, 2, 5), float(uniform(gen, (), -3, 3))), training,
-                                float(uniform(gen, (), 0.05, 0.3)), 1e-5) for training in (True, False)]
+        return cases + [case(2, 0.05, 1e-5, [(batch(6, 2, offset=-1.0), True), (batch(3, 2), False)], counter=2)]
+    d = randint(gen, 2, 5)
+    sizes = [randint(gen, 2, 8) for _ in range(4)]
+    offset = float(uniform(gen, (), -3, 3))
+    drawn = [case(d, None, 1e-5, [(batch(sizes[0], d, offset), True), (batch(sizes[1], d, offset), True),
+                                  (batch(1, d, offset), True), (batch(sizes[2], d, offset), True),
+                                  (batch(sizes[3], d, offset), False)], counter=randint(gen, 0, 4)),
+             case(d, float(uniform(gen, (), 0.05, 0.3)), 1e-5,
+                  [(batch(sizes[3], d, offset), True), (batch(sizes[0], d, offset), False)],
+                  counter=randint(gen, 0, 4))]
+    return cases + drawn
 
 
 @check
 def check_batchnorm_forward(batchnorm_forward, grading_seed: int | None = None) -> None:
-    """Part D.1: batchnorm_forward(x, gamma, beta, running_mean, running_var, training, momentum, eps): training
-    mode normalises with the batch's mean and biased variance and updates the running statistics in place (PyTorch's
-    convention: (1 − momentum)·running + momentum·batch, unbiased variance for running_var); evaluation normalises
-    with the running statistics and changes nothing. By hand: no torch batch_norm.
+    """Part D.1: batchnorm_forward(x, gamma, beta, running_mean, running_var, training, momentum, eps,
+    num_batches_tracked=None), against PyTorch's nn.BatchNorm1d (the oracle, :func:`bn_oracle`) on sequences of calls
+    sharing one layer's state. Training mode normalises with the batch's mean and biased variance, adds 1 to the
+    caller's num_batches_tracked (when given, whatever the momentum) and updates the running statistics in place with
+    the unbiased variance: (1 − momentum)·running + momentum·batch, or with momentum=None the cumulative average of
+    every batch counted (the t-th batch weighs 1/t). A batch of one in training mode raises ValueError before
+    changing anything (nn.BatchNorm1d counts it first: the one place the oracle is not followed). Evaluation
+    normalises with the running statistics and changes nothing. By hand: no torch batch_norm.
 
-    Domain (the part's text): x float64 (N, D), N >= 2 in training, N >= 1 at evaluation, any offset; gamma (D,) of
-    both signs, beta (D,), running_mean (D,), running_var (D,) > 0; momentum in (0, 1); eps > 0.
-    Corners pinned at every seed: running statistics far from the batch's (training, so that using them shows); a
-    batch of 2 with a constant feature and a large eps (training); evaluation on a batch of 4 and on a batch of one.
-    Contracts checked: a plain tensor (N, D); running_mean and running_var updated in place in training (their
-    storage compared: rebinding or .data = fails) and untouched at evaluation (values, storage and version); x,
-    gamma, beta unchanged; no torch batch normalisation (:data:`LIBRARY_NORMALISATIONS`).
+    Domain (the part's text): x float64 (N, D), N >= 1, any offset, requiring grad or not; gamma (D,) of both
+    signs, beta (D,), running_mean (D,), running_var (D,) > 0; momentum in [0, 1) or None (then a counter is
+    passed); eps > 0; num_batches_tracked a 0-d integer tensor >= 0 or not passed.
+    Corners pinned at every seed: Part F's call (no counter, momentum 0.1) with running statistics far from the
+    batch's, evaluation on 4 and on one; a constant feature and a large eps; momentum=None on batches of 2, 7, 3
+    from a counter at 0, evaluation on one, a refused batch of one, then 4; momentum=None resumed from a counter at 5
+    (eps 0.1); momentum 0 (running statistics frozen, the counter still counting: catches a truth test of momentum)
+    twice, once on x = X @ W with W requiring grad.
+    Contracts checked: a plain tensor (N, D), in x's graph when x requires grad; the running statistics and the
+    counter never nodes of a graph (a proven RUNNING_IN_GRAPH: updated where autograd records); the running tensors
+    and the counter updated in place in training (storage compared) and untouched at evaluation and on a refusal
+    (values, storage and version); x, gamma, beta unchanged; no torch batch normalisation
+    (:data:`LIBRARY_NORMALISATIONS`).
     """
     __tracebackhide__ = True
     for case in _bn_forward_cases(grading_seed):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -317,10 +318,30 @@ def _bug_hunt_cases(grading_seed: int | None) -> list[tuple[dict[str, Tensor], T
     return cases + [(*mlp_case(gen, *size), "") for size in sizes]
 
 
+@dataclass
+class CaseOutcome:
+    """What one case of Part E found, for the verdict across cases: ``compared`` once the answer's gradients were
+    compared with autograd (a case that failed before stays uncompared), ``wrong`` the keys it got wrong, and
+    ``factor_undone`` when its d loss / d W1 is the given line patched by the planted factor's inverse (eps scaled
+    with it: not a fix tuned to one batch size, since eps matters on the small batches)."""
+
+    compared: bool = False
+    wrong: set[str] = field(default_factory=set)
+    factor_undone: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.compared and not self.wrong
+
+    @property
+    def only_the_bug(self) -> bool:
+        """Compared, and wrong in the buggy key alone, not by the factor undone."""
+        return self.compared and self.wrong == {BUGGY_KEY} and not self.factor_undone
+
+
 def _run_case(mlp_gradients, params: dict[str, Tensor], X: Tensor, targets: Tensor, note: str,
-              wrong: set[str]) -> None:
-    """Check one case; ``wrong`` receives the keys the answer got wrong (the failure raised names the first), or
-    stays {"raised"} when the case failed before the gradients were compared."""
+              outcome: CaseOutcome) -> None:
+    """Check one case; ``outcome`` records what it found (the failure raised names the first wrong key)."""
     __tracebackhide__ = True
     shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in params.items())
     what = f"mlp_gradients(params, X, targets) with {shapes}, X {tuple(X.shape)}{note}"
@@ -351,14 +372,14 @@ def _run_case(mlp_gradients, params: dict[str, Tensor], X: Tensor, targets: Tens
                       "where exp overflows in float64 (your softmax, in the exercise-04 cell, must subtract each "
                       "row's largest logit first).", NAIVE_SOFTMAX)
     got = {key: expect_tensor(answer[key], f"{what}: {key}", tuple(params[key].shape)) for key in DIGITS_KEYS}
-    wrong.clear()
-    wrong.update(key for key in DIGITS_KEYS if not torch.allclose(got[key], expected[key], rtol=1e-6, atol=1e-8))
+    wrong = {key for key in DIGITS_KEYS if not torch.allclose(got[key], expected[key], rtol=1e-6, atol=1e-8)}
+    outcome.compared, outcome.wrong = True, wrong
     given = given_gradients(params, X, targets)
     variants = {"both": staged_gradients(params, X, targets, var_divisor="n - 1", mean_divisor="n - 1"),
                 "undivided": staged_gradients(params, X, targets, ce_divided=False),
                 "undone": staged_gradients(params, X, targets, factor_undone=True)}
-    if BUGGY_KEY in wrong and torch.allclose(got[BUGGY_KEY], variants["undone"][BUGGY_KEY], rtol=1e-9, atol=1e-12):
-        wrong.add("factor undone")  # not a fix tuned to one batch size: eps matters on the small batches
+    outcome.factor_undone = BUGGY_KEY in wrong and torch.allclose(got[BUGGY_KEY], variants["undone"][BUGGY_KEY],
+                                                                   rtol=1e-9, atol=1e-12)
     for key in ("b2", "W2", "beta", "gamma", BUGGY_KEY):  # from the loss down: the first wrong one leads
         if key not in wrong:
             continue
@@ -418,13 +439,13 @@ def check_bug_hunt(mlp_gradients, wrong_gradient, w1_errors, dvar_factor, silu_b
     _expect_silu(silu_backward)
     outcomes = []
     for params, X, targets, note in _bug_hunt_cases(grading_seed):
-        wrong = {"raised"}
+        outcome = CaseOutcome()
         with trial():
-            _run_case(mlp_gradients, params, X, targets, note, wrong)
-        outcomes.append((len(X), wrong))
-    tuned = [n for n, wrong in outcomes if n == TRY_IT_BATCH and not wrong]
-    others = [n for n, wrong in outcomes if wrong]
-    if tuned and others and all(wrong == {BUGGY_KEY} for _, wrong in outcomes if wrong):
+            _run_case(mlp_gradients, params, X, targets, note, outcome)
+        outcomes.append((len(X), outcome))
+    tuned = [n for n, outcome in outcomes if n == TRY_IT_BATCH and outcome.passed]
+    others = [n for n, outcome in outcomes if not outcome.passed]
+    if tuned and others and all(outcome.only_the_bug for _, outcome in outcomes if not outcome.passed):
         raise _proven(f"mlp_gradients agrees with autograd on the batch of {TRY_IT_BATCH} and not on the batches of "
                       f"{', '.join(map(str, sorted(set(others))))}: d loss / d {BUGGY_KEY} is off there.",
                       FIX_AT_ONE_BATCH_SIZE)

@@ -85,20 +85,25 @@ hint = HintBook({
         "with prints, and compare with autograd there before you run the test."),
         checks=("check_residual_backward",), cells=("silu_backward", "residual_backward")),
     "D": PartHints(texts=(
-        "There are two branches on `training`. In each: which mean and variance normalise the batch, which "
-        "variance (divided by $N$ or by $N - 1$) goes into the running one, and how do you change the caller's "
-        "running tensors rather than rebind a name of your own?",
-        "A smaller case, one feature: $x$ = [[1], [2], [3], [6]] ($N = 4$), gamma [1], beta [0], running mean [0] "
-        "and running variance [1], momentum 0.1. In training the batch mean is 3 and the variance 3.5 divided by "
-        "$N$ (4.667 divided by $N - 1$, which is what torch's own `var` gives by default); the output is [-1.0690, "
-        "-0.5345, 0, 1.6036], and afterwards the caller's tensors hold a running mean of 0.3 and a running variance "
-        "of 1.3667 (1.25 means the divided-by-$N$ variance went in). Evaluation next, on [[6]] alone: 4.8758, and "
-        "the running statistics stay 0.3 and 1.3667.",
-        "Training: the mean and the divided-by-$N$ variance over the batch axis (axis 0), one of each per feature; "
-        "normalise with them, scale by gamma, shift by beta. Then update both running tensors with in-place tensor "
-        "methods (their names end in an underscore) so that the caller sees the change; the running variance takes "
-        "the unbiased batch variance, the same sum of squares divided by $N - 1$. Evaluation: the same "
-        "normalisation with the running statistics in place of the batch's, and nothing written."),
+        "Three things the lesson did not show. With momentum=None, once this call is counted and the counter holds "
+        "$t$, what share of the running value must this batch have for it to be the plain average over $t$ "
+        "batches, and what then becomes of the initial values when the counter starts at 0? Whose tensor is the "
+        "counter, and does your change to it reach the caller? When a batch of one is refused in training mode, "
+        "what may have changed by then?",
+        "A smaller case, one feature: gamma [1], beta [0], momentum=None, a counter at 0, running mean [0] and "
+        "running variance [1]. Batch [[1], [3]] and then batch [[2], [4], [9]]. After the first, the counter holds 1 "
+        "and the running statistics are 2 and 2: the initial 0 and 1 are gone. After the second, the counter holds "
+        "2 and the statistics are 3.5 and 7.5, the average of the two batches' means and of their unbiased "
+        "variances; the five numbers together have mean 3.8 and variance 9.7, which is not what the layer keeps. "
+        "Resumed from a counter at 3 with running statistics 2 and 2, the second batch alone leaves 4, 2.75 and "
+        "4.75.",
+        "Write the average of $t$ numbers in terms of the average of the first $t - 1$ and the $t$-th, on paper, "
+        "for $t = 2$ and $t = 3$: compare its shape with the exponential update you already have, and read off "
+        "what the counter must supply. Then run your function beside nn.BatchNorm1d(D, momentum=None) from the same "
+        "state, on batches of 2, 7 and 3, and again from a counter you set above 0 (set the oracle's buffers to "
+        "match), comparing the output and all three buffers after every call. For the batch of one, print the "
+        "oracle's counter before and after it refuses, and decide where in your function the refusal must come so "
+        "that none of your tensors moves."),
         checks=("check_batchnorm_forward",), cells=("batchnorm_forward",)),
     "D2": PartHints(texts=(
         "$x$ reaches the output three ways: directly through $x - \\mu$, through $\\mu$ and through $\\sigma^2$. "

@@ -163,6 +163,49 @@ RUNNING_UPDATED_AT_EVAL = Misconception(
     "running statistics updated at evaluation",
     "training=False must change nothing: evaluating a model (on a test set, or on a single example) must not move "
     "its running statistics, or the next evaluation gives another answer.")
+CUMULATIVE_OFF_BY_ONE = Misconception(
+    "cumulative average weighted off by one",
+    "With momentum=None the running statistics are the plain average of the statistics of every training batch "
+    "counted so far, each batch once whatever its size: after the call that makes num_batches_tracked equal t, "
+    "this batch weighs 1/t and the average of the t − 1 before it (t − 1)/t. So a counter at 0 makes the first "
+    "batch replace the initial values entirely, and a counter at 5 gives the next batch 1/6.",
+    question="Once this call is counted, how many batches does the average cover, and what share of it is this "
+             "batch's?")
+COUNTER_NOT_ADVANCED = Misconception(
+    "batch counter not advanced in the caller's tensor",
+    "num_batches_tracked counts every training-mode batch, whatever momentum is (nn.BatchNorm1d's buffer does the "
+    "same), and the caller keeps it from call to call: add 1 to that very tensor, in place. Binding a new number "
+    "to the name leaves the caller's count where it was, and the next cumulative average weighs its batch wrongly.",
+    question="Which tensor does the caller read at its next call, and did your call change it, whatever the "
+             "momentum?")
+BATCH_OF_ONE_TRAINED = Misconception(
+    "a batch of one accepted in training mode",
+    "With one example the batch variance is 0 divided by N and 0/0 divided by N − 1: every output would be beta "
+    "and the running variance would turn nan or inf. nn.BatchNorm1d raises ValueError on such a batch in training "
+    "mode; so must yours, before it changes anything.",
+    question="What is the unbiased variance of a single number, and what does nn.BatchNorm1d do with one example "
+             "in training mode?")
+REFUSED_BATCH_COUNTED = Misconception(
+    "a refused batch still changed the layer's state",
+    "A call that raises must leave the caller's tensors as they were. nn.BatchNorm1d itself counts the batch of "
+    "one before it refuses it (its num_batches_tracked moves: measure it), so every later cumulative average is "
+    "diluted by a batch that never arrived; the part asks for the refusal before any change.",
+    question="In what order does your function look at the batch and change the caller's tensors?")
+RUNNING_IN_GRAPH = Misconception(
+    "running statistics recorded by autograd",
+    "In a network, x is the output of a layer being trained (x = X @ W with W requiring grad), so the batch's mean "
+    "and variance are nodes of this step's graph. An in-place update that autograd records makes the caller's "
+    "running_mean and running_var nodes of that graph too: each step's graph stays alive through them, chained to "
+    "the next step's, and a backward through an evaluation-mode output reaches back into old steps. The running "
+    "statistics are bookkeeping, not something to differentiate: update them where autograd does not record. "
+    "nn.BatchNorm1d's buffers never require grad.",
+    question="Which graph does your running mean belong to after this call, and what keeps that graph alive?")
+MOMENTUM_ZERO_AS_NONE = Misconception(
+    "momentum 0 taken for None",
+    "momentum=0.0 is a number, not a missing one: PyTorch's exponential average with m = 0 leaves the running "
+    "statistics exactly as they were (a frozen layer), while num_batches_tracked still counts the batch. Only "
+    "momentum=None asks for the cumulative average; a test of momentum's truth value cannot tell 0 from None.",
+    question="What does (1 − m)·running + m·batch give for m = 0, and which of your two averages ran for it?")
 LIBRARY_BATCHNORM = Misconception(
     "used torch's batch_norm where the part asks for your own",
     "This part is batch normalisation by hand: compute the mean, the variance and the normalisation with tensor "

@@ -211,8 +211,12 @@ def _run_train_moons(train_moons, Value, data_seed: int) -> float:
                  source="the same MLP in torch")
     accuracy, _ = moons_fit(flat, test_points, test_labels)
     if passes == 0:
-        raise _proven(f"{what}: the model it was given ran on no point (0 forward passes) and its held-out accuracy "
-                      f"is {accuracy:.1%}.", MODEL_NOT_TRAINED)
+        if torch.equal(flat, torch.tensor(start, dtype=torch.float64)):
+            raise _proven(f"{what}: the model it was given ran on no point (0 forward passes) and its held-out "
+                          f"accuracy is {accuracy:.1%}.", MODEL_NOT_TRAINED)
+        raise GradingFailure(f"{what}: model(x) was never called (0 forward passes counted), yet the given model's "
+                             f"parameters moved (held-out accuracy {accuracy:.1%}). The part's budget counts the "
+                             "points your training runs through model(x): how did your loop get its scores?")
     if accuracy < MOONS_ACCURACY:
         message = (f"{what}: held-out accuracy {accuracy:.1%} on {MOONS_TEST} fresh moons; the part asks for at least "
                    f"{MOONS_ACCURACY:.0%}. Training loss went from {losses[0]:.4g} to {losses[-1]:.4g} in "
