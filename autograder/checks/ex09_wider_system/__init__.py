@@ -81,9 +81,12 @@ hint = HintBook({
             "receives an inference tensor. On `checks.team_pipeline(6)` three stages are broken, and one of them "
             "agrees with central differences when it is given the pipeline's inputs. A smaller case for the noise: "
             "`torch.tanh` at the inputs of `checks.team_pipeline(0)`, weighted at random, agrees with central "
-            "differences to within about 1e-9 of its gradient's largest entry. And one for the weighting: the sum of a "
-            "sorted row is the sum of the row, so which weighting of a sort's output can tell a right gradient from "
-            "one that ignores the order?",
+            "differences to within about 1e-9 of its gradient's largest entry. Central differences are far less "
+            "accurate at a tie or a kink: the last stage of `checks.team_pipeline(3)` is a sound rescale that "
+            "receives a row whose largest magnitude two entries share, and there they part from its gradient by about "
+            "4e-7 of its largest entry (up to about 1e-6, depending on the weighting). And one for the weighting: the "
+            "sum of a sorted row is the sum of the row, so which weighting of a sort's output can tell a right "
+            "gradient from one that ignores the order?",
             "Trace `checks.team_pipeline(0)` by hand, one stage at a time: what does the stage receive when the "
             "pipeline runs, what single number built from its output lets autograd and central differences speak "
             "about every entry, and what do you call autograd's answer when that number does not require grad at "

@@ -14,6 +14,7 @@ from ..cases import case_stream, randint, random_mlp
 from .misconceptions import (
     BATCH_SPECIALISED,
     EAGER_FALLBACK,
+    EXPANDED_ROW,
     FRACTION_NOT_TENSOR,
     GRAPH_BREAK,
     LIMIT_FLOAT32,
@@ -54,9 +55,14 @@ class _Counter:
         self.request = -1
         self.graphs: list[tuple[int, torch.fx.GraphModule]] = []
         self.ran: set[int] = set()
+        self.strided: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}   # request: an input with a 0 stride
 
     def __call__(self, graph_module, example_inputs):
         self.graphs.append((self.request, graph_module))
+        for example in example_inputs:
+            if isinstance(example, torch.Tensor) and example.dim() and \
+                    any(stride == 0 and size > 1 for size, stride in zip(example.shape, example.stride())):
+                self.strided.setdefault(self.request, (tuple(example.shape), tuple(example.stride())))
 
         def run(*args):
             self.ran.add(self.request)
@@ -102,7 +108,11 @@ def _judge_compilations(counter: _Counter, stream, model: nn.Module) -> None:
     extra = requests[1]
     size = stream[extra][0].shape[0]
     seen = {stream[request][0].shape[0] for request in range(extra)}
-    if size == 1:
+    if size == 1 and extra in counter.strided:
+        shape, strides = counter.strided[extra]
+        mistake, changed = EXPANDED_ROW, (f"its single row was the first batch of one, and the graph then received a "
+                                          f"tensor of shape {shape} with strides {strides}")
+    elif size == 1:
         mistake, changed = ONE_SPECIALISED, "its single row was the first batch of one"
     elif size in seen:
         mistake, changed = LIMIT_SPECIALISED, f"a batch of {size} had been served before: only the limit was new"

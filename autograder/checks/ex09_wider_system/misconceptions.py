@@ -313,6 +313,21 @@ CUT_EXACT = Misconception(
     "a sound stage never matches autograd to the last bit. Compare with a tolerance between that error and the size "
     "of a real disagreement.",
     question="How close do autograd and central differences come on a stage you know is sound?")
+CUT_TIGHT = Misconception(
+    "a tolerance tighter than central differences' own error",
+    "Central differences are accurate to about 1e-9 of a gradient's largest entry only where the function is smooth "
+    "around the point: at a tie (two entries sharing a row's largest magnitude, as after a clamp) or a kink, a sound "
+    "stage's gradient and central differences part by the order of the step itself. Where 'agrees' ends must lie "
+    "above the worst of that noise, measured, and below the least broken stage.",
+    question="How far do central differences stray on a sound stage whose input has a tie, and how far off is the "
+             "least broken stage?")
+CUT_SUFFIX = Misconception(
+    "judged each stage with everything after it",
+    "Comparing autograd with central differences on the pipeline from a stage to its end tests every stage after it "
+    "as well: every stage before the last broken one is named with it. Test each stage on its own, at the input it "
+    "receives, as a fresh leaf.",
+    question="When the pipeline from a stage to its end disagrees with central differences, which stages could be at "
+             "fault?")
 CUT_LOOSE = Misconception(
     "a tolerance looser than the smallest real disagreement",
     "Central differences in float64 agree with a sound stage's gradient to about 1e-9 of its largest entry; a broken "
@@ -379,6 +394,13 @@ ONE_SPECIALISED = Misconception(
     "0, which another guard sees. The single request needs the shape and strides the graph was compiled for.",
     question="Which batch sizes does a symbolic size stand for, and what did your server hand the graph for a "
              "single request?")
+EXPANDED_ROW = Misconception(
+    "a single row widened by expand (stride 0)",
+    "expand makes a view without copying: the rows it adds share the original row's memory, so its batch axis has "
+    "stride 0. Dynamo guards on strides as well as sizes, and the graph compiled for ordinary batches (each row its "
+    "own memory) does not fit such a view: it compiles again.",
+    question="What strides did the tensor your server handed the graph for a single request have, and those of the "
+             "batches before it?")
 LIMIT_FLOAT32 = Misconception(
     "the limit turned into a float32 tensor",
     "torch.tensor of a Python float is float32 unless told otherwise: the limit is rounded to the nearest float32, "
