@@ -50,7 +50,7 @@ hint = HintBook({
         "normalisation do with a zero product? gnvp, a smaller case: a network of one number with one output, "
         "net(a) = a**2, and loss(z) = (z − 1)**2, at a = 2 and v = 1: J = 4 and the loss's curvature is 2, so "
         "G·v = 32, while H·v of loss(net(a)) is 44. Which term of H makes the 12 between them, and why is it zero "
-        "wherever the network is linear?",
+        "wherever the network is affine in all its tensors jointly?",
         "hvp in words: where the gradient does not depend on a tensor, autograd has nothing to differentiate: the "
         "docstring of torch.autograd.grad has two arguments about inputs that were not used, and whether the scalar "
         "you differentiate requires grad tells you, before the second call, if there is anything to differentiate "

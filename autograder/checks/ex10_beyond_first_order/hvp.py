@@ -234,7 +234,17 @@ def _hvp_symptoms(f: Callable, xs: list[Tensor], vs: list[Tensor], hessian: Tens
     values = {NO_GRAPH: torch.zeros_like(x), FORGOT_V: ones, V_AFTER: ones * v,
               RETURNED_GRADIENT: _gradient(flat_f, x), OWN_BLOCKS_ONLY: blocks @ v}
     parts = {mistake: _split(value, xs) for mistake, value in values.items()}
-    return [[mistake.looks_like(parts[mistake][i]) for mistake in values] for i in range(len(xs))]
+    # vs paired with the wrong tensors (reversed, where the shapes allow) gives (H·1) ⊙ v too for a bilinear f:
+    # there the numbers cannot tell the two mistakes apart, and V_AFTER is not named from that entry
+    flipped = (_split(hessian @ _flat(vs[::-1]), xs)
+               if len(vs) > 1 and all(a.shape == b.shape for a, b in zip(vs, vs[::-1])) else None)
+
+    def ambiguous(mistake, i: int) -> bool:
+        return (mistake is V_AFTER and flipped is not None
+                and torch.allclose(parts[mistake][i], flipped[i], rtol=1e-4, atol=1e-7))
+
+    return [[mistake.looks_like(parts[mistake][i]) for mistake in values if not ambiguous(mistake, i)]
+            for i in range(len(xs))]
 
 
 def _run_hvp(hvp, name: str, xs: list[Tensor], vs: list[Tensor]) -> None:
@@ -250,7 +260,7 @@ def _run_hvp(hvp, name: str, xs: list[Tensor], vs: list[Tensor]) -> None:
     except GradingFailure as failure:
         raise not_required(failure, routes, constant=bool(constant)) from None
     n, runs = sum(x.numel() for x in xs), routes.backward_runs
-    if f.transformed or routes.forward_ad:
+    if f.transformed:  # dual numbers of torch.autograd.forward_ad (forward-over-reverse) are allowed, torch.func not
         raise _proven(f"{what} ran f under a torch.func transform.", TORCH_FUNC_HVP)
     if f.elsewhere:
         raise _proven(f"{what} evaluated f at {f.elsewhere} point(s) other than xs.", FINITE_DIFFERENCES)

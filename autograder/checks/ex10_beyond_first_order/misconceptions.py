@@ -456,6 +456,14 @@ SHIFT_KEPT = Misconception(
     "that minus c.",
     question="Your iteration ran with a shifted operator: which eigenvalue of H corresponds to the one it found?"
 )
+SHIFT_TOO_SMALL = Misconception(
+    "a shift too small for this spectrum (a fixed number?)",
+    "Power iteration on H + cI finds the eigenvalue of H + cI largest in size: that is λmax + c only when "
+    "c > (|λmin| − λmax) / 2. Any fixed c is too small for some f (scale f by 100 and it is): the shift has to come "
+    "from the spectrum at hand, a bound on max |λ| learned from products.",
+    question="Your answer here is λmin, far below −λmax: how large must a shift c be for λmax + c to be the "
+    "largest in size, and can one fixed number be large enough for every f?"
+)
 ZERO_NORMALISED = Misconception(
     "divided by the norm of a zero vector (H = 0)",
     "Where f is linear, H·v is zero for every v, its norm is 0 and normalising gives 0/0 = nan. Every eigenvalue of "

@@ -21,6 +21,7 @@ from .misconceptions import (
     FIXED_START,
     LARGEST_MAGNITUDE,
     SHIFT_KEPT,
+    SHIFT_TOO_SMALL,
     SPECTRAL_RADIUS,
     TORCH_FUNC_HVP,
     ZERO_NORMALISED,
@@ -32,6 +33,9 @@ Tensor = torch.Tensor
 BUDGET = 600
 #: The tests' promise: the largest eigenvalue lies at least this share of max |λ| above every smaller one.
 GAP = 0.2
+#: A spectrum is steep when λmin < −(λmax + STEEP): there power iteration on H + cI with a fixed c <= STEEP / 2
+#: still finds λmin (it needs c > (|λmin| − λmax) / 2), while a small spectrum converges too slowly for a large c.
+STEEP = 20.0
 
 
 @dataclass
@@ -106,9 +110,11 @@ def sharpness_cases(grading_seed: int | None) -> list[Case]:
     (equal in size); an f linear in every tensor (H = 0); two 0-d tensors whose top eigenvector is orthogonal to the
     vector of ones (a start there never leaves −4); an f that ignores a matrix (zero rows and columns in H); a
     piecewise linear f (its gradient has a graph, and H = 0 all the same); a concave f (every eigenvalue negative);
-    800 numbers in a matrix and a vector, a saddle again, where the full Hessian would be 640,000 entries. Then three
-    drawn: 2 or 3 tensors of 4 to 12 numbers in all, a saddle, a sharp minimum-like point or a concave one, every
-    spectrum with the gap the part promises."""
+    800 numbers in a matrix and a vector, a saddle again, where the full Hessian would be 640,000 entries; two steep
+    saddles (λ from −900 to 120 and from −400 to 40), where a shift learned from a small spectrum, or a fixed one,
+    is too small. Then three drawn: 2 or 3 tensors of 4 to 12 numbers in all, a saddle, a sharp minimum-like point or
+    a concave one, and a fourth, a steep saddle with max |λ| from 100 to 1000; every spectrum with the gap the part
+    promises."""
     fixed = torch.Generator().manual_seed(1011)
     big_lambdas = torch.cat([vector([-5.0, 2.0]), uniform(fixed, (798,), -4.5, 1.0)])
     corners = [
@@ -123,6 +129,10 @@ def sharpness_cases(grading_seed: int | None) -> list[Case]:
              torch.zeros(5, dtype=torch.float64)),
         _quadratic_case(fixed, {"x": (3,)}, [-0.5, -1.5, -3.0], 0.0),
         _quadratic_case(fixed, {"W": (20, 30), "u": (200,)}, big_lambdas, 0.0),
+        _quadratic_case(fixed, {"W": (3, 4), "b": (4,)},
+                        torch.cat([vector([120.0, -900.0]), uniform(fixed, (14,), -880.0, -80.0)]), 0.5),
+        _quadratic_case(fixed, {"u": (5,), "s": ()},
+                        torch.cat([vector([40.0, -400.0]), uniform(fixed, (4,), -390.0, -60.0)]), 0.2),
     ]
     gen = case_stream("10/sharpness", grading_seed)
     drawn: list[Case] = []
@@ -139,6 +149,16 @@ def sharpness_cases(grading_seed: int | None) -> list[Case]:
         lambdas = radius * torch.cat([vector([top, bottom]), rest])
         case = _quadratic_case(gen, shapes, lambdas, 0.05 * radius)
         if _gap_holds(case.eigenvalues):
+            drawn.append(case)
+    while len(drawn) < 4:  # a steep saddle: λmin = −radius, far below −(λmax + STEEP)
+        sizes = [randint(gen, 2, 6), randint(gen, 2, 6)]
+        shapes = {"W": (2, sizes[0]), "b": (sizes[1],)}
+        n = 2 * sizes[0] + sizes[1]
+        radius = float(uniform(gen, (), 100.0, 1000.0))
+        share = float(uniform(gen, (), 0.05, 0.5))
+        rest = uniform(gen, (n - 2,), -1.0, share - 0.3)
+        case = _quadratic_case(gen, shapes, radius * torch.cat([vector([share, -1.0]), rest]), 0.01 * radius)
+        if _gap_holds(case.eigenvalues) and float(case.eigenvalues[0]) < -(float(case.eigenvalues[-1]) + STEEP):
             drawn.append(case)
     for case in corners:
         if not _gap_holds(case.eigenvalues):
@@ -172,7 +192,7 @@ def _run_sharpness(sharpness, case: Case) -> None:
                 answer = call_learner(sharpness, f, case.xs, what=what, routes=routes)
     except GradingFailure as failure:
         raise not_required(failure, routes, constant=case.name == ALL_LINEAR) from None
-    if f.transformed or routes.forward_ad:
+    if f.transformed:  # dual numbers of torch.autograd.forward_ad (forward-over-reverse) are allowed, as in A.1
         raise _proven(f"{what} ran f under a torch.func transform.", TORCH_FUNC_HVP)
     if f.elsewhere:
         raise _proven(f"{what} evaluated f at {f.elsewhere} point(s) other than xs.", FINITE_DIFFERENCES)
@@ -188,7 +208,10 @@ def _run_sharpness(sharpness, case: Case) -> None:
     if math.isnan(value) and radius == 0:
         raise _proven(f"{what} returned nan; f is linear here, H = 0 and every H·v is a zero vector.",
                       ZERO_NORMALISED)
-    symptoms = [LARGEST_MAGNITUDE.looks_like(bottom), SPECTRAL_RADIUS.looks_like(radius),
+    # λmin at a steep saddle: a shift too small for it (one value names one mistake; with no shift at all the
+    # earlier, small saddles fail first and name the lesson's loop)
+    found_bottom = SHIFT_TOO_SMALL if bottom < -(top + STEEP) else LARGEST_MAGNITUDE
+    symptoms = [found_bottom.looks_like(bottom), SPECTRAL_RADIUS.looks_like(radius),
                 SHIFT_KEPT.looks_like(top + radius), SHIFT_KEPT.looks_like(top - bottom),
                 SHIFT_KEPT.looks_like(top + 2 * radius)]
     second = eigenvalues[eigenvalues < top - 1e-9 * max(radius, 1.0)]
@@ -213,8 +236,10 @@ def check_sharpness(sharpness, grading_seed: int | None = None) -> None:
     (requires_grad False); the Hessian's eigenvalues of any signs: the one of largest size may be negative, or equal in
     size to λmax, H may be 0 (then 0); λmax lies at least 0.2 · max|λ| above every smaller eigenvalue (copies of λmax
     allowed). Corners at every seed: the lesson's case, a saddle, λ = ±1, H = 0, a top eigenvector orthogonal to the
-    vector of ones, a concave f, n = 800. Contract: H·v products only (never an n × n matrix, watched at n = 800); at
-    most 600 backward passes; f evaluated at xs only; no torch.func; xs unchanged; a number within 1e-6 · max|λ| of
+    vector of ones, a concave f, n = 800, steep saddles (λmin < −(λmax + 20), max |λ| up to 1000: no fixed shift
+    passes both these and the small spectra). Contract: H·v products only (never an n × n matrix, watched at
+    n = 800); at most 600 backward passes; f evaluated at xs only; no torch.func (forward-over-reverse with
+    torch.autograd.forward_ad allowed); xs unchanged; a number within 1e-6 · max|λ| of
     λmax (eigvalsh of the full Hessian, or the exact spectrum the function was built with).
     """
     __tracebackhide__ = True
