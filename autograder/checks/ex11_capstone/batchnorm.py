@@ -249,11 +249,16 @@ def check_batchnorm_backward(batchnorm_backward, grading_seed: int | None = None
 
 @dataclass(frozen=True)
 class ForwardCall:
-    """One call of a sequence: the batch, the mode and what the call is, for the message."""
+    """One call of a sequence: the batch, the mode and what the call is, for the message. A batch in a graph is
+    x = ``inputs`` @ ``weight`` (a leaf requiring grad); in training mode the test backpropagates
+    sum(``weighting`` · out) to ``weight`` (:func:`_expect_gradient`)."""
 
     x: Tensor
     training: bool
     note: str = ""
+    inputs: Tensor | None = None
+    weight: Tensor | None = None
+    weighting: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -337,6 +342,63 @@ def _expect_refusal(batchnorm_forward, args: tuple, kwargs: dict, tensors: dict[
                   f"{fmt(tensors['running_var'])}.\n{extra}", BATCH_OF_ONE_TRAINED)
 
 
+def _weighted_gradient(inputs: Tensor, weight: Tensor, weighting: Tensor, gamma: Tensor, beta: Tensor, eps: float,
+                       through: tuple[bool, bool] = (True, True)) -> Tensor:
+    """d sum(weighting · out)/dW of training-mode BatchNorm of x = inputs @ W by autograd, the gradient reaching W
+    ``through`` the batch's mean and variance or not (held constant, as a catalogued mistake does)."""
+    with torch.enable_grad():
+        leaf = weight.detach().clone().requires_grad_(True)
+        x = inputs @ leaf
+        mean = x.mean(0) if through[0] else x.detach().mean(0)
+        var = ((x - x.mean(0)) ** 2).mean(0) if through[1] else x.detach().var(0, unbiased=False)
+        out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
+        return torch.autograd.grad((weighting * out).sum(), leaf)[0]
+
+
+def _expect_gradient(out: Tensor, case: ForwardCase, call: ForwardCall, state: tuple[Tensor, Tensor, int], what: str,
+                     extra: str) -> None:
+    """A training call on x = X @ W: sum(weighting · out) backpropagated through the learner's output to W against
+    nn.BatchNorm1d's from the same starting state (``state``: running mean, variance, counter) and central
+    differences, in float64; the routes through the batch's mean and variance are where a detached statistic shows."""
+    __tracebackhide__ = True
+    inputs, weight, weighting = call.inputs, call.weight, call.weighting
+    gamma, beta, eps = case.gamma, case.beta, case.eps
+    loss = "sum(weighting * out)"
+    try:
+        got = torch.autograd.grad((weighting * out).sum(), weight, allow_unused=True)[0]
+    except Exception as error:  # the learner's graph may fail in any way: the message shows how
+        raise GradingFailure(f"{what}: backpropagating {loss} from your output to W raised "
+                             f"{type(error).__name__}: {str(error)[:300]}") from None
+    got = torch.zeros_like(weight) if got is None else got
+
+    def oracle(w: Tensor) -> Tensor:
+        layer = torch.nn.BatchNorm1d(weight.shape[1], eps=eps, momentum=case.momentum, dtype=torch.float64)
+        with torch.no_grad():
+            for buffer, value in ((layer.weight, gamma), (layer.bias, beta), (layer.running_mean, state[0]),
+                                  (layer.running_var, state[1])):
+                buffer.copy_(value)
+            layer.num_batches_tracked.fill_(state[2])
+        return (weighting * layer.train(True)(inputs @ w)).sum()
+
+    expected = autograd_gradient(oracle, weight)[0]
+    if torch.allclose(got.detach().to(torch.float64), expected, rtol=1e-7, atol=1e-9):
+        return
+    fd = central_difference(oracle, weight)[0]
+    seen = [f"  yours equals:       the gradient with {text} held constant (autograd, float64)"
+            for through, text in (((False, False), "the batch's mean and variance"),
+                                  ((True, False), "the batch's variance"), ((False, True), "the batch's mean"))
+            if torch.allclose(got.detach().to(torch.float64), rtol=1e-7, atol=1e-9,
+                              other=_weighted_gradient(inputs, weight, weighting, gamma, beta, eps, through))][:1]
+    question = ("  Your output's values match nn.BatchNorm1d's, its gradient does not. When one entry of W moves, x "
+                "moves, and so do the batch's mean and variance that normalise every example. Which of these routes "
+                "from W to your output did autograd record, and which did it never see?")
+    expect_close(got, expected, what=f"{what}: d {loss}/dW through your output (x = X @ W, W requiring grad; "
+                                     "weighting a fixed random (N, D) tensor)",
+                 fd=fd, rtol=1e-7, atol=1e-9, source="nn.BatchNorm1d",
+                 extra="\n".join([f"  X = {fmt(inputs)}, W = {fmt(weight.detach())}, weighting = {fmt(weighting)}",
+                                   extra, *seen, question]))
+
+
 def _expect_out_of_graph(tensors: dict[str, Tensor], what: str, x: Tensor) -> None:
     """The layer's state is bookkeeping: after a call, no running statistic (nor the counter) is a node of a graph."""
     __tracebackhide__ = True
@@ -377,7 +439,7 @@ def _run_bn_call(batchnorm_forward, case: ForwardCase, k: int, tensors: dict[str
     changes = inputs.changes()
     if changes:
         raise _proven(f"{what} changed its arguments: {'; '.join(changes)}.", CHANGED_INPUT)
-    in_graph = isinstance(out, Tensor) and out.requires_grad
+    in_graph, returned = isinstance(out, Tensor) and out.requires_grad, out
     out = expect_tensor(out, what, (n, d))
     expected, new_rm, new_rv, count = bn_oracle(plain, gamma, beta, rm0, rv0, c0, training, momentum, eps)
     mode = "training" if training else "evaluation"
@@ -432,6 +494,8 @@ def _run_bn_call(batchnorm_forward, case: ForwardCase, k: int, tensors: dict[str
                  symptoms=mean_symptoms)
     expect_close(rv, new_rv, what=f"{what}: running_var after the call", source="expected", extra=extra,
                  symptoms=var_symptoms)
+    if call.weight is not None:
+        _expect_gradient(returned, case, call, (rm0, rv0, c0), what, extra)
 
 
 def _run_bn_forward(batchnorm_forward, case: ForwardCase) -> None:
@@ -456,11 +520,14 @@ def _bn_forward_cases(grading_seed: int | None) -> list[ForwardCase]:
         beta, running_mean = uniform(gen, (d,), -1, 1), uniform(gen, (d,), -1, 1)
         running_var = uniform(gen, (d,), 0.3, 3.0)
         return ForwardCase(gamma, beta, running_mean, running_var, momentum, eps,
-                           tuple(ForwardCall(*c) for c in calls), counter, note)
+                           tuple(c if isinstance(c, ForwardCall) else ForwardCall(*c) for c in calls), counter, note)
 
-    def in_graph(n, d):  # a hidden layer's output: x = X @ W, W a leaf being trained
+    weighing = case_stream("11/bn_forward/weighting", grading_seed)  # its own stream: the batches stay as they were
+
+    def in_graph(n, d, training):  # a hidden layer's output: x = X @ W, W a leaf being trained
         weight = (torch.eye(d, dtype=torch.float64) + uniform(gen, (d, d), -0.3, 0.3)).requires_grad_(True)
-        return batch(n, d) @ weight
+        inputs = batch(n, d)
+        return ForwardCall(inputs @ weight, training, "", inputs, weight, uniform(weighing, (n, d), -1, 1))
 
     constant = batch(2, 3)
     constant[:, 2] = -0.4
@@ -475,7 +542,7 @@ def _bn_forward_cases(grading_seed: int | None) -> list[ForwardCase]:
                                   (batch(3, 3), False)], note=", batches of different sizes from a counter at 0"),
              case(2, None, 0.1, [(batch(3, 2), True), (batch(2, 2), False)], counter=5,
                   note=", resumed from a counter at 5, eps 0.1"),
-             case(3, 0.0, 1e-5, [(in_graph(4, 3), True), (in_graph(3, 3), True), (in_graph(2, 3), False)],
+             case(3, 0.0, 1e-5, [in_graph(4, 3, True), in_graph(3, 3, True), in_graph(2, 3, False)],
                   counter=3, note=", momentum 0, x = X @ W with W requiring grad, from a counter at 3"),
              case(2, 0.0, 1e-5, [(batch(3, 2), True), (batch(2, 2), False)], counter=1,
                   note=", momentum 0, from a counter at 1")]
@@ -512,7 +579,9 @@ def check_batchnorm_forward(batchnorm_forward, grading_seed: int | None = None) 
     from a counter at 0, evaluation on one, a refused batch of one, then 4; momentum=None resumed from a counter at 5
     (eps 0.1); momentum 0 (running statistics frozen, the counter still counting: catches a truth test of momentum)
     twice, once on x = X @ W with W requiring grad.
-    Contracts checked: a plain tensor (N, D), in x's graph when x requires grad; the running statistics and the
+    Contracts checked: a plain tensor (N, D), in x's graph when x requires grad, and in training mode on x = X @ W
+    the gradient of a seeded weighting of it with respect to W equal to nn.BatchNorm1d's (float64, rtol 1e-7: the
+    routes through the batch's mean and variance recorded too, :func:`_expect_gradient`); the running statistics and the
     counter never nodes of a graph (a proven RUNNING_IN_GRAPH: updated where autograd records); the running tensors
     and the counter updated in place in training (storage compared) and untouched at evaluation and on a refusal
     (values, storage and version); x, gamma, beta unchanged; no torch batch normalisation

@@ -39,6 +39,11 @@ MOONS_ACCURACY = 0.97
 #: fails 3 draws in 1000 (python -m tools.capstone_margins --simulate 1000, 2026-12-07). Tight enough that a recipe
 #: must choose what each pass buys (sixteen full passes do not fit), and a class's grading stays fast.
 MOONS_BUDGET = 5_000
+#: Uses of the parameters outside model(x) (a penalty on the weights in the loss, say) that the budget lets off, in
+#: passes of one point: a quarter of it. Past them, every use of each parameter counts as a pass (a forward written
+#: by hand from model.parameters() costs what model(x) costs). The reference with micrograd's penalty
+#: alpha * sum(p * p) every step stays within it (at most 5,000 calls and 500 passes' worth of other uses).
+MOONS_OTHER_USES = MOONS_BUDGET // 4
 #: A moons case starts from weights that classify at most this fraction of the held-out points right, with a mean
 #: hinge loss of at least MOONS_START_HINGE on them: near chance, and confidently so.
 MOONS_START_AT_MOST = 0.6
@@ -60,32 +65,129 @@ class OverBudget(BaseException):
     """Raised inside a training run that went past MOONS_BUDGET forward passes (never a learner's exception)."""
 
 
+#: Numeric operators a forward written by hand could send a parameter through (each with its reflected form).
+_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+_UNARY = ("__neg__", "__pos__", "__abs__")
+_NOT_A_USE = ("backward", "zero_grad")  # run with the count paused: what they do to a parameter is no forward pass
+
+
+def _counted_class(Value, model: PartAModel) -> type:
+    """A subclass of the learner's ``Value`` (same name, same results and gradients) for ``model``'s parameters: every
+    operation of the engine that makes a new Value from one of them counts one use of each parameter it reads
+    (``model.uses``), unless it runs inside ``model(x)`` (those uses are the calls') or inside another counted
+    operation (``a - b`` written as ``a + (-b)`` is one use). Python tries a subclass's reflected operator first
+    (``x * w`` calls ``w.__rmul__(x)``): the reflected ones here run what ``x * w`` runs without the subclass."""
+    ids = model._ids
+
+    def counted(base):
+        def method(self, *args, **kwargs):
+            if model._paused:
+                return base(self, *args, **kwargs)
+            model._paused += 1
+            try:
+                result = base(self, *args, **kwargs)
+            finally:
+                model._paused -= 1
+            if result is not NotImplemented and isinstance(result, Value):
+                model.use({id(a) for a in (self, *args) if id(a) in ids})
+            return result
+        return method
+
+    def paused(base):
+        def method(self, *args, **kwargs):
+            model._paused += 1
+            try:
+                return base(self, *args, **kwargs)
+            finally:
+                model._paused -= 1
+        return method
+
+    def reflected(forward_name: str, reflected_name: str):
+        def base(self, other):
+            if isinstance(other, Value) and not isinstance(other, cls):  # Python asked the subclass first
+                forward = getattr(type(other), forward_name, None)
+                result = NotImplemented if forward is None else forward(other, self)
+                if result is not NotImplemented:
+                    return result
+            own = getattr(Value, reflected_name, None)
+            return NotImplemented if own is None else own(self, other)
+        return base
+
+    namespace: dict = {"__module__": Value.__module__, "__qualname__": Value.__qualname__}
+    for op in _BINARY:
+        forward, backward_op, inplace = f"__{op}__", f"__r{op}__", f"__i{op}__"
+        if getattr(Value, forward, None) is None and getattr(Value, backward_op, None) is None:
+            continue
+        if getattr(Value, forward, None) is not None:
+            namespace[forward] = counted(getattr(Value, forward))
+        namespace[backward_op] = counted(reflected(forward, backward_op))
+        if getattr(Value, inplace, None) is not None:
+            namespace[inplace] = counted(getattr(Value, inplace))
+    for name in _UNARY:
+        if getattr(Value, name, None) is not None:
+            namespace[name] = counted(getattr(Value, name))
+    for klass in Value.__mro__[:-1]:
+        for name, attribute in vars(klass).items():
+            if name.startswith("_") or name in namespace or not callable(attribute) or isinstance(attribute, type):
+                continue
+            if isinstance(attribute, (staticmethod, classmethod)):
+                continue
+            namespace[name] = (paused if name in _NOT_A_USE else counted)(getattr(Value, name))
+    cls = type(Value.__name__, (Value,), namespace)
+    return cls
+
+
 class PartAModel:
     """The notebook's given MLP (lesson 11's; Part A's answer once), written by the course on the learner's own
     ``Value`` class: Part B trains this one. Its interface is the given one's: ``model(x)`` (one Value for one
     output), ``parameters()`` layer by layer, neuron by neuron, weights then bias, and ``zero_grad()``.
-    It counts its calls (``calls``) and stops a run past ``budget`` of them."""
+    It counts the forward passes of a run (:attr:`passes`) and stops a run past ``budget`` of them: its calls, and
+    the uses of its parameters in the engine's operations outside its calls (its parameters are of a counting
+    subclass of the learner's Value, :func:`_counted_class`), at one pass for every use of each parameter (one pass of
+    one point uses each once), with MOONS_OTHER_USES passes' worth of them free (a penalty on the weights, say)."""
 
     def __init__(self, Value, sizes: list[int], flat: list[float]):
         self.layers, position = [], 0
         self.sizes = list(sizes)
         self.calls, self.budget = 0, None
+        self.uses = 0  # uses of the parameters in operations outside model(x)
+        self._paused = 0  # > 0 inside model(x), and inside a counted operation
+        self._ids: set[int] = set()
         self.zeroed = 0  # calls of zero_grad()
         #: (data, grad) of every parameter at each forward pass that sees new parameter values (None: not watched)
         self.trace: list[tuple[tuple, tuple]] | None = None
         self.reset_grads = False  # set every .grad to 0 at the first forward pass of each new parameter state
         self._last: tuple | None = None
+        Counted = _counted_class(Value, self)
         for fan_in, fan_out in zip(sizes, sizes[1:]):
             layer = []
             for _ in range(fan_out):
-                layer.append([Value(v) for v in flat[position:position + fan_in + 1]])
+                layer.append([Counted(v) for v in flat[position:position + fan_in + 1]])
                 position += fan_in + 1
             self.layers.append(layer)
         self._parameters = self.parameters()
+        self._ids.update(id(p) for p in self._parameters)
+
+    @property
+    def other_passes(self) -> float:
+        """The uses of the parameters outside model(x), in passes of one point (each uses every parameter once)."""
+        return self.uses / len(self._parameters)
+
+    @property
+    def passes(self) -> int:
+        """Forward passes of one point counted against the budget: the calls, and the other uses of the parameters
+        past MOONS_OTHER_USES passes' worth, whole passes rounded up."""
+        return self.calls + max(0, math.ceil(self.other_passes - MOONS_OTHER_USES))
+
+    def use(self, used: set) -> None:
+        if used:
+            self.uses += len(used)
+            if self.budget is not None and self.passes > self.budget:
+                raise OverBudget()
 
     def __call__(self, x):
         self.calls += 1
-        if self.budget is not None and self.calls > self.budget:
+        if self.budget is not None and self.passes > self.budget:
             raise OverBudget()
         if self.trace is not None or self.reset_grads:
             params = self._parameters
@@ -97,14 +199,18 @@ class PartAModel:
                         p.grad = 0.0
                 if self.trace is not None:
                     self.trace.append((data, tuple(p.grad for p in params)))
-        for number, layer in enumerate(self.layers):
-            out = []
-            for neuron in layer:
-                total = neuron[-1]
-                for w, xi in zip(neuron[:-1], x):
-                    total = total + w * xi
-                out.append(total)
-            x = out if number == len(self.layers) - 1 else [o.tanh() for o in out]
+        self._paused += 1
+        try:
+            for number, layer in enumerate(self.layers):
+                out = []
+                for neuron in layer:
+                    total = neuron[-1]
+                    for w, xi in zip(neuron[:-1], x):
+                        total = total + w * xi
+                    out.append(total)
+                x = out if number == len(self.layers) - 1 else [o.tanh() for o in out]
+        finally:
+            self._paused -= 1
         return x[0] if len(x) == 1 else x
 
     def parameters(self) -> list:
@@ -188,13 +294,10 @@ def _run_train_moons(train_moons, Value, data_seed: int) -> float:
             losses = call_learner(train_moons, model, points, labels, what=what, forbid=[Route.AUTOGRAD],
                                   may_change=[0])
     except OverBudget:
-        raise GradingFailure(f"{what} ran the model on more than {MOONS_BUDGET} points before it returned: the part "
-                             f"gives training a budget of {MOONS_BUDGET} forward passes of one point (the reference "
-                             "takes 2500), so that a class's grading stays fast. How many points does each of "
-                             "your steps run the model on, and how many steps does that leave you?") from None
+        raise _over_budget(model, what) from None
     finally:
         trace, model.trace = model.trace, None
-    passes = model.calls
+    passes, calls, uses = model.passes, model.calls, model.uses  # the run's, before the probes below
     if type(losses) not in (list, tuple) or not losses:
         raise GradingFailure(f"{what} returned {type(losses).__name__}; expected the list of the losses, one a step.")
     if any(type(loss) is not float for loss in losses):
@@ -210,13 +313,15 @@ def _run_train_moons(train_moons, Value, data_seed: int) -> float:
                  what="the trained model's outputs (your Value engine) on 8 fresh points",
                  source="the same MLP in torch")
     accuracy, _ = moons_fit(flat, test_points, test_labels)
-    if passes == 0:
+    if calls == 0:
         if torch.equal(flat, torch.tensor(start, dtype=torch.float64)):
             raise _proven(f"{what}: the model it was given ran on no point (0 forward passes) and its held-out "
                           f"accuracy is {accuracy:.1%}.", MODEL_NOT_TRAINED)
-        raise GradingFailure(f"{what}: model(x) was never called (0 forward passes counted), yet the given model's "
-                             f"parameters moved (held-out accuracy {accuracy:.1%}). The part's budget counts the "
-                             "points your training runs through model(x): how did your loop get its scores?")
+        raise GradingFailure(f"{what}: model(x) was never called, yet the given model's parameters moved (held-out "
+                             f"accuracy {accuracy:.1%}), used {uses} times in operations of your engine "
+                             f"({uses / len(model.parameters()):.0f} passes' worth). The part asks for the model "
+                             "through its interface, and its budget counts the points your training runs through "
+                             "model(x): how did your loop get its scores?")
     if accuracy < MOONS_ACCURACY:
         message = (f"{what}: held-out accuracy {accuracy:.1%} on {MOONS_TEST} fresh moons; the part asks for at least "
                    f"{MOONS_ACCURACY:.0%}. Training loss went from {losses[0]:.4g} to {losses[-1]:.4g} in "
@@ -231,6 +336,24 @@ def _run_train_moons(train_moons, Value, data_seed: int) -> float:
         _diagnose_moons(trace, losses, flat, test_points, message)
         raise GradingFailure(message)
     return accuracy
+
+
+def _over_budget(model: PartAModel, what: str) -> GradingFailure:
+    """The GradingFailure of a run stopped past the budget: by its calls of model(x), or by its other uses of the
+    parameters (the evidence: how many, in passes, and what the budget leaves for them)."""
+    if model.other_passes <= MOONS_OTHER_USES:
+        return GradingFailure(f"{what} ran the model on more than {MOONS_BUDGET} points before it returned: the part "
+                              f"gives training a budget of {MOONS_BUDGET} forward passes of one point (the reference "
+                              "takes 2500), so that a class's grading stays fast. How many points does each of "
+                              "your steps run the model on, and how many steps does that leave you?")
+    count, calls = len(model.parameters()), f"{model.calls} call{'s' * (model.calls != 1)}"
+    return GradingFailure(
+        f"{what} went past the budget of {MOONS_BUDGET} forward passes of one point before it returned: it made "
+        f"{calls} of model(x), and outside them {model.uses} uses of the model's parameters in operations of your "
+        f"engine, {model.other_passes:.0f} passes' worth (a pass of one point uses each of the {count} parameters "
+        f"once). The part lets off {MOONS_OTHER_USES} passes' worth of such uses (a penalty on the weights in the "
+        f"loss, say) and counts the rest: {model.calls} + {model.passes - model.calls} > {MOONS_BUDGET}. Where else "
+        "than in model(x) do your steps compute with the parameters, and how many points' worth is that?")
 
 
 def _moons_grads_reset(train_moons, Value, data_seed: int, points, labels, test_points, test_labels,
@@ -297,7 +420,10 @@ def try_train_moons(train_moons, Value, draws: int = 5) -> list[float]:
         found.append(accuracy)
         verdict = "over the budget" if math.isnan(accuracy) else (
             f"{accuracy:.1%} held out" + ("" if accuracy >= MOONS_ACCURACY else f"  < {MOONS_ACCURACY:.0%}"))
-        print(f"draw {index + 1} of {draws} (moons seed {data_seed}): {verdict}, {model.calls} forward passes")
+        other = (f" ({model.calls} calls of model(x), and other uses of the parameters worth "
+                 f"{model.other_passes:.0f} passes, {MOONS_OTHER_USES} of them free)") if model.uses else ""
+        print(f"draw {index + 1} of {draws} (moons seed {data_seed}): {verdict}, {model.passes} forward passes"
+              + other)
     passed = sum(a >= MOONS_ACCURACY for a in found)
     print(f"{passed} of {draws} draws at {MOONS_ACCURACY:.0%} or more.")
     return found
@@ -314,7 +440,8 @@ def check_train_moons(train_moons, Value, grading_seed: int | None = None) -> No
     as Python lists (make_moons, noise 0.1). The start is drawn per case among weights uniform in [-1, 1] that classify
     at most 60 % of the held-out points right (every seed: near chance).
     Contracts checked: no autograd (Route); the model passed is the one trained (accuracy measured on it); losses a
-    non-empty list of floats (Values named); at most MOONS_BUDGET calls of the model (counted by the model); the
+    non-empty list of floats (Values named); at most MOONS_BUDGET forward passes, counted by the model (its calls,
+    and the uses of its parameters in the engine's operations elsewhere past MOONS_OTHER_USES passes' worth); the
     learner's engine computes the trained model's outputs as torch does (8 points).
     A run that falls short is named only on evidence: zero_grad() never called and a second run, with every .grad
     reset at each step's first forward pass, doing clearly better; most updates along the gradient backward() left
