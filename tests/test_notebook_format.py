@@ -50,3 +50,18 @@ def test_lesson_reads_within_the_budget(path):
     """A lesson is a chapter, not a book: prose at 200 words and visible code at 10 lines a minute."""
     minutes = course.reading_minutes(path)
     assert minutes <= course.READING_BUDGET_MINUTES, f"{path.name} reads in {minutes:.1f} min"
+
+
+#: The longest visible code line a lesson's cell editor shows without scrolling sideways in the browser test's
+#: JupyterLab (1400 px wide): a longer one makes the editor a scrollable region axe reports (scrollable-region-
+#: focusable, serious), found 20 minutes into `make test`; this finds it at once.
+LONGEST_VISIBLE_LINE = 122
+
+
+@pytest.mark.parametrize("path", course.lessons(), ids=_ids(course.lessons()))
+def test_lesson_code_lines_fit_the_editor(path):
+    notebook = nbformat.read(path, as_version=4)
+    long = [(i, len(line)) for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+            and not cell.metadata.get("jupyter", {}).get("source_hidden")
+            for line in cell.source.splitlines() if len(line) > LONGEST_VISIBLE_LINE]
+    assert long == [], f"{path.name}: visible code lines longer than {LONGEST_VISIBLE_LINE} (cell, length): {long}"
