@@ -627,15 +627,18 @@ class Stepper:
         """The picture shown now, as PNG bytes."""
         return self._pngs[self.step]
 
-    def go(self, k: int) -> None:
-        """Show the state after ``k`` steps (clamped to the schedule)."""
+    def picture_html(self, k: int) -> str:
+        """The picture of the state after ``k`` steps, with its text alternative and caption (drawn once)."""
         from .figures import figure_html
 
+        if k not in self._pngs:
+            self._pngs[k] = self.schedule.png(k)
+        return figure_html(self._pngs[k], self.schedule.alt(k), CAPTION, width_px=self.schedule.width_px())
+
+    def go(self, k: int) -> None:
+        """Show the state after ``k`` steps (clamped to the schedule)."""
         self.step = max(0, min(k, len(self.schedule.steps)))
-        if self.step not in self._pngs:
-            self._pngs[self.step] = self.schedule.png(self.step)
-        self.picture.value = figure_html(self._pngs[self.step], self.schedule.alt(self.step), CAPTION,
-                                         width_px=self.schedule.width_px())
+        self.picture.value = self.picture_html(self.step)
         self.status.value = self.schedule.status_html(self.step)
         self.table.value = self.schedule.nodes_html(self.step)
         self.buttons["◀ back"].disabled = self.buttons["« start"].disabled = self.step == 0
@@ -645,17 +648,9 @@ class Stepper:
     def static_html(self) -> str:
         """Two states, for a page that cannot run the widget: halfway (nodes waiting, a queue) and after the last step
         (picture, status, table)."""
-        from .figures import figure_html
-
         last = len(self.schedule.steps)
-        shown = []
-        for k in sorted({last // 2, last}):
-            if k not in self._pngs:
-                self._pngs[k] = self.schedule.png(k)
-            shown.append(figure_html(self._pngs[k], self.schedule.alt(k), CAPTION, width_px=self.schedule.width_px())
-                         + self.schedule.status_html(k) + self.schedule.nodes_html(k))
         return ("<p><em>Halfway, then after the last step: run the notebook to step through it.</em></p>"
-                + "".join(shown))
+                + "".join(self.picture_html(k) + self.schedule.table_html(k) for k in sorted({last // 2, last})))
 
     def _ipython_display_(self) -> None:
         from .figures import show_widget
