@@ -309,7 +309,7 @@ def check(function: Callable) -> Callable:
         try:
             function(*args, **kwargs)
         except GradingFailure as failure:  # raised outside a trial: the check stops here
-            trials.failures.append(failure)
+            trials.failures.append(_unwritten(failure) or failure)
             trials.count += 1
         finally:
             _TRIALS.reset(token)
@@ -350,7 +350,21 @@ def trial():
     except NotWritten:  # no other case can say more: the check stops with this one
         raise
     except GradingFailure as failure:
+        unwritten = _unwritten(failure)
+        if unwritten is not None:
+            raise unwritten from None
         trials.failures.append(failure)
+
+
+def _unwritten(failure: BaseException) -> NotWritten | None:
+    """The "not written yet" a check turned into another failure while handling it (a check that re-raises a
+    learner's error with a diagnosis), so that an unwritten part always reads as unwritten, never as a wrong answer."""
+    seen = failure
+    while seen is not None:
+        if isinstance(seen, NotWritten):
+            return seen
+        seen = seen.__context__
+    return None
 
 
 def as_answer(value: Any, *, what: str, shape: Sequence[int] | None = None) -> Tensor:

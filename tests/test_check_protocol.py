@@ -15,6 +15,7 @@ from autograder import misconceptions
 from autograder.checking import (
     GradingFailure,
     Misconception,
+    NotWritten,
     Route,
     Routes,
     call_learner,
@@ -60,6 +61,33 @@ def test_the_named_case_is_one_that_matches():
         _check_cases([5.0, 3.0, 3.0])
     message = str(failure.value)
     assert message.startswith(OTHER.line() + "\nf(3.0) is wrong")  # the named mistake first, then its case
+
+
+@check
+def _check_with_a_diagnosis(answer, in_a_trial: bool) -> None:
+    """A check that re-raises the learner's error with a diagnosis of its own, as several parts' checks do."""
+    def run():
+        try:
+            call_learner(answer, what="answer()")
+        except GradingFailure as failure:
+            raise GradingFailure(f"{failure.message}\n  (a diagnosis)") from None
+    if in_a_trial:
+        with trial():
+            run()
+    else:
+        run()
+
+
+@pytest.mark.parametrize("in_a_trial", [True, False])
+def test_an_unwritten_part_reads_as_unwritten_whatever_the_check_does_with_it(in_a_trial):
+    def answer():
+        raise NotImplementedError
+
+    with pytest.raises(NotWritten):
+        _check_with_a_diagnosis(answer, in_a_trial)
+    with pytest.raises(GradingFailure) as failure:  # a wrong answer's error stays a wrong answer
+        _check_with_a_diagnosis(lambda: 1 / 0, in_a_trial)
+    assert not isinstance(failure.value, NotWritten) and "(a diagnosis)" in str(failure.value)
 
 
 def test_a_passing_check_says_what_passed(capsys):

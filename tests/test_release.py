@@ -44,6 +44,23 @@ def test_run_all_goes_through_an_untouched_release(assignment):
     assert setup and all(TAG not in c["metadata"].get("tags", []) for c in setup)
 
 
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_every_part_of_an_untouched_release_reads_not_written(assignment):
+    """Check my work on the untouched release says "not written" for every part, never "failed": a check that adds
+    a diagnosis to a learner's error keeps an unwritten part unwritten."""
+    import nbformat
+
+    from tools.inprocess import run_cells
+
+    release = nbformat.read(course.release_notebook(assignment), as_version=4)
+    blank = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in release.cells
+             if cell.metadata.get("nbgrader", {}).get("solution")}
+    results = run_cells(assignment, blank, scratch=False)
+    assert results and not any(r.passed for r in results.values())
+    read_as_failed = {cell: r.message.splitlines()[0] for cell, r in results.items() if r.written}
+    assert not read_as_failed, f"{assignment}: parts of the untouched release read as wrong answers: {read_as_failed}"
+
+
 def _node(cell: dict):
     import nbformat
 

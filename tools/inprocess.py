@@ -30,6 +30,7 @@ class CheckCrashed(AssertionError):
 class CellResult:
     passed: bool
     message: str = ""  # the GradingFailure's text when it failed
+    written: bool = True  # False: the part still raises NotImplementedError (the table says "not written")
 
 
 def is_hidden_test(cell) -> bool:
@@ -74,7 +75,8 @@ def run_cells(assignment: str, answers: dict[str, str], *, only_hidden: bool = F
                 verdict = run_test_cell(TestCell(grade_id(cell), "", 0.0, cell.source), namespace)
                 if verdict.status is Status.ERROR:
                     raise CheckCrashed(f"{assignment}: test cell {grade_id(cell)} crashed with {verdict.message}")
-                results[grade_id(cell)] = CellResult(verdict.status is Status.PASSED, verdict.message)
+                results[grade_id(cell)] = CellResult(verdict.status is Status.PASSED, verdict.message,
+                                                     written=verdict.status is not Status.NOT_WRITTEN)
                 continue
             source = answers.get(grade_id(cell), cell.source) if meta.get("solution") else cell.source
             try:
