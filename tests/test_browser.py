@@ -525,13 +525,13 @@ def capstone_step_order() -> list[str]:
 
 
 def step_capstone_stepper(page) -> list[str]:
-    """Lesson 11's second stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes
-    in the order PyTorch runs them."""
+    """Lesson 11's stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes in the
+    order PyTorch runs them."""
     order = capstone_step_order()
     steppers = page.locator(f"{PANEL} .widget-vbox", has=page.locator(".stepper-status"))
-    if steppers.count() != 2:
-        return [f"{steppers.count()} steppers shown; lesson 11 shows a Value stepper and a PyTorch stepper"]
-    torch_stepper = steppers.nth(1)
+    if steppers.count() != 1:
+        return [f"{steppers.count()} steppers shown; lesson 11 shows one, PyTorch's engine on a digits step"]
+    torch_stepper = steppers.nth(0)
     problems = []
     for k in range(1, 4):
         torch_stepper.locator(".widget-button", has_text="step ▶").click()
