@@ -33,9 +33,9 @@ from ...routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from ...seeding import choice, generator, uniform
 from .answers import _tuple_of
 from .hints import hint
-from .routes import check_engine_reports, check_gradient_of_z, check_routes, check_surviving_routes
+from .routes import check_engine_reports, check_route_sum, check_routes, check_surviving_routes
 
-__all__ = ["check_central_difference", "check_engine_reports", "check_gradient_of_z", "check_routes",
+__all__ = ["check_central_difference", "check_engine_reports", "check_route_sum", "check_routes",
            "check_surviving_routes", "check_worst_relative_error", "hint"]
 
 # ---------------------------------------------------------------------------------------------- Part A
@@ -393,10 +393,10 @@ FLOOR_BELOW_ROUND_OFF = Misconception(
              "error divide it by?")
 FLOOR_TOO_LARGE = Misconception(
     "a floor so large that real errors at small gradients pass",
-    "A gradient of 2e-4 reported as 3.2e-4 is 60 % wrong and a thousand times above round-off, yet a denominator "
-    "that never drops below a large floor divides it into nothing. The floor has to stay below the smallest error "
-    "you must catch divided by the tolerance.",
-    question="An element whose right gradient is about 2e-4 comes out 60 % wrong: what error does yours give it, and "
+    "A gradient between 2e-4 and 1e-3 reported 60 % too large is a thousand times above round-off, yet a "
+    "denominator that never drops below a large floor divides it into nothing. The floor has to stay below the "
+    "smallest error you must catch divided by the tolerance.",
+    question="An element whose right gradient is below 1e-3 comes out 60 % wrong: what error does yours give it, and "
              "which part of your denominator made it small?")
 ABSOLUTE = Misconception(
     "absolute instead of relative error",

@@ -19,31 +19,37 @@ hint = HintBook({
         "code, which tensors did f receive, and did any of them change after f had read it?"),
         checks=("check_central_difference",), cells=("central_difference",)),
     "B": PartHints(texts=(
-        "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $u$, and which "
-        "forward values does each arrow's local derivative need? And for an engine: at the moment u's rule runs, "
-        "which shares has `u.grad` received so far, and with `=`, which of them are still there? And at which "
+        "Draw the graph with one arrow per use of a value: how many arrows leave $x$, how many leave $y$ and $u$, and "
+        "which forward values does each arrow's local derivative need? For the chain with skip arrows: how many "
+        "routes are there for n = 1, 2, 3 and 4, and do the routes of a longer chain contain a shorter chain's? And "
+        "for an engine: at the moment u's "
+        "rule runs, which shares has `u.grad` received so far, and with `=`, which of them are still there? At which "
         "points would two different sets of routes give the same sum?",
         "At $(x, y) = (1.2, 0.6)$, where $u = 0.72$ and $v \\approx 1.8594$, the six arrow labels are $0.6$, $1.2$, "
-        "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which). A "
-        "second point: at $(-1, 2)$ the routes' shares are about $-3.8186$, $1.6646$ and $-2.0$, and "
-        "`gradient_of_z` gives about $(3.8186, -4.1540, 1.0770)$. At $(2, 0)$ all three routes are 0 and "
-        "$dz/dy = 4$. Two engines at $(-1, 2)$: the order `(\"z\", \"u\", \"v\")` with `\"+=\"` reports about "
-        "$(-5.8186, 1.9093)$, the order `(\"z\", \"v\", \"u\")` with `\"=\"` about $(1.6646, -0.8323)$. "
-        "For the measurement, an engine none of the twelve is: one that reports about $(1.6646, 1.0770)$ at "
-        "$(-1, 2)$. There the eight sums of $x$'s shares are all different (the closest two about 0.154 apart), "
-        "and its numbers fit one set only: x → u → v → z for $x$, both routes for $y$. At $(1, \\pi/2)$ the same "
-        "engine reports about $(0, 2)$, which fits with or without x → u → v → z; at $(2, 0)$ every share of $x$ is "
-        "0, so x.grad is 0 whichever routes an engine keeps.",
+        "$\\approx 0.7518$, $1$, $\\approx 1.8594$ and $0.72$ (find which arrow carries which). A second point: at "
+        "$(-1, 2)$ the shares of $x$'s routes are about $-3.8186$, $1.6646$ and $-2.0$, those of $y$'s about "
+        "$1.9093$ and $-0.8323$. At $(2, 0)$ all three of $x$'s shares are 0, and $y$'s add up to 4. A small chain: "
+        "main labels [1, 2, -1] and skip labels [3, 0.5] have three routes, with products -2, -3 and 0.5, so the sum "
+        "is -4.5; with every label 1, n = 1, 2, 3, 4, 5 count 1, 2, 3, 5 and 8 routes, and n = 10 counts 89. Two "
+        "engines at $(-1, 2)$: the order `(\"z\", \"u\", \"v\")` with `\"+=\"` reports about $(-5.8186, "
+        "1.9093)$, the order `(\"z\", \"v\", \"u\")` with `\"=\"` about $(1.6646, -0.8323)$. For the "
+        "measurement, an engine none of the twelve is: one that reports about $(1.6646, 1.0770)$ at $(-1, 2)$. "
+        "There the eight sums of $x$'s shares are all different (the closest two about 0.154 apart), and its numbers "
+        "fit one set only: x → u → v → z for $x$, both routes for $y$. At $(1, \\pi/2)$ the same engine reports "
+        "about $(0, 2)$, which fits with or without x → u → v → z; at $(2, 0)$ every share of $x$ is 0, so x.grad "
+        "is 0 whichever routes an engine keeps.",
         "A smaller system with the same shape, $a = x\\,y$, $b = a + x$, $z = a\\,b$, at $(x, y) = (2, 3)$: $a = 6$, "
         "$b = 8$; arrow labels $x \\to a$ 3, $y \\to a$ 2, $a \\to b$ 1, $x \\to b$ 1, $a \\to z$ 8, $b \\to z$ 6; "
-        "the routes of $x$ carry 24, 18 and 6 ($dz/dx = 48$). A check you can run on your own engine: each number "
-        "it returns should be the sum of SOME of the routes' shares (or 0). For every order and write, which shares "
-        "are in it? For each one missing, can you name the rule that ran before that share arrived, or the write "
-        "that replaced it? An answer you cannot explain that way is a trace to redo. For `surviving_routes`: pick a "
-        "point where no two sets of routes give the same sum, for $x$ and for $y$ (print all eight sums and look "
-        "at the smallest gap), run the engine there once, and for each of its two numbers keep the one set whose "
-        "shares add up to it."),
-        checks=("check_routes", "check_gradient_of_z", "check_engine_reports", "check_surviving_routes"),
+        "the routes of $x$ carry 24, 18 and 6 ($dz/dx = 48$), those of $y$ 16 and 12. For the chain: no program "
+        "lists $2.5 \\cdot 10^{12}$ routes, so write the sums for n = 2, 3 and 4 by hand, with letters for the "
+        "labels, and look inside each for the sums of the smaller chains: which of them reappear, and multiplied by "
+        "what? A check you can run on your own engine: each number it returns should be the sum of SOME of the "
+        "routes' shares (or 0); for each share missing, can you name the rule that ran before that share arrived, "
+        "or the write that replaced it? For `surviving_routes`: pick a point where no two sets of routes give the "
+        "same sum, for $x$ and for $y$ (print all eight sums and look at the smallest gap), run the engine there "
+        "once, and for each of its two numbers keep the one set whose shares add up to it, within the engine's "
+        "round-off."),
+        checks=("check_routes", "check_route_sum", "check_engine_reports", "check_surviving_routes"),
         cells=("worked_derivatives", "engine_reports", "surviving_routes")),
     "C": PartHints(texts=(
         "Where a RIGHT gradient is exactly 0 or about 1e-4, how large is |analytic - numerical|, and what must your "

@@ -22,7 +22,6 @@ from ...checking import (
     trial,
 )
 from ...misconceptions import armed
-from ...oracles import autograd_gradient, central_difference
 from ...seeding import generator, uniform
 from .answers import _python_number, _tuple_of
 
@@ -36,14 +35,6 @@ MISSING_INNER = Misconception(
     "A route multiplies EVERY local derivative along its edges, including the first one out of the input: a route "
     "from x through u = x·y carries the factor ∂u/∂x = y (and from y, ∂u/∂y = x).",
     question="Does each route's product include its first arrow, the one out of x (or y)?")
-DROPPED_BRANCH = Misconception(
-    "dropped branch term",
-    "The input reaches the output by several routes, and the gradient is the SUM of every route's product: one of "
-    "them is missing from yours. List the routes from the graph and add them all.",
-    question="How many routes lead from this input to z, and does your sum hold every one?")
-AVERAGED_ROUTES = Misconception("averaged the routes", "Routes into a node add up, they are never averaged: "
-                                "dz/dx is the sum of the routes' products.",
-    question="When one nudge of x moves z along several routes at once, do the moves add or average?")
 SIN_SIGN = Misconception("derivative of sin taken as -cos", "d(sin u)/du = cos u, with a plus sign (it is the "
                          "derivative of cos that carries the minus).",
     question="What is the slope of sin at 0: +1 or -1?")
@@ -56,11 +47,6 @@ OWN_FACTOR = Misconception(
     "product rule: own factor instead of the other",
     "For z = u·v, ∂z/∂u = v and ∂z/∂v = u: each input of a product receives the OTHER factor.",
     question="Nudge u by ε in the product u·v: by how much does the product move?")
-FINITE_DIFFERENCE_ESTIMATE = Misconception(
-    "a finite-difference estimate where the part asks for the exact derivative",
-    "Your numbers agree with the derivative to about 1e-10, as a central difference does, but not to the 1e-11 a "
-    "formula derived by hand reaches in float64: derive the local derivatives and multiply them along the routes.",
-    question="How many digits does a float64 central difference get right, and how many does the part ask for?")
 STOPPED_EARLY = Misconception("route stopped before the output", "A route's product runs all the way from x to z: "
     "every arrow along it contributes its local derivative, the last one, into z, included. Your share for the route "
     "x → v → z stops after its first arrow.", question="Does each route's product run all the way to z?")
@@ -127,14 +113,6 @@ DIVIDED_BY_ZERO = Misconception(
              "operation instead?")
 
 
-def _estimate_symptom(exact: torch.Tensor) -> Symptom:
-    """An answer close to the derivative, but only as close as a finite difference gets (never at an exact 0,
-    where a central difference of this function is exact too)."""
-    scale = float(abs(exact))
-    return FINITE_DIFFERENCE_ESTIMATE.when(
-        lambda got: scale > 0 and 1e-13 < float(abs(got - exact)) / scale < 1e-6)
-
-
 def _derivation_points(stream: str, grading_seed: int | None) -> list[tuple[float, float]]:
     """The visible points and corners, or the hidden corners and three random points where every mistake shows
     clearly."""
@@ -172,16 +150,18 @@ def _hard_coded(grading_seed: int | None, values: list[float]) -> list[Symptom]:
     return [] if grading_seed is None else [HARD_CODED.looks_like(value, rtol=1e-6) for value in values]
 
 
-#: x's routes to z, as the part asks them written: the variables each passes through, from x to z.
+#: The routes to z, as the part asks them written: the variables each passes through, from x (or y) to z.
 ROUTES = (("x", "u", "z"), ("x", "u", "v", "z"), ("x", "v", "z"))
+Y_ROUTES = (("y", "u", "z"), ("y", "u", "v", "z"))
 #: The edges of the graph of u = x·y, v = sin(u) + x, z = u·v: each variable and the variables computed from it.
 EDGES = {"x": ("u", "v"), "y": ("u",), "u": ("v", "z"), "v": ("z",), "z": ()}
 MISSED_ROUTE = Misconception(
     "missed a route",
-    "x reaches z along every path of arrows from x to z, and a path branches wherever a variable is used by more "
-    "than one equation (x is used twice, and so is another variable). Read each equation for the variables it uses "
-    "and follow every arrow out of x to the end.",
-    "Which variables does each equation use? Follow every arrow that leaves x: where does each one lead?")
+    "An input reaches z along every path of arrows from it to z, and a path branches wherever a variable is used by "
+    "more than one equation (x is used twice, and so is another variable). Read each equation for the variables it "
+    "uses and follow every arrow out of x, and out of y, to the end.",
+    "Which variables does each equation use? Follow every arrow that leaves x, and every one that leaves y: where "
+    "does each one lead?")
 
 
 def _show_route(route) -> str:
@@ -189,113 +169,224 @@ def _show_route(route) -> str:
 
 
 def _route_dict(answer, *, what: str) -> dict[tuple[str, ...], float]:
-    """The learner's {route: share} as numbers; the routes must be exactly x's routes to z."""
+    """The learner's {route: share} as numbers; the routes must be exactly x's and y's routes to z."""
     __tracebackhide__ = True
     example = '("y", "u", "z")'
     if not isinstance(answer, dict):
         raise GradingFailure(f"{what} returned {type(answer).__name__} ({answer!r:.80}); expected a dict with one "
-                             f"entry per route from x to z, each route a tuple of variable names such as {example}.")
+                             f"entry per route from x or y to z, each route a tuple of variable names such as "
+                             f"{example}.")
     for route in answer:
         if not isinstance(route, tuple) or not route or not all(isinstance(name, str) for name in route):
-            raise GradingFailure(f"{what} has the key {route!r:.60}; a route is a tuple of variable names, from x to "
-                                 f"z, such as {example} for one of y's routes.")
-        if route[0] != "x" or route[-1] != "z":
-            raise GradingFailure(f"{what} has the key {route!r}: a route of x to z starts at \"x\" and ends at "
+            raise GradingFailure(f"{what} has the key {route!r:.60}; a route is a tuple of variable names, from x or "
+                                 f"y to z, such as {example}.")
+        if route[0] not in ("x", "y") or route[-1] != "z":
+            raise GradingFailure(f"{what} has the key {route!r}: a route starts at \"x\" or \"y\" and ends at "
                                  "\"z\".")
         missing_edge = next(((a, b) for a, b in zip(route, route[1:]) if b not in EDGES.get(a, ())), None)
         if missing_edge is not None:
             a, b = missing_edge
             raise GradingFailure(f"{what} has the route {_show_route(route)}, but no equation computes {b} from {a} "
                                  "directly: every step of a route is one equation's input → its result.")
-    missed = [route for route in ROUTES if route not in answer]
-    if missed:
-        raise GradingFailure(f"{what} lists {len(answer)} route(s), {', '.join(map(_show_route, answer))}, and "
-                             "misses some path of arrows from x to z.", suspects=(MISSED_ROUTE,))
+    for start, routes in (("x", ROUTES), ("y", Y_ROUTES)):
+        if any(route not in answer for route in routes):
+            listed = [_show_route(route) for route in answer if route[0] == start] or ["none"]
+            raise GradingFailure(f"{what} lists {len(listed) - (listed == ['none'])} route(s) of {start}, "
+                                 f"{', '.join(listed)}, and misses some path of arrows from {start} to z.",
+                                 suspects=(MISSED_ROUTE,))
     return {route: _python_number(answer[route], what=what, name=f"the route {_show_route(route)}")
-            for route in ROUTES}
+            for route in ROUTES + Y_ROUTES}
+
+
+def _digits(got: float, want: float) -> str:
+    """A line with every digit of both numbers, when the usual 8 digits show them equal."""
+    return f"  to 17 digits:       yours {got!r}, expected {want!r}" if fmt(got) == fmt(want) else ""
 
 
 @check
 def check_routes(routes_to_z, grading_seed: int | None = None) -> None:
-    """Part B1: routes_to_z(x, y) returns {route: share of dz/dx} for every route from x to z, (x, u, z),
-    (x, u, v, z) and (x, v, z), for u = x·y, v = sin(u) + x, z = u·v, as Python floats, by hand (no autograd).
+    """Part B1: routes_to_z(x, y) returns {route: share} for every route from x to z, (x, u, z), (x, u, v, z) and
+    (x, v, z), and from y to z, (y, u, z) and (y, u, v, z), for u = x·y, v = sin(u) + x, z = u·v, as Python floats,
+    by hand (no autograd).
 
     Domain: x and y are Python floats, any real numbers (the text sets no range): both signs, and 0 (pinned:
     VISIBLE_CORNERS, HIDDEN_CORNERS at every seed). Contracts and their checks: "a dict with one entry per route
-    from x to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str, each
-    a path of EDGES from "x" to "z", all three routes there (MISSED_ROUTE when some are missing: neither their count
-    nor the routes are said); "the value that route's share" -> each compared with its own route (the right numbers on
-    other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
-    TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "compare to a relative 1e-11" -> rtol=EXACT, so
-    a finite-difference estimate fails (FINITE_DIFFERENCE_ESTIMATE).
+    from x or y to z, the key the tuple of the variables it passes through" -> a dict whose keys are tuples of str,
+    each a path of EDGES from "x" or "y" to "z", all five routes there (MISSED_ROUTE when some are missing: neither
+    their count nor the routes are said); "the value that route's share" -> each compared with its own route (the
+    right numbers on other routes are said so); "return Python floats, not tensors" -> _python_number (a tensor is
+    TENSOR_FOR_NUMBER); "no autograd" -> Route.AUTOGRAD forbidden; "exact to a relative 1e-11" -> rtol=EXACT.
     """
     __tracebackhide__ = True
     for x, y in _derivation_points("01/routes", grading_seed):
         with trial():
             what = f"routes_to_z({x!r}, {y!r})"  # floats as floats: 0.0, not 0
             shares = _route_dict(_call_derivation(routes_to_z, x, y, what=what), what=what)
-            answer, right = tuple(shares[route] for route in ROUTES), _routes(x, y)
-            if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
-                    not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
-                raise GradingFailure(f"{what} returned the right three numbers, {fmt(sorted(answer))}, but some on "
-                                     "the wrong routes: each route's share is the product of the local derivatives "
-                                     "along that route.")
             mistaken = _mistaken(x, y)
-            for k, route in enumerate(ROUTES):
-                symptoms = [m.looks_like(routes[k], rtol=1e-6) for m, (routes, _) in mistaken.items()]
-                if k == 2:
-                    symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
-                symptoms += _hard_coded(grading_seed, [_routes(*point)[k] for point in VISIBLE_POINTS])
-                expect_close(answer[k], right[k], what=f"{what}: the route {_show_route(route)}", rtol=EXACT,
-                             atol=1e-12, source="expected", symptoms=symptoms)
+            for side, (routes, right) in enumerate(((ROUTES, _routes(x, y)), (Y_ROUTES, _y_routes(x, y)))):
+                answer = tuple(shares[route] for route in routes)
+                if all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(sorted(answer), sorted(right))) and \
+                        not all(math.isclose(a, r, rel_tol=1e-9) for a, r in zip(answer, right)):
+                    raise GradingFailure(f"{what} returned the right numbers for {routes[0][0]}'s routes, "
+                                         f"{fmt(sorted(answer))}, but some on the wrong routes: each route's share is "
+                                         "the product of the local derivatives along that route.")
+                for k, route in enumerate(routes):
+                    symptoms = [m.looks_like(values[side][k], rtol=1e-6) for m, values in mistaken.items()]
+                    if route == ("x", "v", "z"):
+                        symptoms.append(STOPPED_EARLY.looks_like(1.0, rtol=1e-6))
+                    symptoms += _hard_coded(grading_seed, [_all_routes(*point)[side][k] for point in VISIBLE_POINTS])
+                    expect_close(answer[k], right[k], what=f"{what}: the route {_show_route(route)}", rtol=EXACT,
+                                 atol=1e-12, source="expected", symptoms=symptoms,
+                                 extra=_digits(answer[k], right[k]))
+
+
+# ---------------------------------------------------------------------------------------------- Part B2
+
+#: The labels of a chain a_0 → a_1 → ... → a_n with skip arrows a_j → a_{j+2}: main[j] on a_j → a_{j+1}, skip[j] on
+#: a_j → a_{j+2}. The routes from a_0 to a_n number Fibonacci(n + 1): 2.5e12 at n = 60.
+FACTORED = Misconception(
+    "each variable's incoming labels summed, and those sums multiplied along the chain",
+    "A product of per-variable sums picks one incoming arrow at EVERY variable, as if every route entered every "
+    "a_k; a route that takes the skip arrow over a_k never enters it, so most of those products are no route at all "
+    "(and some routes are missing).",
+    question="With every label 1 and n = 3, how many routes lead from a_0 to a_3, and what does your product give?")
+MAIN_ONLY = Misconception(
+    "only the route along the main arrows",
+    "A skip arrow starts routes too: a route from a_0 to a_n may take any mix of main and skip arrows, and the sum "
+    "runs over all of them.",
+    question="Which routes from a_0 to a_n use a skip arrow, and are they in your sum?")
+UNMIXED = Misconception(
+    "only the routes that never mix the two kinds of arrow",
+    "A route may take a main arrow, then a skip arrow, then a main arrow again: the routes that mix the two kinds "
+    "are routes too, and there are far more of them than the two unmixed ones.",
+    question="With n = 3, which routes take one main arrow and one skip arrow, and are they in your sum?")
+#: Visible cases (main, skip): one arrow; the smallest skip; mixed signs; every label 1 (the route count) at n = 3
+#: and n = 60; main arrows all 0 at an odd and an even n (only skip arrows left); a chain of n = 40 with labels
+#: between -1 and 1.
+VISIBLE_CHAINS = [([2.0], []), ([2.0, 3.0], [5.0]), ([2.0, -3.0, 0.5, -1.5], [0.25, 4.0, 1.5]),
+                  ([1.0] * 3, [1.0] * 2), ([1.0] * 60, [1.0] * 59), ([0.0] * 7, [2.0, -1.0, 3.0, 0.5, 1.5, 2.0]),
+                  ([0.0] * 6, [2.0, -1.0, 3.0, 0.5, 1.5]),
+                  ([round(math.cos(0.3 * j + 0.7), 3) for j in range(40)], [round(1 - 0.04 * j, 3) for j in range(39)])]
+
+
+def _chain_sums(main, skip, absolute: bool = False) -> float:
+    """The sum over routes from a_0 to a_n of the product of their labels, computed exactly (fractions), and the
+    float nearest to it; with ``absolute`` the same sum over the labels' absolute values (the round-off scale)."""
+    from fractions import Fraction
+    into = [Fraction(1)] + [Fraction(0)] * len(main)
+    value = (lambda t: abs(Fraction(t))) if absolute else Fraction
+    for k in range(1, len(main) + 1):
+        into[k] = into[k - 1] * value(main[k - 1]) + (into[k - 2] * value(skip[k - 2]) if k >= 2 else 0)
+    return float(into[-1])
+
+
+def _labels(values: list[float]) -> str:
+    """A list of labels as the failure message shows it: all of a short one, the start and end of a long one."""
+    shown = [f"{v:g}" for v in values]
+    return f"[{', '.join(shown)}]" if len(values) <= 8 else \
+        f"[{', '.join(shown[:4])}, ... ({len(values) - 6} more), {', '.join(shown[-2:])}]"
+
+
+def _chain_mistakes(main, skip) -> dict[Misconception, float]:
+    n = len(main)
+    factored = math.prod(main[k - 1] + (skip[k - 2] if k >= 2 else 0.0) for k in range(1, n + 1))
+    unmixed = math.prod(main) + (math.prod(skip[0::2]) if n % 2 == 0 else 0.0)
+    return {FACTORED: factored, MAIN_ONLY: math.prod(main), UNMIXED: unmixed}
+
+
+def _chain_cases(grading_seed: int | None) -> list[tuple[list[float], list[float]]]:
+    """The visible chains, or corners (n = 1, n = 2, main arrows 0, every label 1) and three drawn chains."""
+    if grading_seed is None:
+        return VISIBLE_CHAINS
+    gen = generator("01/route_sum", grading_seed)
+    lengths = [int(n) for n in torch.randint(20, 61, (5,), generator=gen)]
+
+    def labels(count: int) -> list[float]:
+        sizes = uniform(gen, (count,), 0.3, 1.6)
+        signs = torch.where(torch.rand(count, generator=gen) < 0.3, -1.0, 1.0)
+        return [round(float(v), 3) for v in sizes * signs]
+
+    # Odd and even n alike; at an odd n the unmixed routes are the main chain alone, so the even ones tell UNMIXED.
+    odd, count, drawn = lengths[0] | 1, lengths[1] & ~1, [lengths[2] & ~1, lengths[3] & ~1, lengths[4] | 1]
+    cases = [(labels(1), []), (labels(2), labels(1)), ([0.0] * odd, labels(odd - 1)),
+             ([1.0] * count, [1.0] * (count - 1))]
+    cases += [(labels(n), labels(n - 1)) for n in drawn]
+    return cases
 
 
 @check
-def check_gradient_of_z(gradient_of_z, grading_seed: int | None = None) -> None:
-    """Part B2: gradient_of_z(x, y) returns (z, dz/dx, dz/dy) for u = x·y, v = sin(u) + x, z = u·v, as Python
-    floats, by hand (no autograd).
+def check_route_sum(route_sum, grading_seed: int | None = None) -> None:
+    """Part B2: route_sum(main, skip) returns the sum over every route from a_0 to a_n of the product of its labels,
+    main[j] the label of a_j → a_{j+1} (n of them), skip[j] that of a_j → a_{j+2} (n - 1), as a Python float.
 
-    Domain and contracts as check_routes: any real x and y, zeros and both sign patterns pinned at every seed; a
-    tuple (z, dz_dx, dz_dy) of Python floats, each exact to a relative 1e-11; no autograd.
+    Domain: n from 1 to 60, labels any real numbers (both signs and 0). Cases: VISIBLE_CHAINS, or n = 1, n = 2, main
+    labels all 0 at an odd n, every label 1 at a drawn n, and drawn chains (n from 20 to 60) at every seed. Compared
+    with the exact sum (fractions) to a relative 1e-11 plus 1e-12 times the sum over the labels' absolute values (the
+    round-off of any order of float64 sums). No autograd. FACTORED (the lesson's "add at a node, multiply along"
+    applied per variable: the ported answer), MAIN_ONLY and UNMIXED by their numbers; HARD_CODED in the hidden test.
     """
     __tracebackhide__ = True
-    z_of = lambda a, b: (a * b) * (torch.sin(a * b) + a)  # noqa: E731 - the exercise's function, in one line
-    for x, y in _derivation_points("01/gradient_of_z", grading_seed):
+    visible = [_chain_sums(main, skip) for main, skip in VISIBLE_CHAINS]
+    for main, skip in _chain_cases(grading_seed):
         with trial():
-            what = f"gradient_of_z({x!r}, {y!r})"
-            z, dz_dx, dz_dy = _numbers(_call_derivation(gradient_of_z, x, y, what=what), ("z", "dz_dx", "dz_dy"),
-                                       what=what)
-            u, v = _forward(x, y)
-            right = (u * v, sum(_routes(x, y)), sum(_y_routes(x, y)))
-            if any(all(math.isclose(a, r, rel_tol=1e-9, abs_tol=1e-12) for a, r in zip(perm, right))
-                   for perm in itertools.permutations((z, dz_dx, dz_dy))) and \
-                    not all(math.isclose(a, r, rel_tol=1e-9, abs_tol=1e-12) for a, r in zip((z, dz_dx, dz_dy), right)):
-                raise GradingFailure(f"{what} returned the right three numbers, {fmt([z, dz_dx, dz_dy])}, in another "
-                                     "order than the part asks: which comes first, second and third in the tuple?")
-            grad_x, grad_y = autograd_gradient(z_of, x, y)
-            fd_x, fd_y = central_difference(z_of, x, y)
-            visible = [(math.prod(_forward(*p)), sum(_routes(*p)), sum(_y_routes(*p))) for p in VISIBLE_POINTS]
-            hard = [_hard_coded(grading_seed, [values[k] for values in visible]) for k in range(3)]
-            expect_close(z, u * v, what=f"{what}: z", rtol=EXACT, atol=1e-12, source="expected", symptoms=hard[0])
-            routes, y_routes = _routes(x, y), _y_routes(x, y)
-            mistaken = _mistaken(x, y)
-            estimate = _estimate_symptom(grad_x), _estimate_symptom(grad_y)
-            expect_close(dz_dx, grad_x, what=f"{what}: dz/dx", fd=fd_x, rtol=EXACT, atol=1e-12, symptoms=[
-                estimate[0],
-                *(DROPPED_BRANCH.looks_like(sum(routes) - r, rtol=1e-6) for r in routes),
-                AVERAGED_ROUTES.looks_like(sum(routes) / 3, rtol=1e-6),
-                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (wrong, _) in mistaken.items()),
-                STOPPED_EARLY.looks_like(routes[0] + routes[1] + 1.0, rtol=1e-6), *hard[1]])
-            expect_close(dz_dy, grad_y, what=f"{what}: dz/dy", fd=fd_y, rtol=EXACT, atol=1e-12, symptoms=[
-                estimate[1],
-                *(DROPPED_BRANCH.looks_like(r, rtol=1e-6) for r in y_routes),
-                AVERAGED_ROUTES.looks_like(sum(y_routes) / 2, rtol=1e-6),
-                *(m.looks_like(sum(wrong), rtol=1e-6) for m, (_, wrong) in mistaken.items()), *hard[2]])
+            what = f"route_sum(main, skip) with n = {len(main)}, main = {_labels(main)}, skip = {_labels(skip)}"
+            got = _python_number(call_learner(route_sum, list(main), list(skip), what=what,
+                                              forbid=[Route.AUTOGRAD]), what=what, name="the sum")
+            right, scale = _chain_sums(main, skip), _chain_sums(main, skip, absolute=True)
+            if abs(got - right) <= EXACT * abs(right) + 1e-12 * scale:
+                continue
+            symptoms = [m.looks_like(value, rtol=1e-9, atol=1e-12) for m, value in _chain_mistakes(main, skip).items()]
+            symptoms += _hard_coded(grading_seed, visible)
+            wanted, yours = torch.tensor(right, dtype=torch.float64), torch.tensor(got, dtype=torch.float64)
+            suspects = tuple(dict.fromkeys(s.misconception for s in armed(symptoms, wanted, rtol=EXACT,
+                                                                          atol=1e-12 * scale) if s.matches(yours)))
+            count = int(_chain_sums([1.0] * len(main), [1.0] * len(skip)))
+            raise GradingFailure(f"{what}: your sum, {got!r}, is not the sum over the {count} routes from a_0 to "
+                                 f"a_{len(main)} of the products of their labels. "
+                                 f"{_shortest_wrong(route_sum, main, skip)}", suspects=suspects)
+
+
+def _chain_routes(main, skip) -> list[tuple[str, float]]:
+    """Every route from a_0 to a_n of a short chain, written out, with its product."""
+    n, found = len(main), []
+
+    def walk(at: int, path: list[int], product: float) -> None:
+        if at == n:
+            found.append((" → ".join(f"a_{k}" for k in path), product))
+        for step, labels in ((1, main), (2, skip)):
+            if at + step <= n:
+                walk(at + step, [*path, at + step], product * labels[at])
+
+    walk(0, [0], 1.0)
+    return found
+
+
+def _shortest_wrong(route_sum, main, skip) -> str:
+    """The shortest start of the chain where the learner's sum is already wrong, with its routes when it is short:
+    evidence that never states the sum of the failing case."""
+    __tracebackhide__ = True
+    for m in range(1, len(main) + 1):
+        head, head_skip = list(main[:m]), list(skip[:m - 1])
+        what = f"route_sum({_labels(head)}, {_labels(head_skip)})"
+        got = _python_number(call_learner(route_sum, head, head_skip, what=what, forbid=[Route.AUTOGRAD]),
+                             what=what, name="the sum")
+        right, scale = _chain_sums(head, head_skip), _chain_sums(head, head_skip, absolute=True)
+        if not abs(got - right) <= EXACT * abs(right) + 1e-12 * scale:   # nan included
+            break
+    else:
+        return "Yet every shorter start of this chain gets its sum right: does your function give the same number " \
+               "for the same labels each time it is called?"
+    if m <= 4:
+        routes = "; ".join(f"{path} (product {product:g})" for path, product in _chain_routes(head, head_skip))
+        start = "Its routes are" if m == len(main) else \
+            f"Its first {m} main label(s) alone already go wrong: {what} returns {got!r}, and that chain's routes are"
+        return f"{start} {routes}. Which of them does your sum leave out, or count in a way no route is?"
+    return (f"Your sums are right for the chains made of its first 1 to {m - 1} main labels, and wrong from {m} on: "
+            f"{what} returns {got!r}. What does the last variable add to the routes of the shorter chains?")
 
 
 #: The orders an engine may run the three rules in (the backward order is z, v, u), each tested with both writes.
 ORDERS = tuple(itertools.permutations(("z", "v", "u")))
-Y_ROUTES = (("y", "u", "z"), ("y", "u", "v", "z"))
 LOSES_NOTHING = Misconception("reported the true gradient for an engine that loses shares", "An engine reports what "
     "its rules leave in x.grad and y.grad: a rule run before every share reached the .grad it reads passes on what is "
     "there then, and a rule writing = replaces the share before it. Only one order and one write lose nothing.",
@@ -369,8 +460,8 @@ def check_engine_reports(engine_reports, grading_seed: int | None = None) -> Non
                     symptoms = armed([m.looks_like(values[k], rtol=1e-9, atol=1e-12) for m, values in mistakes.items()],
                                      torch.tensor(want, dtype=torch.float64), rtol=EXACT, atol=1e-12)
                     name, fits = routes[0][0], _fits(got, routes, shares)
-                    exact = ("This engine loses nothing: it reports the true gradient, gradient_of_z's "
-                             f"dz/d{name}. ") * (order == ("z", "v", "u") and write == "+=")
+                    exact = ("This engine loses nothing: it reports the true gradient, the sum of every share "
+                             f"routes_to_z gives {name}. ") * (order == ("z", "v", "u") and write == "+=")
                     question = (f"Which shares reach {name}.grad, and which does a later write replace?" if fits else
                                 "No set of routes gives this number: which local derivative in your rules differs "
                                 "from its arrow's, taken at the forward values?")
@@ -407,6 +498,13 @@ MEASURED_AT_TIE = Misconception(
     "cos u = 0, or two equal shares, as where sin u = 0): the engine's number fits both, and you picked the wrong one. "
     "A point where every sum is different decides.",
     question="At your point, which two sets of routes sum to the same number?")
+TOO_TIGHT = Misconception(
+    "a comparison tighter than the engine's round-off",
+    "Your set is empty, yet at a point you measured the engine reported a number other than 0 that one set of "
+    "routes fits: no set passed your comparison. The engine's numbers are its sums up "
+    "to round-off (the part allows a relative 1e-12), so an exact == or a tolerance below that rejects the right set "
+    "too.", question="By how much does the engine's number differ from the sum of the set that fits it best, and "
+                     "does your comparison allow that much?")
 #: Engines beyond the twelve (x's routes kept, y's routes kept, as positions in ROUTES and Y_ROUTES): none of the
 #: twelve keeps these sets, so only a measurement answers them. The visible test runs these, the hidden test draws.
 UNSEEN_VISIBLE = (((0, 1), (1,)), ((1, 2), ()), ((0,), (1,)))
@@ -481,6 +579,8 @@ def _diagnosis(answer: frozenset, kept: frozenset, calls: list) -> tuple[Misconc
         return (MEASURED_AT_ZERO,) if all(0.0 in p for p in fitting) else (MEASURED_AT_TIE,)
     if answer in TWELVE and kept not in TWELVE:
         return (TWELVE_TABLE,)
+    if not answer and kept:   # no set passed the learner's comparison, for either input, on one of the twelve
+        return (TOO_TIGHT,)
     return (ALL_SURVIVE,) * (answer == ALL_ROUTES)
 
 
@@ -491,8 +591,8 @@ def check_surviving_routes(surviving_routes, grading_seed: int | None = None) ->
     point, the sums of the shares of one fixed set of routes: the twelve engines of check_engine_reports, and engines
     keeping sets none of them keeps (_engines), so a table of the twelve fails. The engine records where it was run.
     Evidence on failure: that engine's x.grad and y.grad at PROBE and what the learner's routes sum to there, never
-    the set. ALL_SURVIVE (the ported lesson), NOT_MEASURED, MEASURED_AT_ZERO, MEASURED_AT_TIE and TWELVE_TABLE as
-    _diagnosis decides them from where the engine ran."""
+    the set. ALL_SURVIVE (the ported lesson), NOT_MEASURED, MEASURED_AT_ZERO, MEASURED_AT_TIE, TOO_TIGHT and
+    TWELVE_TABLE as _diagnosis decides them from where the engine ran."""
     __tracebackhide__ = True
     for name, engine, kept in _engines(grading_seed):
         with trial():
