@@ -505,44 +505,6 @@ def move_slider(page, label: str, presses: int = 5) -> list[str]:
     return problems
 
 
-def capstone_step_order() -> list[str]:
-    """The op names PyTorch runs for lesson 11's one training step (any values: the order depends on the graph)."""
-    import torch
-    import torch.nn.functional as F
-
-    from autograder.graph import topological
-
-    X, y = torch.randn(5, 64, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4])
-    W1, W2 = (torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in ((64, 32), (32, 10)))
-    b1, b2 = (torch.zeros(size, dtype=torch.float64, requires_grad=True) for size in (32, 10))
-    loss = F.cross_entropy(torch.tanh(X @ W1 + b1) @ W2 + b2, y)
-    nodes = topological(loss.grad_fn, lambda fn: [c for c, _ in fn.next_functions if c is not None])
-    ran = []
-    for node in nodes:
-        node.register_prehook(lambda grads, node=node: ran.append(node.name()))
-    loss.backward()
-    return ran
-
-
-def step_capstone_stepper(page) -> list[str]:
-    """Lesson 11's stepper (PyTorch's engine on one step of the digits network): three clicks run the nodes in the
-    order PyTorch runs them."""
-    order = capstone_step_order()
-    steppers = page.locator(f"{PANEL} .widget-vbox", has=page.locator(".stepper-status"))
-    if steppers.count() != 1:
-        return [f"{steppers.count()} steppers shown; lesson 11 shows one, PyTorch's engine on a digits step"]
-    torch_stepper = steppers.nth(0)
-    problems = []
-    for k in range(1, 4):
-        torch_stepper.locator(".widget-button", has_text="step ▶").click()
-        torch_stepper.locator(".stepper-step", has_text=re.compile(rf"^{k}$")).wait_for(timeout=30_000)
-        running = torch_stepper.locator(".stepper-running").inner_text()
-        if re.sub(r" #\d+$", "", running.split(" = ")[-1]) != order[k - 1]:
-            problems.append(f"click {k} ran {running!r}; PyTorch runs {order[k - 1]!r}")
-    screenshot(page, "lesson-11-stepper")
-    return problems
-
-
 def by_keyboard(page, label: str, key: str) -> list[str]:
     """Work the list (a Dropdown) or number field labelled ``label`` from the keyboard, as a learner who does not use
     a mouse: it is in the tab order, takes the focus, and ``key`` (Home, End, ArrowUp...) changes its value; Chromium's
@@ -621,8 +583,7 @@ INTERACTIONS: dict[str, Callable] = {
     "05-": lambda page: {"learning rate, from the keyboard": by_keyboard(page, "learning rate", "Home"),
                          "steps, from the keyboard": by_keyboard(page, "steps", "End")},
     "07-": lambda page: {"depth slider": move_slider(page, "depth")},
-    "11-": lambda page: {"boundary replay": move_slider(page, "training step"),
-                         "PyTorch stepper": step_capstone_stepper(page)},
+    "11-": lambda page: {"boundary replay": move_slider(page, "training step")},
 }
 
 #: The notebook inside the panel on show: its cells and their outputs, not the panel's toolbar.
