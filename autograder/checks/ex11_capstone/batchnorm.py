@@ -1,7 +1,8 @@
 """Part D: batch normalisation by hand. D.1 ``batchnorm_forward``: training mode normalises with the batch's statistics,
 counts the batch and updates the running ones in place (an exponential average, or with momentum=None the cumulative
 one driven by the counter), refuses a batch of one before changing anything, evaluation uses the running ones and
-changes nothing, all against PyTorch's nn.BatchNorm1d on sequences of calls (:func:`bn_oracle`); D.2
+changes nothing, all against PyTorch's nn.BatchNorm1d on sequences of calls (:func:`bn_oracle`), then ``eval_scale``,
+a prediction in closed form of what evaluation does to a batch the layer trained on (:func:`scale_after`); D.2
 ``batchnorm_backward``: (dx, dgamma, dbeta) of training mode, whose dx flows back through the batch mean and variance.
 
 :func:`batchnorm_gradients` is the course's hand-derived backward, written once: Part E's network uses it, and each
@@ -10,16 +11,19 @@ catalogued mistake of D.2 is a row of :data:`BACKWARD_MISTAKES` (what it gets wr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from ...checking import (
+    CourseBug,
     GradingFailure,
     Misconception,
     NotWritten,
     Route,
+    as_answer,
     call_learner,
     check,
     expect_close,
@@ -29,6 +33,7 @@ from ...checking import (
 )
 from ...checking import proven_failure as _proven
 from ...contracts import CHANGED_INPUT, Snapshot
+from ...misconceptions import armed
 from ...oracles import autograd_gradient, central_difference
 from ...routes import watch_calls
 from ...seeding import uniform
@@ -52,7 +57,9 @@ from .misconceptions import (
     RUNNING_IN_GRAPH,
     RUNNING_IN_TRAINING,
     RUNNING_NOT_IN_PLACE,
+    RUNNING_TAKEN_AS_SETTLED,
     RUNNING_UPDATED_AT_EVAL,
+    SCALE_INVERTED,
     STATS_AS_CONSTANTS,
     UNBIASED_NORMALISATION,
     VARIANCE_AS_CONSTANT,
@@ -560,8 +567,133 @@ def _bn_forward_cases(grading_seed: int | None) -> list[ForwardCase]:
     return cases + drawn
 
 
+@dataclass(frozen=True)
+class ScaleCase:
+    """One call of eval_scale(n, batch_var, running_var, steps, momentum, eps, counter): a layer of one feature
+    trains ``steps`` times on one batch of ``n`` examples whose biased variance is ``batch_var`` (its mean already in
+    running_mean), from ``running_var`` and a counter at ``counter``, then evaluates that batch."""
+
+    n: int
+    batch_var: float
+    running_var: float
+    steps: int
+    momentum: float | None
+    eps: float = 1e-5
+    counter: int = 0
+    note: str = ""
+
+    def args(self) -> tuple:
+        return self.n, self.batch_var, self.running_var, self.steps, self.momentum, self.eps, self.counter
+
+
+#: The catalogued mistakes of the prediction, by the name :func:`scale_after` takes.
+SCALE_MISTAKES = {"biased": BIASED_RUNNING_VAR, "settled": RUNNING_TAKEN_AS_SETTLED, "inverted": SCALE_INVERTED}
+
+
+def scale_after(case: ScaleCase, mistake: str | None = None) -> float:
+    """The evaluation output over the training output (β = 0) after the case's training calls, in closed form: the
+    running variance keeps (1 − m)^k of its start with momentum m (c/(c + k) with None from a counter at c), the rest
+    is the batch's unbiased variance; or what a catalogued ``mistake`` (a key of :data:`SCALE_MISTAKES`) predicts."""
+    n, steps, momentum, counter = case.n, case.steps, case.momentum, case.counter
+    unbiased = case.batch_var * (1 if mistake == "biased" else n / (n - 1))
+    if mistake == "settled":
+        kept = 0.0
+    elif momentum is None:
+        kept = counter / (counter + steps) if counter + steps else 1.0
+    else:
+        kept = (1 - momentum) ** steps
+    running_var = kept * case.running_var + (1 - kept) * unbiased
+    ratio = math.sqrt((case.batch_var + case.eps) / (running_var + case.eps))
+    return 1 / ratio if mistake == "inverted" else ratio
+
+
+def measured_scale(case: ScaleCase) -> tuple[float, float]:
+    """(the ratio, running_var) measured on nn.BatchNorm1d, float64: the case's training calls on one batch, then
+    evaluation of it; the ratio is read on the example farthest from the mean."""
+    z = torch.linspace(-1.0, 2.0, case.n, dtype=torch.float64) ** 3
+    z = ((z - z.mean()) / z.var(unbiased=False).sqrt()).reshape(-1, 1)
+    x = 1.5 + math.sqrt(case.batch_var) * z
+    layer = torch.nn.BatchNorm1d(1, eps=case.eps, momentum=case.momentum, dtype=torch.float64)
+    with torch.no_grad():
+        layer.running_mean.fill_(1.5)
+        layer.running_var.fill_(case.running_var)
+        layer.num_batches_tracked.fill_(case.counter)
+        trained = F.batch_norm(x, None, None, training=True, eps=case.eps)  # what every training call returns
+        layer.train()
+        for _ in range(case.steps):
+            layer(x)
+        evaluated = layer.eval()(x)
+    far = int(z.abs().argmax())
+    return float(evaluated[far] / trained[far]), float(layer.running_var)
+
+
+#: Beyond this many training calls the test does not run the oracle (a case that needs the closed form).
+MEASURED_STEPS = 500
+
+
+def _run_eval_scale(eval_scale, case: ScaleCase) -> None:
+    __tracebackhide__ = True
+    momentum = "None" if case.momentum is None else f"{case.momentum:g}"
+    what = (f"eval_scale(n={case.n}, batch_var={case.batch_var:.6g}, running_var={case.running_var:.6g}, "
+            f"steps={case.steps}, momentum={momentum}, eps={case.eps:g}, counter={case.counter}){case.note}")
+    with watch_calls(LIBRARY_NORMALISATIONS) as library:
+        answer = call_learner(eval_scale, *case.args(), what=what)
+    if library.used:
+        raise GradingFailure(f"{what} ran torch's batch normalisation. The part asks for a prediction: the number "
+                             "from the case's arguments, without running a layer (the test's cases include "
+                             "millions of calls).")
+    got = as_answer(answer, what=what, shape=())
+    expected = scale_after(case)
+    if bool(torch.isfinite(got)) and abs(float(got) - expected) <= 1e-6 * abs(expected) + 1e-9:
+        return
+    symptoms = [mistake.looks_like(scale_after(case, name), rtol=1e-6, atol=1e-9)
+                for name, mistake in SCALE_MISTAKES.items()]
+    matched = tuple(dict.fromkeys(s.misconception for s in armed(symptoms, torch.tensor(expected, dtype=torch.float64),
+                                                                    rtol=1e-6, atol=1e-9) if s.matches(got)))
+    counter = f" and num_batches_tracked {case.counter}" if case.momentum is None else ""
+    lines = [f"{what} returned {fmt(got)}, which does not match nn.BatchNorm1d.",
+             f"  the case:           one feature; running_var {case.running_var:.6g}{counter}, running_mean already "
+             f"the batch's mean; {case.steps} training calls on one batch of {case.n} whose variance (divided by N) "
+             f"is {case.batch_var:.6g}; then evaluation of that batch"]
+    if case.steps <= MEASURED_STEPS:
+        lines.append(f"  measured:           nn.BatchNorm1d run so (float64) holds running_var "
+                     f"{measured_scale(case)[1]:.8g} when it evaluates")
+    else:
+        lines.append(f"  measured:           not here: {case.steps} calls are too many to run. Set your formula "
+                     "beside nn.BatchNorm1d at a few hundred calls with the same momentum")
+    lines.append("  What share of the starting running_var is left after these calls, what replaces the rest, and "
+                 "which variance divides the output in each mode?")
+    raise GradingFailure("\n".join(lines), suspects=matched)
+
+
+def _eval_scale_cases(grading_seed: int | None) -> list[ScaleCase]:
+    """Corners at every seed (values from the seed, structure fixed), then the visible case or two drawn ones."""
+    gen = case_stream("11/bn_eval_scale", grading_seed)
+
+    def case(n, steps, momentum, counter=0, eps=1e-5, note="", low=0.3, high=3.0):
+        batch_var = round(float(uniform(gen, (), low, high)), 4)
+        factor = float(uniform(gen, (), 1.6, 3.0)) if float(uniform(gen, (), 0, 1)) < 0.5 else float(
+            uniform(gen, (), 0.2, 0.6))
+        return ScaleCase(n, batch_var, round(batch_var * factor, 4), steps, momentum, eps, counter, note)
+
+    cases = [case(4, 0, None, note=", no training call yet (momentum=None, a counter at 0)"),
+             case(2, 30, 0.1, note=", a batch of 2"),
+             case(2, 80, 0.5, note=", settled: what the layer keeps for good"),
+             case(5, 3, None, note=", momentum=None from a counter at 0"),
+             case(3, 4, None, counter=4, note=", momentum=None resumed from a counter at 4, 4 calls more"),
+             case(6, 10, 0.0, counter=2, note=", momentum 0"),
+             case(6, 5, 0.2, eps=0.5, low=0.02, high=0.1, note=", a large eps"),
+             case(8, 10 ** 6, 1e-6, note=", a million calls with a tiny momentum")]
+    if grading_seed is None:
+        return cases + [case(3, 12, 0.05)]
+    momentum = None if randint(gen, 0, 2) == 0 else round(float(uniform(gen, (), 0.02, 0.3)), 3)
+    tiny = round(float(uniform(gen, (), 1e-4, 1e-3)), 6)
+    return cases + [case(randint(gen, 2, 9), randint(gen, 1, 60), momentum, counter=randint(gen, 0, 5)),
+                    case(randint(gen, 2, 9), randint(gen, 2000, 10 ** 5), tiny)]
+
+
 @check
-def check_batchnorm_forward(batchnorm_forward, grading_seed: int | None = None) -> None:
+def check_batchnorm_forward(batchnorm_forward, eval_scale, grading_seed: int | None = None) -> None:
     """Part D.1: batchnorm_forward(x, gamma, beta, running_mean, running_var, training, momentum, eps,
     num_batches_tracked=None), against PyTorch's nn.BatchNorm1d (the oracle, :func:`bn_oracle`) on sequences of calls
     sharing one layer's state. Training mode normalises with the batch's mean and biased variance, adds 1 to the
@@ -586,8 +718,25 @@ def check_batchnorm_forward(batchnorm_forward, grading_seed: int | None = None) 
     and the counter updated in place in training (storage compared) and untouched at evaluation and on a refusal
     (values, storage and version); x, gamma, beta unchanged; no torch batch normalisation
     (:data:`LIBRARY_NORMALISATIONS`).
+
+    Then the prediction eval_scale(n, batch_var, running_var, steps, momentum, eps, counter): the evaluation output
+    over the training output of a one-feature layer trained ``steps`` times on one batch (:class:`ScaleCase`), to
+    rtol 1e-6 of the closed form :func:`scale_after`, itself held to nn.BatchNorm1d run so (:func:`measured_scale`)
+    wherever the steps are few enough to run. Domain: n >= 2, batch_var > 0, running_var > 0, steps >= 0 (up to
+    millions), momentum in [0, 1) or None, eps > 0, counter >= 0. Corners at every seed: no call yet (momentum
+    None from a counter at 0: the average of no batch); a batch of 2 after 30 calls and after 80 at momentum 0.5
+    (settled: r = sqrt((N − 1)/N) up to eps, the evaluation output shrinks); momentum=None from a counter at 0 and
+    resumed at 4 for 4 calls; momentum 0; a large eps; a million calls at momentum 1e-6 (no layer can be run so many
+    times: the closed form). No torch batch normalisation inside.
     """
     __tracebackhide__ = True
     for case in _bn_forward_cases(grading_seed):
         with trial():
             _run_bn_forward(batchnorm_forward, case)
+    for scale_case in _eval_scale_cases(grading_seed):
+        with trial():
+            if scale_case.steps <= MEASURED_STEPS:
+                measured = measured_scale(scale_case)[0]
+                if abs(measured - scale_after(scale_case)) > 1e-9 * abs(measured):
+                    raise CourseBug(f"the closed form and nn.BatchNorm1d disagree on {scale_case}.")
+            _run_eval_scale(eval_scale, scale_case)

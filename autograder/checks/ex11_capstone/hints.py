@@ -89,22 +89,29 @@ hint = HintBook({
         "$t$, what share of the running value must this batch have for it to be the plain average over $t$ "
         "batches, and what then becomes of the initial values when the counter starts at 0? Whose tensor is the "
         "counter, and does your change to it reach the caller? When a batch of one is refused in training mode, "
-        "what may have changed by then?",
+        "what may have changed by then? And for eval_scale: once the same batch has been trained on again and again, "
+        "which variance divides its output in training mode, which one at evaluation, and are they the same number?",
         "A smaller case, one feature: gamma [1], beta [0], momentum=None, a counter at 0, running mean [0] and "
         "running variance [1]. Batch [[1], [3]] and then batch [[2], [4], [9]]. After the first, the counter holds 1 "
         "and the running statistics are 2 and 2: the initial 0 and 1 are gone. After the second, the counter holds "
         "2 and the statistics are 3.5 and 7.5, the average of the two batches' means and of their unbiased "
         "variances; the five numbers together have mean 3.8 and variance 9.7, which is not what the layer keeps. "
         "Resumed from a counter at 3 with running statistics 2 and 2, the second batch alone leaves 4, 2.75 and "
-        "4.75.",
+        "4.75. For eval_scale, a case smaller than the test's: n = 3, batch_var 2, running_var 1, momentum 0.5. "
+        "After 0, 1 and 2 calls the running variance is 1, 2 and 2.5, and r is 1.41421, 1.00000 and 0.894428; "
+        "after a million calls it is 3 and r is 0.816497.",
         "Write the average of $t$ numbers in terms of the average of the first $t - 1$ and the $t$-th, on paper, "
         "for $t = 2$ and $t = 3$: compare its shape with the exponential update you already have, and read off "
         "what the counter must supply. Then run your function beside nn.BatchNorm1d(D, momentum=None) from the same "
         "state, on batches of 2, 7 and 3, and again from a counter you set above 0 (set the oracle's buffers to "
         "match), comparing the output and all three buffers after every call. For the batch of one, print the "
         "oracle's counter before and after it refuses, and decide where in your function the refusal must come so "
-        "that none of your tensors moves."),
-        checks=("check_batchnorm_forward",), cells=("batchnorm_forward",)),
+        "that none of your tensors moves. For eval_scale, write the running variance after one, two and three calls "
+        "as a mix of its start and of what each call brings in, and look for the pattern in the start's share; with "
+        "momentum=None count batches instead: how many does the average cover, and how many of them are this "
+        "batch? Check your closed form against your own layer at a few dozen calls before you trust it at a "
+        "million."),
+        checks=("check_batchnorm_forward",), cells=("batchnorm_forward", "eval_scale")),
     "D2": PartHints(texts=(
         "$x$ reaches the output three ways: directly through $x - \\mu$, through $\\mu$ and through $\\sigma^2$. "
         "What does each route add to $dx$, and over which axis do $d\\gamma$ and $d\\beta$ sum?",

@@ -159,6 +159,20 @@ BIASED_RUNNING_VAR = Misconception(
     "running variance updated with the biased variance",
     "The running variance estimates the variance of the whole data set, so PyTorch updates it with the unbiased "
     "batch variance (divided by N − 1), while training-mode normalisation uses the biased one (divided by N).")
+SCALE_INVERTED = Misconception(
+    "evaluation's scale the other way round",
+    "Evaluation divides x − μ by sqrt(running_var + ε) where training divided it by sqrt(σ² + ε), σ² the batch's "
+    "biased variance: the ratio of the evaluation output to the training output is the second over the first, so "
+    "it is below 1 when the running variance is the larger.",
+    question="Which standard deviation divides the evaluation output, which one the training output, and which of "
+             "the two is larger here?")
+RUNNING_TAKEN_AS_SETTLED = Misconception(
+    "running variance taken as settled",
+    "After a finite number of training calls the running variance still holds a share of its starting value: "
+    "(1 − m)^k of it after k calls with momentum m, and c/(c + k) of it with momentum=None from a counter at c. "
+    "It reaches the unbiased batch variance only in the limit (at once only with momentum=None from a counter "
+    "at 0).",
+    question="After k calls, what share of the starting running_var is still in it, for your momentum and counter?")
 RUNNING_UPDATED_AT_EVAL = Misconception(
     "running statistics updated at evaluation",
     "training=False must change nothing: evaluating a model (on a test set, or on a single example) must not move "
