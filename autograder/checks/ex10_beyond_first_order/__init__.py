@@ -1,20 +1,22 @@
-"""Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product by double backward for
-a function of several tensors (:mod:`.hvp`), the Gauss-Newton product Jᵀ H_ℓ J v of a network and a loss
-(:mod:`.gauss_newton`, which holds Part A.1's check) and the largest eigenvalue of the Hessian at a saddle
-(:mod:`.sharpness`); Hutchinson's estimate of the Hessian's diagonal, every H·z in one batched pass, and the number of
-probes a given accuracy needs (:mod:`.hutchinson`), and the fewest probes that make it exact for a banded Hessian
-(:mod:`.probing`); the WGAN-GP gradient penalty at interpolates, for critics that mix their batch too
-(:mod:`.penalty`); the DP-SGD step for a model with frozen parameters and running statistics, never holding the
-examples' gradients (:mod:`.clipping`); activation checkpointing of the fewest blocks a memory budget allows
-(:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book (:data:`hint`) is here.
+"""Checks for exercise 10, beyond first order, one module per part: a Hessian-vector product for a function of
+several tensors that stays differentiable with respect to those that require grad (:mod:`.hvp`), the Gauss-Newton
+product Jᵀ H_ℓ J v of a network and a loss (:mod:`.gauss_newton`, which holds Part A.1's check) and the largest
+eigenvalue of the Hessian at a saddle (:mod:`.sharpness`); Hutchinson's estimate of the Hessian's diagonal, every H·z
+in one batched pass, and the number of probes a given accuracy needs (:mod:`.hutchinson`), and the fewest probes that
+make it exact for a banded Hessian (:mod:`.probing`); the WGAN-GP gradient penalty at interpolates, for critics that
+mix their batch too (:mod:`.penalty`); the DP-SGD step for a model with frozen parameters and running statistics,
+never holding the examples' gradients (:mod:`.clipping`); activation checkpointing of the fewest blocks a memory
+budget allows (:mod:`.checkpoint`); :mod:`.misconceptions` holds every mistake they name; the hint book
+(:data:`hint`) is here.
 
 Every check first runs its corner cases (the edges of the domain its docstring states), the same at every seed, then
-the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), the
-full Jacobian and the loss's Hessian with finite differences of the network and of the loss's gradient (A.1's
-gnvp), the Hessian's eigenvalues (A.2), the means of the probes' products (B.1), the exact expected error and a
-measurement of drawn probes (B.2), a loop of per-example backward passes (Part D), central differences of the
-penalty, each example's gradient taken with the others held fixed (Part C), a plain forward from the same random
-state and the check's own measurement of each block's saved bytes (Part E).
+the cases it draws. Oracles: the full Hessian by autograd and finite differences of gradients (Parts A, B.1), and for
+hvp's graph f's third derivatives by autograd and by central differences of H·v; the full Jacobian and the loss's
+Hessian with finite differences of the network and of the loss's gradient (A.1's gnvp), the Hessian's eigenvalues
+(A.2), the means of the probes' products (B.1), the exact expected error and a measurement of drawn probes (B.2), a
+loop of per-example backward passes (Part D), central differences of the penalty, each example's gradient taken with
+the others held fixed (Part C), a plain forward from the same random state and the check's own measurement of each
+block's saved bytes (Part E).
 """
 
 from ...hints import HintBook, PartHints
@@ -33,17 +35,21 @@ __all__ = ["check_budgeted_forward", "check_clipped_mean_gradient", "check_exact
 #: For each part a question, then a check value or a smaller case, then the approach in words.
 hint = HintBook({
     "A": PartHints(texts=(
-        r"For hvp: with one tensor, $Hv$ is the gradient of one scalar, $\langle \nabla f(x), v\rangle$. With $m$ "
-        r"tensors and $m$ directions, which single scalar has every entry of $Hv$ as its gradient, cross terms "
-        r"included? For gnvp: $Gv$ is three products in a row, $Jv$, then $H_\ell$ times it, then $J^\top$ times "
-        "that. Which of them does one reverse pass give you as it is, and which is a forward-mode product that "
-        "torch.autograd, without torch.func, must give you some other way? For A.2: for "
+        r"For hvp: which single scalar has every entry of $Hv$ as its gradient, cross terms included? And when a "
+        r"tensor of xs (or of vs) arrives requiring grad, a penalty made of your $Hv$ is differentiated with respect "
+        "to that very tensor: is there a path in the graph from your result back to it, or does it stop somewhere "
+        r"on the way, and where? For gnvp: $Gv$ is three products in a row, $Jv$, then $H_\ell$ times it, then "
+        r"$J^\top$ times that. Which of them does one reverse pass give you as it is, and which is a forward-mode "
+        "product that torch.autograd, without torch.func, must give you some other way? For A.2: for "
         r"$H = \mathrm{diag}(1.5, -4)$, which eigenvalue does multiplying by $H$ again and again single out, and "
         "what could you change about the matrix you multiply by, keeping its eigenvectors, so that 1.5 wins "
         "instead?",
         r"hvp: the try-it cell's $f(a, s) = s \sum a^2$ gives $(Hv)_a = (8, 4)$ and $(Hv)_s = 2$. Then run your "
         r"function on $f(u, w) = \sum u^4/4 + 2\sum w$ (linear in $w$) and on $f(u, W) = 3\sum u - \sum W$ (linear "
-        "in both): what does autograd say in each, and what does the mathematics say the answer is there? A.2: the "
+        "in both): what does autograd say in each, and what does the mathematics say the answer is there? For the "
+        r"graph, a smaller case: f(a) = sum(a**3)/3 at a = (1, −2), an nn.Parameter, with v = (1, 3): $Hv$ = (2, −12), "
+        r"and the penalty $v^\top H v$ = −34 has the gradient (2, 18) with respect to a. Does yours, and does the same "
+        "call still come back without a graph when a is a plain tensor? A.2: the "
         "try-it saddle has λmax = −1 + √6 ≈ 1.449490, while the eigenvalue of largest size is −1 − √6 ≈ −3.449490 "
         "(what the lesson's loop returns there). f(a, b) = 1.5 (a − b)**2 − (a + b)**2 has 6 along (1, −1) and −4 "
         "along (1, 1): does your start ever see the 6? For 3 sum(u) − sum(W) the answer is 0: what does your "
@@ -54,8 +60,12 @@ hint = HintBook({
         "hvp in words: where the gradient does not depend on a tensor, autograd has nothing to differentiate: the "
         "docstring of torch.autograd.grad has two arguments about inputs that were not used, and whether the scalar "
         "you differentiate requires grad tells you, before the second call, if there is anything to differentiate "
-        "at all. gnvp: the last two products are the easy ones (the loss's curvature in the direction Jv is an hvp "
-        "in z; a transposed product is what any reverse pass with chosen output gradients computes). For Jv: a "
+        "at all. For the graph: a copy you detach, or a leaf you make yourself, is where a later derivative stops, "
+        "while a tensor that already requires grad can be differentiated with respect to directly, wherever it sits "
+        "in a graph (a result from the middle of one included). And your result keeps a record only of the passes "
+        "that were told to record: which of yours must, and on what condition? gnvp: the last two products are the "
+        "easy ones (the loss's curvature in the direction Jv is an hvp in z; a transposed product is what any "
+        "reverse pass with chosen output gradients computes). For Jv: a "
         "reverse pass turns an output gradient u of your choice into Jᵀu. As a function of u, what kind of "
         "function is that, and what could differentiating it once more give you? torch.autograd's documentation "
         "of forward mode is another way in. Count your passes against the 5 allowed. A.2, traced: H = "

@@ -216,19 +216,26 @@ def _run_gnvp(gnvp, case: GNCase) -> None:
 
 @check
 def check_hvp(hvp, gnvp, grading_seed: int | None = None) -> None:
-    """Part A.1: hvp(f, xs, vs) = H·v for a scalar function f of several tensors, by double backward, split like xs;
-    then gnvp(net, loss, xs, vs) = Jᵀ H_ℓ J v, the Gauss-Newton matrix of loss(net(xs)) times v, split like xs.
+    """Part A.1: hvp(f, xs, vs) = H·v for a scalar function f of several tensors, split like xs, differentiable with
+    respect to the tensors of xs that require grad; then gnvp(net, loss, xs, vs) = Jᵀ H_ℓ J v, the Gauss-Newton
+    matrix of loss(net(xs)) times v, split like xs.
 
-    hvp's domain: ``f`` a smooth scalar function of m >= 1 float64 tensors (any shapes: vectors, matrices, a 0-d
-    scalar; any signs, zero included), possibly linear in some or all of them; ``xs`` a list of those tensors
-    (requires_grad False); ``vs`` a list of float64 tensors shaped like xs (zero included). Corners at every seed: one
-    tensor of one element, a matrix with a vector, a 0-d scalar, x = 0, v = 0, a bilinear f (only cross terms), an f
-    linear in one tensor (a zero entry), an f linear in all (all zeros), an f that ignores one tensor (a zero entry).
+    hvp's domain: ``f`` a smooth scalar function of m >= 1 float64 tensors (any shapes: vectors, matrices, a 0-d scalar;
+    any signs, zero included), possibly linear in some or all of them; ``xs`` a list of those tensors, each frozen
+    (requires_grad False) or requiring grad (an nn.Parameter, or a non-leaf with a graph behind it); ``vs`` a list of
+    float64 tensors shaped like xs (zero included), frozen or requiring grad in the same two ways. Corners at every
+    seed: one tensor of one element, a matrix with a vector, a 0-d scalar, x = 0, v = 0, a bilinear f (only cross
+    terms), an f linear in one tensor (a zero entry), an f linear in all (all zeros), an f that ignores one tensor (a
+    zero entry); then, with tensors requiring grad: a parameter beside a frozen input, two non-leaves, a tensor f is
+    linear in, a non-leaf beside a frozen matrix f ignores, f linear in two parameters, one tensor alone; directions
+    requiring grad beside a parameter, with every tensor of xs frozen (twice), and for an f linear in frozen tensors.
     Contract (the part's text): at most two reverse passes (the full Hessian is named when the count shows it); f
-    evaluated at xs only; no torch.func (forward-over-reverse with torch.autograd.forward_ad allowed); xs and vs
-    unchanged; a list (or tuple) of m float64 tensors shaped like xs,
-    without a graph; zeros, not None, where f's gradient does not depend on a tensor; entry i is Σ_j H_ij v_j (cross
-    terms included).
+    evaluated at xs only; no torch.func (forward-over-reverse with torch.autograd.forward_ad allowed when its result
+    meets the contract); xs and vs unchanged (values, requires_grad, .grad, grad_fn); a list (or tuple) of m float64
+    tensors shaped like xs; zeros, not None, where f's gradient does not depend on a tensor; entry i is Σ_j H_ij v_j
+    (cross terms included); no graph when no tensor of xs or vs requires grad, and otherwise the derivative of Σ_i ⟨c_i,
+    (Hv)_i⟩ with respect to each tensor of xs that requires grad is f's third derivative D³f[v, c, ·] (autograd three
+    times over, and central differences of H·v), and with respect to each tensor of vs that requires grad H c.
 
     gnvp's domain: ``net`` a smooth function of m >= 1 float64 tensors (vectors, matrices, a 0-d scalar) returning a
     tensor z of any shape (a batch of outputs), possibly linear in its tensors or ignoring one; ``loss`` a smooth
@@ -241,9 +248,9 @@ def check_hvp(hvp, gnvp, grading_seed: int | None = None) -> None:
     allowed); xs and vs unchanged; a list (or tuple) of m float64 tensors shaped like xs without a graph.
     """
     __tracebackhide__ = True
-    for name, xs, vs in _hvp_cases(grading_seed):
+    for name, xs, vs, trained, directions in _hvp_cases(grading_seed):
         with trial():
-            _run_hvp(hvp, name, xs, vs)
+            _run_hvp(hvp, name, xs, vs, trained, directions)
     for case in gn_cases(grading_seed):
         with trial():
             _run_gnvp(gnvp, case)

@@ -75,6 +75,30 @@ OWN_BLOCKS_ONLY = Misconception(
     "one scalar Σ_j ⟨∇_j f, v_j⟩ with respect to every tensor at once.",
     question='Entry i of H·v sums over which tensors j: only x_i itself, or all of them?'
 )
+OUTER_NO_GRAPH = Misconception(
+    "H·v without a graph where the caller's tensors require grad",
+    "A curvature penalty (λ vᵀHv, ‖Hv‖²) or a meta-learning step differentiates H·v once more, with respect to the "
+    "tensors it was taken at (third derivatives of f), and with respect to a direction that depends on them. Without "
+    "a record of the second pass H·v is a constant to autograd and the penalty never trains: when a tensor of xs or "
+    "vs requires grad, the second torch.autograd.grad call needs create_graph=True too.",
+    question="The test differentiates the sum of c_i · (Hv)_i with respect to the tensors of xs and vs that require "
+    "grad: does the H·v you returned have anything for that derivative to go through, and which of your passes "
+    "recorded its work?")
+OUTER_COPIES = Misconception(
+    "H·v taken at detached copies of tensors that require grad",
+    "x.detach() starts a new graph: a derivative of H·v then stops at the copy and never reaches the caller's x (or "
+    "v), although the result has a grad_fn. Differentiate with respect to the caller's own tensors where they "
+    "require grad (autograd.grad accepts a tensor from the middle of a graph as an input), use the directions as "
+    "they come, and make leaves of your own for the frozen tensors only.",
+    question="Your H·v has a graph, but where does it lead: to the caller's tensors, or to copies that nobody else "
+    "holds?")
+LEAKED_GRAPH = Misconception(
+    "a graph on H·v although no tensor of xs or vs requires grad",
+    "When nothing the caller holds requires grad, nobody can differentiate the result with respect to anything: a "
+    "graph on it only keeps your copies and the first gradient's graph alive as long as the result lives. Record "
+    "the second pass only when a tensor of xs or vs requires grad.",
+    question="When no tensor of xs or vs requires grad, who could ever differentiate your result, and what does the "
+    "graph you returned keep alive meanwhile?")
 GRAPH_FREED = Misconception(
     "reused the first gradient after its graph was freed (retain_graph forgotten)",
     "One gradient g with a graph serves every probe, but each backward pass through ⟨g, z⟩ frees that graph unless "
