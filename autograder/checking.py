@@ -309,8 +309,12 @@ def check(function: Callable) -> Callable:
         try:
             function(*args, **kwargs)
         except GradingFailure as failure:  # raised outside a trial: the check stops here
-            trials.failures.append(_unwritten(failure) or failure)
-            trials.count += 1
+            unwritten = _unwritten(failure)
+            if unwritten is None or not trials.failures:
+                trials.failures.append(_with_cases_passed(unwritten, trials) if unwritten else failure)
+                trials.count += 1
+            # else: a function of the part is not written, but an earlier case already failed on one that is
+            # (a wrong answer says more than "not written", and the score is the same)
         finally:
             _TRIALS.reset(token)
         verdict = trials.verdict()
@@ -354,6 +358,16 @@ def trial():
         if unwritten is not None:
             raise unwritten from None
         trials.failures.append(failure)
+
+
+def _with_cases_passed(unwritten: NotWritten, trials: _Trials) -> NotWritten:
+    """"Not written yet", saying how many of the check's cases passed before it (a part of several functions: the
+    ones written are confirmed before the next is started)."""
+    passed = trials.count - 1 - len(trials.failures) if trials.count else 0
+    if passed <= 0:
+        return unwritten
+    return NotWritten(f"{unwritten.message}\n  (The {passed} case{'s' if passed != 1 else ''} this test tried before "
+                      f"it passed.)")
 
 
 def _unwritten(failure: BaseException) -> NotWritten | None:

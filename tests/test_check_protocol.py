@@ -90,6 +90,32 @@ def test_an_unwritten_part_reads_as_unwritten_whatever_the_check_does_with_it(in
     assert not isinstance(failure.value, NotWritten) and "(a diagnosis)" in str(failure.value)
 
 
+@check
+def _check_two_functions(first, second) -> None:
+    """A part of two functions, checked one after the other (as exercise 10's hvp, then gnvp)."""
+    for value in (1.0, 1.0):
+        with trial():
+            expect_close(call_learner(first, what="first()"), value, what="first()")
+    with trial():
+        call_learner(second, what="second()")
+
+
+def _unwritten():
+    raise NotImplementedError
+
+
+def test_a_later_function_not_written_says_the_earlier_passed_and_never_hides_their_failure():
+    with pytest.raises(NotWritten) as failure:
+        _check_two_functions(lambda: 1.0, _unwritten)
+    assert "The 2 cases this test tried before it passed." in str(failure.value)
+    with pytest.raises(GradingFailure) as failure:  # the first function is wrong: that is what the learner reads
+        _check_two_functions(lambda: 2.0, _unwritten)
+    assert not isinstance(failure.value, NotWritten) and "first() is wrong" in str(failure.value)
+    with pytest.raises(NotWritten) as failure:  # nothing passed before: no count
+        _check_two_functions(_unwritten, _unwritten)
+    assert "before it passed" not in str(failure.value)
+
+
 def test_a_passing_check_says_what_passed(capsys):
     _check_cases([1.0, 1.0])
     assert capsys.readouterr().out.startswith("✓ _check_cases: the visible tests pass (2 cases).")

@@ -356,8 +356,7 @@ def _run_hvp(hvp, name: str, xs: list[Tensor], vs: list[Tensor], trained: Traine
             if OWN_BLOCKS_ONLY in failure.suspects:
                 raise GradingFailure(f"{passes}\n{failure.message}", suspects=(OWN_BLOCKS_ONLY,)) from None
             raise GradingFailure(passes) from None
-        raise GradingFailure(passes + (" The values are right. Three is what torch.autograd.functional.hvp runs: "
-                                       "what does its documentation say about its cost next to vhp's, and why?"
+        raise GradingFailure(passes + (" The values are right. Of your three passes, which one does H·v not need?"
                                        if runs == 3 else " The values are right."))
     entries = _compare_hvp(answer, f_true, xs, vs, names, constant, what, graph)
     if graph:

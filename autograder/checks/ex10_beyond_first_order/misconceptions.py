@@ -27,13 +27,13 @@ FULL_HESSIAN = Misconception(
     question='How many backward passes did your function run, and how many does one product H·v need?'
 )
 FINITE_DIFFERENCES = Misconception(
-    "finite differences of gradients where the part asks for double backward",
+    "finite differences of gradients where the part asks for autograd's exact products",
     "(∇f(x + εv) − ∇f(x − εv)) / 2ε is the check, not the method: it carries an O(ε²) error and evaluates f away "
     "from x. Differentiate the first gradient with autograd instead (create_graph=True).",
     question='Where did your function evaluate f, and is a difference quotient the method or the check?'
 )
 TORCH_FUNC_HVP = Misconception(
-    "used torch.func where the part asks for double backward",
+    "used torch.func where the part asks for torch.autograd's own passes",
     "Parts A and B are about torch.autograd.grad with create_graph=True: "
     "compute the gradient with a graph, then differentiate its product with a vector.",
     question='Which machinery does this part ask for: torch.func, or a gradient of a gradient with torch.autograd?'
