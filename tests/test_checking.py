@@ -128,3 +128,29 @@ def test_a_relative_error_against_zero_is_not_a_number_in_the_hundreds_of_digits
         expect_close(torch.tensor([1.0, 0.5], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64),
                      what="g(x)")
     assert "rel undefined (the expected value is 0)" in str(failure.value) and "e+" not in str(failure.value)
+
+
+def test_a_time_limit_stops_a_loop_and_keeps_the_cells_own_timer():
+    import signal
+    import time
+
+    from autograder.time_limit import OutOfTime, time_limit
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append("cell timeout"))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 2.0)  # the grader's cell timeout, running
+        started = time.monotonic()
+        with pytest.raises(OutOfTime), time_limit(0.2):
+            while True:
+                pass
+        assert time.monotonic() - started < 1.0
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 1.0 < remaining < 1.9 and signal.getsignal(signal.SIGALRM) is not None and not fired
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # a cell timeout due before the limit fires as it would have
+        with time_limit(5.0):
+            time.sleep(0.3)
+        assert fired == ["cell timeout"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

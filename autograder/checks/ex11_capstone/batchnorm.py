@@ -12,7 +12,7 @@ catalogued mistake of D.2 is a row of :data:`BACKWARD_MISTAKES` (what it gets wr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,7 @@ from ...misconceptions import armed
 from ...oracles import autograd_gradient, central_difference
 from ...routes import watch_calls
 from ...seeding import uniform
+from ...time_limit import OutOfTime, time_limit
 from ..cases import case_stream, randint
 from .misconceptions import (
     BATCH_AT_EVAL,
@@ -60,6 +61,7 @@ from .misconceptions import (
     RUNNING_TAKEN_AS_SETTLED,
     RUNNING_UPDATED_AT_EVAL,
     SCALE_INVERTED,
+    SCALE_STEPPED,
     STATS_AS_CONSTANTS,
     UNBIASED_NORMALISATION,
     VARIANCE_AS_CONSTANT,
@@ -322,6 +324,16 @@ def _moved(tensors: dict[str, Tensor], before: dict[str, tuple]) -> list[str]:
             or t._version != before[name][2]]
 
 
+def _eval_writes(tensors: dict[str, Tensor], before: dict[str, tuple], moved: list[str]) -> str:
+    """What an evaluation call did to the layer's tensors: changed their values, or wrote the same ones."""
+    return "; ".join(
+        f"{name} changed in evaluation mode ({fmt(before[name][0])} -> {fmt(t)})"
+        if t.shape != before[name][0].shape or not torch.equal(t, before[name][0]) else
+        f"{name} was written in evaluation mode, with the same values: " + ("it got new memory" if t.untyped_storage(
+        ).data_ptr() != before[name][1] else f"in place, its _version went from {before[name][2]} to {t._version}")
+        for name, t in tensors.items() if name in moved)
+
+
 def _expect_refusal(batchnorm_forward, args: tuple, kwargs: dict, tensors: dict[str, Tensor], what: str,
                     extra: str) -> None:
     """A batch of one in training mode: ValueError, raised before anything changed."""
@@ -470,7 +482,7 @@ def _run_bn_call(batchnorm_forward, case: ForwardCase, k: int, tensors: dict[str
     moved = _moved(tensors, before)
     if not training:
         if moved:
-            raise _proven(f"{what}: {' and '.join(moved)} changed in evaluation mode.", RUNNING_UPDATED_AT_EVAL)
+            raise _proven(f"{what}: {_eval_writes(tensors, before, moved)}.", RUNNING_UPDATED_AT_EVAL)
         return
     replaced = [name for name, t in tensors.items() if t.untyped_storage().data_ptr() != before[name][1]]
     if replaced:
@@ -629,19 +641,31 @@ def measured_scale(case: ScaleCase) -> tuple[float, float]:
 
 #: Beyond this many training calls the test does not run the oracle (a case that needs the closed form).
 MEASURED_STEPS = 500
+#: Seconds one call of eval_scale may take: a closed form needs microseconds; a loop over 10^12 calls never ends.
+SCALE_BUDGET = 0.5
+
+
+def _scale_text(case: ScaleCase) -> str:
+    momentum = "None" if case.momentum is None else repr(case.momentum)
+    return (f"eval_scale(n={case.n}, batch_var={case.batch_var!r}, running_var={case.running_var!r}, "
+            f"steps={case.steps!r}, momentum={momentum}, eps={case.eps!r}, counter={case.counter}){case.note}")
 
 
 def _run_eval_scale(eval_scale, case: ScaleCase) -> None:
     __tracebackhide__ = True
-    momentum = "None" if case.momentum is None else f"{case.momentum:g}"
-    what = (f"eval_scale(n={case.n}, batch_var={case.batch_var:.6g}, running_var={case.running_var:.6g}, "
-            f"steps={case.steps}, momentum={momentum}, eps={case.eps:g}, counter={case.counter}){case.note}")
-    with watch_calls(LIBRARY_NORMALISATIONS) as library:
-        answer = call_learner(eval_scale, *case.args(), what=what)
+    what = _scale_text(case)
+    try:
+        with time_limit(SCALE_BUDGET), watch_calls(LIBRARY_NORMALISATIONS) as library:
+            answer = call_learner(eval_scale, *case.args(), what=what)
+    except OutOfTime as out:
+        out.failure = _proven(f"{what} was still running after {SCALE_BUDGET:g} s, so the test stopped it (and this "
+                              f"test's other cases). A loop over {case.steps:,} training calls cannot finish.",
+                              SCALE_STEPPED)
+        raise out from None
     if library.used:
         raise GradingFailure(f"{what} ran torch's batch normalisation. The part asks for a prediction: the number "
                              "from the case's arguments, without running a layer (the test's cases include "
-                             "millions of calls).")
+                             "10^12 calls).")
     got = as_answer(answer, what=what, shape=())
     expected = scale_after(case)
     if bool(torch.isfinite(got)) and abs(float(got) - expected) <= 1e-6 * abs(expected) + 1e-9:
@@ -651,18 +675,27 @@ def _run_eval_scale(eval_scale, case: ScaleCase) -> None:
     matched = tuple(dict.fromkeys(s.misconception for s in armed(symptoms, torch.tensor(expected, dtype=torch.float64),
                                                                     rtol=1e-6, atol=1e-9) if s.matches(got)))
     counter = f" and num_batches_tracked {case.counter}" if case.momentum is None else ""
-    lines = [f"{what} returned {fmt(got)}, which does not match nn.BatchNorm1d.",
-             f"  the case:           one feature; running_var {case.running_var:.6g}{counter}, running_mean already "
+    lines = [f"{what} returned {float(got)!r}, which does not match nn.BatchNorm1d.",
+             f"  the case:           one feature; running_var {case.running_var!r}{counter}, running_mean already "
              f"the batch's mean; {case.steps} training calls on one batch of {case.n} whose variance (divided by N) "
-             f"is {case.batch_var:.6g}; then evaluation of that batch"]
+             f"is {case.batch_var!r}; then evaluation of that batch"]
+    if bool(torch.isfinite(got)):
+        lines.append(f"  relative gap:       |yours − nn.BatchNorm1d's| / nn.BatchNorm1d's = "
+                     f"{abs(float(got) - expected) / abs(expected):.2e} (the test allows 1e-06)")
     if case.steps <= MEASURED_STEPS:
         lines.append(f"  measured:           nn.BatchNorm1d run so (float64) holds running_var "
-                     f"{measured_scale(case)[1]:.8g} when it evaluates")
+                     f"{measured_scale(case)[1]!r} when it evaluates")
     else:
         lines.append(f"  measured:           not here: {case.steps} calls are too many to run. Set your formula "
                      "beside nn.BatchNorm1d at a few hundred calls with the same momentum")
-    lines.append("  What share of the starting running_var is left after these calls, what replaces the rest, and "
-                 "which variance divides the output in each mode?")
+    without_eps = scale_after(replace(case, eps=0.0))
+    if (not matched and bool(torch.isfinite(got)) and abs(float(got) - without_eps) <= 1e-9 * without_eps
+            and abs(without_eps - expected) > 1e-6 * abs(expected)):
+        lines.append(f"  Your r equals, to 1e-9, what the same calls give with eps = 0 (this case's eps is "
+                     f"{case.eps!r}). Was eps left out?")
+    elif not matched:  # a named mistake brings its own question
+        lines.append("  What share of the starting running_var is left after these calls, what replaces the rest, "
+                     "and which variance divides the output in each mode?")
     raise GradingFailure("\n".join(lines), suspects=matched)
 
 
@@ -676,7 +709,10 @@ def _eval_scale_cases(grading_seed: int | None) -> list[ScaleCase]:
             uniform(gen, (), 0.2, 0.6))
         return ScaleCase(n, batch_var, round(batch_var * factor, 4), steps, momentum, eps, counter, note)
 
-    cases = [case(4, 0, None, note=", no training call yet (momentum=None, a counter at 0)"),
+    # first: 10^12 calls, which only a closed form answers in time (a loop is stopped, and the check with it)
+    cases = [case(3, 10 ** 12, 0.01, note=", 10^12 calls at momentum 0.01"),
+             case(4, 10 ** 12, None, counter=7, note=", 10^12 calls with momentum=None from a counter at 7"),
+             case(4, 0, None, note=", no training call yet (momentum=None, a counter at 0)"),
              case(2, 30, 0.1, note=", a batch of 2"),
              case(2, 80, 0.5, note=", settled: what the layer keeps for good"),
              case(5, 3, None, note=", momentum=None from a counter at 0"),
@@ -695,48 +731,42 @@ def _eval_scale_cases(grading_seed: int | None) -> list[ScaleCase]:
 @check
 def check_batchnorm_forward(batchnorm_forward, eval_scale, grading_seed: int | None = None) -> None:
     """Part D.1: batchnorm_forward(x, gamma, beta, running_mean, running_var, training, momentum, eps,
-    num_batches_tracked=None), against PyTorch's nn.BatchNorm1d (the oracle, :func:`bn_oracle`) on sequences of calls
-    sharing one layer's state. Training mode normalises with the batch's mean and biased variance, adds 1 to the
-    caller's num_batches_tracked (when given, whatever the momentum) and updates the running statistics in place with
-    the unbiased variance: (1 − momentum)·running + momentum·batch, or with momentum=None the cumulative average of
-    every batch counted (the t-th batch weighs 1/t). A batch of one in training mode raises ValueError before
-    changing anything (nn.BatchNorm1d counts it first: the one place the oracle is not followed). Evaluation
-    normalises with the running statistics and changes nothing. By hand: no torch batch_norm.
+    num_batches_tracked=None) against nn.BatchNorm1d (:func:`bn_oracle`) on sequences of calls sharing one layer's
+    state: training normalises with the batch's mean and biased variance, adds 1 to the counter (whatever the
+    momentum) and updates the running statistics in place with the unbiased variance, exponentially or (None) as the
+    cumulative average (the t-th batch weighs 1/t); a batch of one in training raises ValueError before changing
+    anything (nn.BatchNorm1d counts it first: the one place the oracle is not followed); evaluation uses the running
+    statistics and changes nothing. Domain: x float64 (N, D), N >= 1, any offset, requiring grad or not; gamma of
+    both signs; running_var > 0; momentum in [0, 1) or None (then a counter is passed); eps > 0; the counter a 0-d
+    integer tensor >= 0 or not passed. Corners at every seed: Part F's call (no counter) with running statistics far
+    from the batch's, evaluation on 4 and on one; a constant feature and a large eps; momentum=None on batches of 2,
+    7, 3 from 0, evaluation on one, a refused batch of one, then 4; None resumed from 5 (eps 0.1); momentum 0 twice
+    (frozen statistics, the counter counting), once on x = X @ W with W requiring grad. Contracts: a plain (N, D)
+    tensor, in x's graph when x requires grad, its weighted gradient to W equal to the oracle's (rtol 1e-7, the
+    routes through the batch's mean and variance, :func:`_expect_gradient`); the running statistics and the counter
+    never in a graph (proven RUNNING_IN_GRAPH), updated in place in training (storage), untouched at evaluation and
+    on a refusal (values, storage, version); x, gamma, beta unchanged; no torch batch normalisation.
 
-    Domain (the part's text): x float64 (N, D), N >= 1, any offset, requiring grad or not; gamma (D,) of both
-    signs, beta (D,), running_mean (D,), running_var (D,) > 0; momentum in [0, 1) or None (then a counter is
-    passed); eps > 0; num_batches_tracked a 0-d integer tensor >= 0 or not passed.
-    Corners pinned at every seed: Part F's call (no counter, momentum 0.1) with running statistics far from the
-    batch's, evaluation on 4 and on one; a constant feature and a large eps; momentum=None on batches of 2, 7, 3
-    from a counter at 0, evaluation on one, a refused batch of one, then 4; momentum=None resumed from a counter at 5
-    (eps 0.1); momentum 0 (running statistics frozen, the counter still counting: catches a truth test of momentum)
-    twice, once on x = X @ W with W requiring grad.
-    Contracts checked: a plain tensor (N, D), in x's graph when x requires grad, and in training mode on x = X @ W
-    the gradient of a seeded weighting of it with respect to W equal to nn.BatchNorm1d's (float64, rtol 1e-7: the
-    routes through the batch's mean and variance recorded too, :func:`_expect_gradient`); the running statistics and the
-    counter never nodes of a graph (a proven RUNNING_IN_GRAPH: updated where autograd records); the running tensors
-    and the counter updated in place in training (storage compared) and untouched at evaluation and on a refusal
-    (values, storage and version); x, gamma, beta unchanged; no torch batch normalisation
-    (:data:`LIBRARY_NORMALISATIONS`).
-
-    Then the prediction eval_scale(n, batch_var, running_var, steps, momentum, eps, counter): the evaluation output
-    over the training output of a one-feature layer trained ``steps`` times on one batch (:class:`ScaleCase`), to
-    rtol 1e-6 of the closed form :func:`scale_after`, itself held to nn.BatchNorm1d run so (:func:`measured_scale`)
-    wherever the steps are few enough to run. Domain: n >= 2, batch_var > 0, running_var > 0, steps >= 0 (up to
-    millions), momentum in [0, 1) or None, eps > 0, counter >= 0. Corners at every seed: no call yet (momentum
-    None from a counter at 0: the average of no batch); a batch of 2 after 30 calls and after 80 at momentum 0.5
-    (settled: r = sqrt((N − 1)/N) up to eps, the evaluation output shrinks); momentum=None from a counter at 0 and
-    resumed at 4 for 4 calls; momentum 0; a large eps; a million calls at momentum 1e-6 (no layer can be run so many
-    times: the closed form). No torch batch normalisation inside.
+    Then eval_scale(n, batch_var, running_var, steps, momentum, eps, counter) (:class:`ScaleCase`) to rtol 1e-6 of
+    the closed form :func:`scale_after`, itself held to nn.BatchNorm1d (:func:`measured_scale`) where the steps are
+    few enough to run. Domain: n >= 2, variances > 0, steps >= 0 (up to 10^12), momentum in [0, 1) or None, eps > 0,
+    counter >= 0. Corners at every seed, first 10^12 calls at momentum 0.01 and with None from a counter at 7 (each
+    call has :data:`SCALE_BUDGET` s: a loop is stopped, and the check with it, a proven SCALE_STEPPED); no call yet
+    (None from 0); a batch of 2 after 30 calls and after 80 at 0.5 (settled: r = sqrt((N − 1)/N) up to eps); None
+    from 0 and resumed at 4; momentum 0; a large eps; a million calls at 1e-6. The message gives the inputs in full
+    precision and the relative gap, never the expected r, and asks whether eps was left out when the numbers say so.
     """
     __tracebackhide__ = True
     for case in _bn_forward_cases(grading_seed):
         with trial():
             _run_bn_forward(batchnorm_forward, case)
-    for scale_case in _eval_scale_cases(grading_seed):
-        with trial():
-            if scale_case.steps <= MEASURED_STEPS:
-                measured = measured_scale(scale_case)[0]
-                if abs(measured - scale_after(scale_case)) > 1e-9 * abs(measured):
-                    raise CourseBug(f"the closed form and nn.BatchNorm1d disagree on {scale_case}.")
-            _run_eval_scale(eval_scale, scale_case)
+    try:
+        for scale_case in _eval_scale_cases(grading_seed):
+            with trial():
+                if scale_case.steps <= MEASURED_STEPS:
+                    measured = measured_scale(scale_case)[0]
+                    if abs(measured - scale_after(scale_case)) > 1e-9 * abs(measured):
+                        raise CourseBug(f"the closed form and nn.BatchNorm1d disagree on {scale_case}.")
+                _run_eval_scale(eval_scale, scale_case)
+    except OutOfTime as out:  # a learner's loop over 10^12 calls: no later case could finish either
+        raise out.failure from None

@@ -94,8 +94,9 @@ hint = HintBook({
         "A smaller case, one feature: gamma [1], beta [0], momentum=None, a counter at 0, running mean [0] and "
         "running variance [1]. Batch [[1], [3]] and then batch [[2], [4], [9]]. After the first, the counter holds 1 "
         "and the running statistics are 2 and 2: the initial 0 and 1 are gone. After the second, the counter holds "
-        "2 and the statistics are 3.5 and 7.5, the average of the two batches' means and of their unbiased "
-        "variances; the five numbers together have mean 3.8 and variance 9.7, which is not what the layer keeps. "
+        "2 and the statistics are 3.5 and 7.5, the average of the two batches' means and of the variances the "
+        "layer keeps for them; the five numbers together have mean 3.8 and variance 9.7, which is not what the "
+        "layer keeps. "
         "Resumed from a counter at 3 with running statistics 2 and 2, the second batch alone leaves 4, 2.75 and "
         "4.75. For eval_scale, a case smaller than the test's: n = 3, batch_var 2, running_var 1, momentum 0.5. "
         "After 0, 1 and 2 calls the running variance is 1, 2 and 2.5, and r is 1.41421, 1.00000 and 0.894428; "
@@ -109,8 +110,8 @@ hint = HintBook({
         "that none of your tensors moves. For eval_scale, write the running variance after one, two and three calls "
         "as a mix of its start and of what each call brings in, and look for the pattern in the start's share; with "
         "momentum=None count batches instead: how many does the average cover, and how many of them are this "
-        "batch? Check your closed form against your own layer at a few dozen calls before you trust it at a "
-        "million."),
+        "batch? Check your closed form against your own layer at a few dozen calls before you trust it at "
+        "10^12 calls."),
         checks=("check_batchnorm_forward",), cells=("batchnorm_forward", "eval_scale")),
     "D2": PartHints(texts=(
         "$x$ reaches the output three ways: directly through $x - \\mu$, through $\\mu$ and through $\\sigma^2$. "

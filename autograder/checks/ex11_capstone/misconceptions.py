@@ -158,7 +158,9 @@ MOMENTUM_SWAPPED = Misconception(
 BIASED_RUNNING_VAR = Misconception(
     "running variance updated with the biased variance",
     "The running variance estimates the variance of the whole data set, so PyTorch updates it with the unbiased "
-    "batch variance (divided by N − 1), while training-mode normalisation uses the biased one (divided by N).")
+    "batch variance (divided by N − 1), while training-mode normalisation uses the biased one (divided by N).",
+    question="Train nn.BatchNorm1d(1, momentum=None) on one batch of 2: how does its running_var compare with the "
+             "batch's variance divided by N?")
 SCALE_INVERTED = Misconception(
     "evaluation's scale the other way round",
     "Evaluation divides x − μ by sqrt(running_var + ε) where training divided it by sqrt(σ² + ε), σ² the batch's "
@@ -173,6 +175,14 @@ RUNNING_TAKEN_AS_SETTLED = Misconception(
     "It reaches the unbiased batch variance only in the limit (at once only with momentum=None from a counter "
     "at 0).",
     question="After k calls, what share of the starting running_var is still in it, for your momentum and counter?")
+SCALE_STEPPED = Misconception(
+    "eval_scale stepped through the training calls one by one",
+    "A loop that applies the update once per training call costs time in proportion to the number of calls, so it "
+    "cannot answer for 10^12 calls. The running variance after k calls is a mix of its start and of the batch's "
+    "variance that nn.BatchNorm1d keeps, and the start's share has a closed form in k: (1 − m)^k with momentum m, "
+    "c/(c + k) with momentum=None from a counter at c.",
+    question="After k calls, how does the share of the starting running_var depend on k, written without the "
+             "calls in between?")
 RUNNING_UPDATED_AT_EVAL = Misconception(
     "running statistics updated at evaluation",
     "training=False must change nothing: evaluating a model (on a test set, or on a single example) must not move "
