@@ -1,5 +1,5 @@
 """The learner's own code, taken from their saved exercise notebook: lesson 11 trains with the ``attention_backward``
-they wrote in exercise 04 (Part C).
+they wrote in exercise 04 (Part C), and on the scalar ``Value`` engine of exercise 02 (:func:`load_value`).
 
 **Where a learner's copy lives** (the decision; :func:`candidates` lists them in this order):
 
@@ -18,7 +18,9 @@ notebook holding nbgrader's solution markers (an instructor's source) is refused
 
 :func:`load_function` runs the notebook's imports cell and the cell defining the function, in a fresh namespace with
 their printing silenced, then calls the function once on a small case (``trial``): it returns the function, or
-``None`` and the reason (not found, not written yet, raises).
+``None`` and the reason (not found, not written yet, raises). :func:`load_cells` does the same for an object built
+by several answer cells run in order in one namespace (exercise 02's ``Value``: the class, then the cells that add
+its nonlinearities and its ``backward``).
 """
 
 from __future__ import annotations
@@ -115,37 +117,50 @@ def load_function(assignment: str, name: str, trial: Callable[[Callable], object
     why. ``where`` (``roots``, ``home``) overrides the places :func:`candidates` looks."""
     path = find_notebook(assignment, name, **where)
     if path is None:
-        places = ", ".join(str(p) for p in candidates(assignment, **where))
-        return Loaded(None, f"no saved copy of exercise {assignment} was found (looked at {places})", None)
+        return _not_found(assignment, **where)
+    return _build(path, assignment, [name], name, trial)
+
+
+def _not_found(assignment: str, **where) -> Loaded:
+    places = ", ".join(str(p) for p in candidates(assignment, **where))
+    return Loaded(None, f"no saved copy of exercise {assignment} was found (looked at {places})", None)
+
+
+def _build(path: Path, assignment: str, defining: list[str], name: str, trial: Callable | None) -> Loaded:
+    """Run the imports cell of ``path`` and the cells defining each of ``defining`` (in that order) in one fresh
+    namespace; then ``name`` from it after one ``trial`` call, or None and why."""
     try:
         cells = _cells(path)
     except Exception as error:  # nbformat raises many kinds for a file that is not a notebook
         return Loaded(None, f"{path} could not be read ({_error(error)})", path)
     if any("### BEGIN SOLUTION" in c.source for c in cells):
         return Loaded(None, f"{path} is an instructor's source notebook, not a learner's copy: it is not used", path)
-    cell = _defining(cells, name)
-    if cell is None:
-        return Loaded(None, f"{path} has no cell defining {name}", path)
+    parts = []
+    for key in defining:
+        cell = _defining(cells, key)
+        if cell is None:
+            return Loaded(None, f"{path} has no cell defining {key}", path)
+        parts.append((f"cell defining {key}", cell.source))
     imports = next((c for c in cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade_id")
                     == "imports"), next(c for c in cells if c.cell_type == "code"))
     namespace = {"__name__": f"learner_{assignment.replace('-', '_')}"}
-    for part, source in (("imports cell", imports.source), (f"cell defining {name}", cell.source)):
+    for part, source in (("imports cell", imports.source), *parts):
         try:
             _run(source, namespace, f"<{path.name}: {part}>")
         except (Exception, SystemExit) as error:  # a learner's cell may raise anything, exit() included
             return Loaded(None, f"the {part} of {path} raises {_error(error)}", path)
-    function = namespace.get(name)
-    if not callable(function):
-        return Loaded(None, f"the cell of {path} does not define a function {name}", path)
+    built = namespace.get(name)
+    if not callable(built):
+        return Loaded(None, f"the cells of {path} do not define {name}", path)
     if trial is not None:
         try:
             with contextlib.redirect_stdout(io.StringIO()):
-                trial(function)
+                trial(built)
         except NotImplementedError:
             return Loaded(None, f"{name} in {path} is not written yet (it raises NotImplementedError)", path)
         except Exception as error:
             return Loaded(None, f"{name} in {path} raises {_error(error)} on a small case", path)
-    return Loaded(function, f"{name} from {path}", path)
+    return Loaded(built, f"{name} from {path}", path)
 
 
 def _attention_trial(attention_backward: Callable) -> None:
@@ -161,3 +176,38 @@ def load_attention_backward(**where) -> Loaded:
     """The learner's exercise-04 ``attention_backward(Q, K, V, O, lse, dO, *, causal=False, block=64)``, or None
     and why (lesson 11, section 6)."""
     return load_function("04-layer-backward", "attention_backward", _attention_trial, **where)
+
+
+def load_cells(assignment: str, cell_ids: list[str], name: str, trial: Callable[[object], object] | None = None,
+               **where) -> Loaded:
+    """``name`` as the learner's answer cells ``cell_ids`` of ``assignment`` build it together, run in that order in
+    one namespace after the imports cell, after one ``trial`` call; or None and why. Of the copies found, one with
+    more of those cells answered (no stub left in them) wins, then the most recently saved."""
+    found = [path for path in candidates(assignment, **where) if path.is_file()]
+    if not found:
+        return _not_found(assignment, **where)
+
+    def answered(path: Path) -> int:
+        try:
+            cells = _cells(path)
+        except Exception:  # nbformat raises many kinds for a file that is not a notebook
+            return -1
+        return sum(cell is not None and STUB not in cell.source for cell in (_defining(cells, i) for i in cell_ids))
+
+    path = max(found, key=lambda path: (answered(path), path.stat().st_mtime))
+    return _build(path, assignment, cell_ids, name, trial)
+
+
+def _value_trial(Value) -> None:
+    """One small graph through every operation lesson 11's moons use, and its backward: a stub raises
+    NotImplementedError."""
+    a, b = Value(0.5), Value(-1.5)
+    out = (1 - (a * b + 0.25).tanh() * 2).relu() * (1 / 3)
+    out.backward()
+
+
+def load_value(**where) -> Loaded:
+    """The learner's exercise-02 ``Value`` class (its three answer cells: the class, the nonlinearities and
+    ``backward``), or None and why (lesson 11, section 1). The ``function`` field holds the class."""
+    return load_cells("02-computation-graph", ["Value", "nonlinearities", "backward"], "Value", _value_trial,
+                      **where)

@@ -192,3 +192,124 @@ def test_section_6_names_the_failed_case_and_trains_on_autograd(tmp_path):
     assert "✗ gate, causal: GradcheckError" in text and "gate, non-causal" not in text
     assert "trains on autograd's backward instead." in text
     assert "without your backward both runs are autograd's, and they agree exactly" in text
+
+
+# Exercise 02's Value, spread over three answer cells (lesson 11, section 1), written here as a learner might.
+VALUE_CELLS = {
+    "Value": '''
+class Value:
+    def __init__(self, data, children=(), op=""):
+        self.data, self.grad, self._backward, self._prev, self._op = float(data), 0.0, lambda: None, set(children), op
+
+    def _node(self, data, children, rule):
+        out = Value(data, children)
+
+        def _backward():
+            for child, local in zip(children, rule()):
+                child.grad += local * out.grad
+        out._backward = _backward
+        return out
+
+    def __add__(self, other):
+        other = as_value(other)
+        return self._node(self.data + other.data, (self, other), lambda: (1.0, 1.0))
+
+    def __mul__(self, other):
+        other = as_value(other)
+        return self._node(self.data * other.data, (self, other), lambda: (other.data, self.data))
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        return self + (-as_value(other))
+
+    def __truediv__(self, other):
+        return self * as_value(other) ** -1
+
+    __radd__, __rmul__ = __add__, __mul__
+
+    def __rsub__(self, other):
+        return as_value(other) - self
+
+    def __rtruediv__(self, other):
+        return as_value(other) / self
+
+
+def as_value(x):
+    return x if isinstance(x, Value) else Value(x)
+''',
+    "nonlinearities": '''
+def relu(self):
+    return self._node(max(self.data, 0.0), (self,), lambda: (float(self.data > 0),))
+
+
+def tanh(self):
+    t = math.tanh(self.data)
+    return self._node(t, (self,), lambda: (1 - t * t,))
+
+
+def power(self, exponent):
+    return self._node(self.data ** exponent, (self,), lambda: (exponent * self.data ** (exponent - 1),))
+
+
+Value.relu, Value.tanh, Value.__pow__ = relu, tanh, power
+''',
+    "backward": '''
+def backward(self):
+    order, seen = [], set()
+
+    def visit(node):
+        if node not in seen:
+            seen.add(node)
+            for child in node._prev:
+                visit(child)
+            order.append(node)
+    visit(self)
+    self.grad = 1.0
+    for node in reversed(order):
+        node._backward()
+
+
+Value.backward = backward
+''',
+}
+
+
+def value_copy(folder: Path, answers: dict[str, str]) -> Path:
+    """The released exercise-02 notebook saved in ``folder``, the answer cells named in ``answers`` filled in."""
+    notebook = nbformat.read(course.release_notebook("02-computation-graph"), as_version=4)
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id].strip()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "02-computation-graph.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_a_written_value_loads_from_its_three_cells_and_computes_gradients(tmp_path):
+    """load_value runs the imports cell and the three answer cells in one namespace: the class they build together
+    wins over the blank release and differentiates like lesson 11's moons need."""
+    copy = value_copy(tmp_path / "home" / "autograd-course" / "02-computation-graph", VALUE_CELLS)
+    loaded = learner_code.load_value(roots=[course.ROOT], home=tmp_path / "home")
+    assert loaded.function is not None, loaded.reason
+    assert loaded.path == copy and str(copy) in loaded.reason
+    Value = loaded.function
+    x, y = Value(0.3), Value(-1.2)
+    out = (1 - (x * y + 0.5).tanh() * 2).relu() * (1 / 4)
+    out.backward()
+    t = math.tanh(0.3 * -1.2 + 0.5)
+    assert math.isclose(out.data, (1 - 2 * t) / 4)
+    assert math.isclose(x.grad, -2 * (1 - t * t) * -1.2 / 4) and math.isclose(y.grad, -2 * (1 - t * t) * 0.3 / 4)
+
+
+def test_an_unwritten_value_falls_back_with_the_reason(tmp_path):
+    """The blank release, and a copy with only the class written (its backward still the stub): no class, and why."""
+    loaded = learner_code.load_value(roots=[course.ROOT], home=tmp_path)
+    assert loaded.function is None and "not written yet" in loaded.reason
+    value_copy(tmp_path / "home" / "02-computation-graph", {"Value": VALUE_CELLS["Value"],
+                                                            "nonlinearities": VALUE_CELLS["nonlinearities"]})
+    loaded = learner_code.load_value(roots=[tmp_path / "nowhere"], home=tmp_path / "home")
+    assert loaded.function is None and "not written yet" in loaded.reason and "NotImplementedError" in loaded.reason
