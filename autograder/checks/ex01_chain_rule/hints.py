@@ -54,17 +54,17 @@ hint = HintBook({
     "C": PartHints(texts=(
         "Where a RIGHT gradient is exactly 0 or about 1e-4, how large is |analytic - numerical|, and what must your "
         "error make of a difference that size, compared with a 60 % error at a gradient of 2e-4?",
-        "Check values, from the measurement cell (a function of size 735): |a - n| is about 5.7e-8 at the two zeros "
-        "and 2.5e-8 and 2.0e-8 at the tiny gradients. A denominator that may drop to 1e-8 there reports 1.0 at the "
-        "first zero, a false alarm; one that never drops below 1000 reports 1.2e-7 for the third element made 60 % "
-        "wrong, a miss. Two smaller cases: [2.0, 0.0] against [-2.0, 6e-8] must fail at (0,); [303.0, 0.0] against "
-        "[300.0, 6e-8] must report about 0.0099 at (0,).",
+        "Check values, from the measurement cell (a function of size 990): |a - n| is about 1.1e-7 at the first "
+        "zero, exactly 0 at the other two, and 1.9e-8 at the tiny gradient (index 3). A denominator that may drop to "
+        "1e-8 there reports 1.0 at the first zero, a false alarm; one that never drops below 1000 reports 1.8e-7 for "
+        "the tiny gradient made 60 % wrong, a miss. Two smaller cases: [2.0, 0.0] against [-2.0, 6e-8] must fail "
+        "at (0,); [303.0, 0.0] against [300.0, 6e-8] must report about 0.0099 at (0,).",
         "In words: where the gradient is large, divide the size of the difference by the size of the gradient (the "
         "larger of the two sides, so a zero on either side is covered); where it is small, divide by a fixed lower "
         "limit instead, which turns the error there into the absolute difference over that limit. The limit has two "
         "bounds you can compute: the round-off you measured over TOLERANCE (below it, round-off becomes an alarm) "
-        "and the smallest error you must catch, 1e-4, over TOLERANCE (above it, that error passes). Between 0.1 and "
-        "100, which value would you defend, and why? Then take the position of the largest error in the flat view "
+        "and the smallest error you must catch, 1e-4, over TOLERANCE (above it, that error passes). Between about 0.2 "
+        "and 50, which value would you defend, and why? Then take the position of the largest error in the flat view "
         "and turn it into one index per dimension, as Python ints."),
         checks=("check_worst_relative_error",), cells=("worst_relative_error",)),
 })

@@ -23,6 +23,7 @@ from ...checking import (
 )
 from ...misconceptions import armed
 from ...seeding import generator, uniform
+from ...time_limit import OutOfTime, time_limit
 from .answers import _python_number, _tuple_of
 
 # ---------------------------------------------------------------------------------------------- Part B
@@ -260,6 +261,22 @@ UNMIXED = Misconception(
     "A route may take a main arrow, then a skip arrow, then a main arrow again: the routes that mix the two kinds "
     "are routes too, and there are far more of them than the two unmixed ones.",
     question="With n = 3, which routes take one main arrow and one skip arrow, and are they in your sum?")
+AVERAGED = Misconception(
+    "routes averaged instead of added",
+    "Lesson 01's pitfall: routes are never averaged. Each route is its own contribution to the derivative, so the "
+    "products of all the routes are added, at every variable where routes meet as well as at a_n.",
+    question="With n = 2, main = [2, 3] and skip = [5], the two routes carry 6 and 5: what is their sum, and what "
+             "did your function return?")
+LISTED = Misconception(
+    "listed the routes one by one",
+    "Writing out every route, as the lesson does for two routes, takes as many steps as there are routes, and a "
+    "chain of n = 60 with skip arrows has about 2.5e12 of them: no program lists them. The sum has to be built "
+    "without visiting the routes one at a time.",
+    question="Write the sums for n = 2, 3 and 4 by hand, with letters for the labels: which sums of the shorter "
+             "chains appear inside the longer ones?")
+#: Seconds one call of route_sum may run: a sum that does not list the routes takes well under a millisecond at n = 60;
+#: listing them finishes n = 20 (10,946 routes) within it, never n = 60 (2.5e12).
+ROUTE_BUDGET = 1.0
 #: Visible cases (main, skip): one arrow; the smallest skip; mixed signs; every label 1 (the route count) at n = 3
 #: and n = 60; main arrows all 0 at an odd and an even n (only skip arrows left); a chain of n = 40 with labels
 #: between -1 and 1.
@@ -291,7 +308,10 @@ def _chain_mistakes(main, skip) -> dict[Misconception, float]:
     n = len(main)
     factored = math.prod(main[k - 1] + (skip[k - 2] if k >= 2 else 0.0) for k in range(1, n + 1))
     unmixed = math.prod(main) + (math.prod(skip[0::2]) if n % 2 == 0 else 0.0)
-    return {FACTORED: factored, MAIN_ONLY: math.prod(main), UNMIXED: unmixed}
+    into = [1.0] + [0.0] * n   # the lesson's averaging mistake, at every variable where two routes meet
+    for k in range(1, n + 1):
+        into[k] = into[k - 1] * main[k - 1] if k < 2 else (into[k - 1] * main[k - 1] + into[k - 2] * skip[k - 2]) / 2
+    return {FACTORED: factored, MAIN_ONLY: math.prod(main), UNMIXED: unmixed, AVERAGED: into[-1]}
 
 
 def _chain_cases(grading_seed: int | None) -> list[tuple[list[float], list[float]]]:
@@ -323,24 +343,47 @@ def check_route_sum(route_sum, grading_seed: int | None = None) -> None:
     labels all 0 at an odd n, every label 1 at a drawn n, and drawn chains (n from 20 to 60) at every seed. Compared
     with the exact sum (fractions) to a relative 1e-11 plus 1e-12 times the sum over the labels' absolute values (the
     round-off of any order of float64 sums). No autograd. FACTORED (the lesson's "add at a node, multiply along"
-    applied per variable: the ported answer), MAIN_ONLY and UNMIXED by their numbers; HARD_CODED in the hidden test.
+    applied per variable: the ported answer), MAIN_ONLY, UNMIXED and AVERAGED (the lesson's pitfall, at every
+    variable where routes meet) by their numbers; HARD_CODED in the hidden test. Each call has ROUTE_BUDGET seconds:
+    an answer that lists the routes (the lesson's way, Fibonacci(n + 1) of them) is stopped at the first long chain,
+    and the check with it, a proven LISTED, with n, the route count and how far its sums were right.
     """
     __tracebackhide__ = True
-    visible = [_chain_sums(main, skip) for main, skip in VISIBLE_CHAINS]
+    try:
+        _run_route_sums(route_sum, grading_seed)
+    except OutOfTime as out:  # listing the routes: every later chain is as long, none could finish either
+        raise out.failure from None
+
+
+def _run_route_sums(route_sum, grading_seed: int | None) -> None:
+    __tracebackhide__ = True
+    visible, right_so_far = [_chain_sums(main, skip) for main, skip in VISIBLE_CHAINS], []
     for main, skip in _chain_cases(grading_seed):
         with trial():
             what = f"route_sum(main, skip) with n = {len(main)}, main = {_labels(main)}, skip = {_labels(skip)}"
-            got = _python_number(call_learner(route_sum, list(main), list(skip), what=what,
-                                              forbid=[Route.AUTOGRAD]), what=what, name="the sum")
+            count = int(_chain_sums([1.0] * len(main), [1.0] * len(skip)))
+            try:
+                with time_limit(ROUTE_BUDGET):
+                    answer = call_learner(route_sum, list(main), list(skip), what=what, forbid=[Route.AUTOGRAD])
+            except OutOfTime as out:
+                done = ", ".join(map(str, sorted(set(right_so_far))))
+                shorter = f" Your sums for the shorter chains (n = {done}) were right." if done else ""
+                out.failure = proven_failure(
+                    f"{what} was still running after {ROUTE_BUDGET:g} s, so the test stopped it (and this test's "
+                    f"other cases). This chain has {count:,} routes from a_0 to a_{len(main)} ({count:.1e}): a "
+                    f"function that visits them one at a time cannot finish.{shorter} The sum has to come from "
+                    "fewer steps than there are routes.", LISTED)
+                raise
+            got = _python_number(answer, what=what, name="the sum")
             right, scale = _chain_sums(main, skip), _chain_sums(main, skip, absolute=True)
             if abs(got - right) <= EXACT * abs(right) + 1e-12 * scale:
+                right_so_far.append(len(main))
                 continue
             symptoms = [m.looks_like(value, rtol=1e-9, atol=1e-12) for m, value in _chain_mistakes(main, skip).items()]
             symptoms += _hard_coded(grading_seed, visible)
             wanted, yours = torch.tensor(right, dtype=torch.float64), torch.tensor(got, dtype=torch.float64)
             suspects = tuple(dict.fromkeys(s.misconception for s in armed(symptoms, wanted, rtol=EXACT,
                                                                           atol=1e-12 * scale) if s.matches(yours)))
-            count = int(_chain_sums([1.0] * len(main), [1.0] * len(skip)))
             raise GradingFailure(f"{what}: your sum, {got!r}, is not the sum over the {count} routes from a_0 to "
                                  f"a_{len(main)} of the products of their labels. "
                                  f"{_shortest_wrong(route_sum, main, skip)}", suspects=suspects)
