@@ -715,7 +715,8 @@ def _run_checker(worst_relative_error, analytic: torch.Tensor, numerical: torch.
             raise GradingFailure(
                 f"{what} returned the worst error {fmt(error)} at {want}, where the gradient ({n_bug:.6g}) is off by "
                 f"{abs(a_bug - n_bug):.4g}, a relative error of {relative:.4g}: where the gradient is large, the "
-                f"error is relative to its size. ({planted}.)",
+                f"error is relative to its size, and the part accepts within a factor {PERCENT_BAND:g} of that "
+                f"relative error. ({planted}.)",
                 suspects=(ABSOLUTE,) * math.isclose(error, abs(a_bug - n_bug), rel_tol=1e-6)
                 + (SUM_OF_SIZES,) * math.isclose(error * (abs(a_bug) + abs(n_bug)), abs(a_bug - n_bug), rel_tol=0.02))
 

@@ -655,8 +655,9 @@ def check_surviving_routes(surviving_routes, grading_seed: int | None = None) ->
                 x_grad, y_grad = engine(*PROBE)
                 sums = _sums(answer, *PROBE)
                 raise GradingFailure(
-                    f"{what} returned {sorted(answer)}, not the routes this engine keeps. Measured at (x, y) = "
-                    f"{PROBE}: the engine reports x.grad {x_grad:.6g} and y.grad {y_grad:.6g}; the routes you "
+                    f"{what} returned {sorted(answer)}, not the routes this engine keeps. The test's own measurement, "
+                    f"at (x, y) = {PROBE} (not necessarily your point): the engine reports x.grad {x_grad:.6g} "
+                    f"and y.grad {y_grad:.6g}; the routes you "
                     f"returned carry shares that sum to {sums[0]:.6g} for x and {sums[1]:.6g} for y. Which routes' "
                     "shares add up to what the engine reports?",
                     suspects=_diagnosis(frozenset(answer), kept, calls))
