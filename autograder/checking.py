@@ -351,11 +351,13 @@ def trial():
     trials.count += 1
     try:
         yield
-    except NotWritten:  # no other case can say more: the check stops with this one
+    except NotWritten:  # no other case can say more: the check stops with this one (not counted as tried)
+        trials.count -= 1
         raise
     except GradingFailure as failure:
         unwritten = _unwritten(failure)
         if unwritten is not None:
+            trials.count -= 1
             raise unwritten from None
         trials.failures.append(failure)
 
@@ -363,7 +365,7 @@ def trial():
 def _with_cases_passed(unwritten: NotWritten, trials: _Trials) -> NotWritten:
     """"Not written yet", saying how many of the check's cases passed before it (a part of several functions: the
     ones written are confirmed before the next is started)."""
-    passed = trials.count - 1 - len(trials.failures) if trials.count else 0
+    passed = trials.count - len(trials.failures)  # the cases tried before it (trial() does not count it)
     if passed <= 0:
         return unwritten
     return NotWritten(f"{unwritten.message}\n  (The {passed} case{'s' if passed != 1 else ''} this test tried before "
