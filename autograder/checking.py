@@ -37,6 +37,7 @@ from . import contracts
 from .misconceptions import CourseBug, GradingFailure, LearnerFacing, Misconception, Symptom, armed, publish
 from .routes import MISCONCEPTIONS as ROUTE_MISCONCEPTIONS
 from .routes import Route, Routes
+from .time_limit import OutOfTime
 
 __all__ = ["CourseBug", "GradingFailure", "Misconception", "NotPasted", "NotWritten", "Route", "Routes", "Symptom",
            "as_answer", "call_learner", "check", "describe_mismatch", "expect_close", "expect_pasted", "expect_tensor",
@@ -308,6 +309,11 @@ def check(function: Callable) -> Callable:
         token = _TRIALS.set(trials)
         try:
             function(*args, **kwargs)
+        except OutOfTime as out:  # a case ran past its time limit: no later case could finish either
+            if out.failure is None:
+                raise
+            trials.failures.append(out.failure)
+            trials.count += 1
         except GradingFailure as failure:  # raised outside a trial: the check stops here
             unwritten = _unwritten(failure)
             if unwritten is None or not trials.failures:
@@ -351,7 +357,7 @@ def trial():
     trials.count += 1
     try:
         yield
-    except NotWritten:  # no other case can say more: the check stops with this one (not counted as tried)
+    except (NotWritten, OutOfTime):  # no other case can say more: the check stops with this one (counted there)
         trials.count -= 1
         raise
     except GradingFailure as failure:

@@ -11,7 +11,8 @@ import time
 
 class OutOfTime(BaseException):
     """Raised into the code under :func:`time_limit` when it outlives its seconds (a BaseException: no ``except
-    Exception`` in learner code swallows it). A check may attach the failure to report as ``.failure``."""
+    Exception`` in learner code swallows it). A check attaches the failure to report as ``.failure``; the check
+    (:func:`autograder.checking.check`) then stops with it, since no later case could finish either."""
 
     failure = None
 

@@ -116,6 +116,38 @@ def test_a_later_function_not_written_says_the_earlier_passed_and_never_hides_th
     assert "before it passed" not in str(failure.value)
 
 
+@check
+def _check_timed(answers) -> None:
+    """A check whose cases each give the learner a time limit, as exercise 01 B2's and 11 D.1's do."""
+    from autograder.time_limit import OutOfTime, time_limit
+
+    for answer in answers:
+        with trial():
+            try:
+                with time_limit(0.2):
+                    expect_close(call_learner(answer, what="answer()"), 1.0, what="answer()")
+            except OutOfTime as out:
+                out.failure = GradingFailure("answer() was still running: stopped (and the later cases)")
+                raise
+
+
+def test_a_case_out_of_time_stops_the_check_with_its_failure():
+    calls = []
+
+    def forever():
+        calls.append(1)
+        while True:
+            pass
+
+    with pytest.raises(GradingFailure) as failure:
+        _check_timed([lambda: 1.0, forever, forever, lambda: 1.0])
+    assert calls == [1]  # the second loop never started
+    assert str(failure.value) == "answer() was still running: stopped (and the later cases)"
+    with pytest.raises(GradingFailure) as failure:  # a failure before it: both counted, the stopped case once
+        _check_timed([lambda: 2.0, forever])
+    assert "2 of the 2 cases this test tried failed" in str(failure.value)
+
+
 def test_a_passing_check_says_what_passed(capsys):
     _check_cases([1.0, 1.0])
     assert capsys.readouterr().out.startswith("✓ _check_cases: the visible tests pass (2 cases).")

@@ -760,13 +760,10 @@ def check_batchnorm_forward(batchnorm_forward, eval_scale, grading_seed: int | N
     for case in _bn_forward_cases(grading_seed):
         with trial():
             _run_bn_forward(batchnorm_forward, case)
-    try:
-        for scale_case in _eval_scale_cases(grading_seed):
-            with trial():
-                if scale_case.steps <= MEASURED_STEPS:
-                    measured = measured_scale(scale_case)[0]
-                    if abs(measured - scale_after(scale_case)) > 1e-9 * abs(measured):
-                        raise CourseBug(f"the closed form and nn.BatchNorm1d disagree on {scale_case}.")
-                _run_eval_scale(eval_scale, scale_case)
-    except OutOfTime as out:  # a learner's loop over 10^12 calls: no later case could finish either
-        raise out.failure from None
+    for scale_case in _eval_scale_cases(grading_seed):  # a loop over 10^12 calls stops the check (OutOfTime)
+        with trial():
+            if scale_case.steps <= MEASURED_STEPS:
+                measured = measured_scale(scale_case)[0]
+                if abs(measured - scale_after(scale_case)) > 1e-9 * abs(measured):
+                    raise CourseBug(f"the closed form and nn.BatchNorm1d disagree on {scale_case}.")
+            _run_eval_scale(eval_scale, scale_case)
