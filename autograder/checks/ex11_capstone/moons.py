@@ -79,20 +79,6 @@ def _counted_class(Value, model: PartAModel) -> type:
     (``x * w`` calls ``w.__rmul__(x)``): the reflected ones here run what ``x * w`` runs without the subclass."""
     ids = model._ids
 
-    def counted(base):
-        def method(self, *args, **kwargs):
-            if model._paused:
-                return base(self, *args, **kwargs)
-            model._paused += 1
-            try:
-                result = base(self, *args, **kwargs)
-            finally:
-                model._paused -= 1
-            if result is not NotImplemented and isinstance(result, Value):
-                model.use({id(a) for a in (self, *args) if id(a) in ids})
-            return result
-        return method
-
     def paused(base):
         def method(self, *args, **kwargs):
             model._paused += 1
@@ -100,6 +86,18 @@ def _counted_class(Value, model: PartAModel) -> type:
                 return base(self, *args, **kwargs)
             finally:
                 model._paused -= 1
+        return method
+
+    def counted(base):
+        run = paused(base)  # the operations inside it are part of this one use
+
+        def method(self, *args, **kwargs):
+            if model._paused:
+                return base(self, *args, **kwargs)
+            result = run(self, *args, **kwargs)
+            if result is not NotImplemented and isinstance(result, Value):
+                model.use({id(a) for a in (self, *args) if id(a) in ids})
+            return result
         return method
 
     def reflected(forward_name: str, reflected_name: str):
